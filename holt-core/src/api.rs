@@ -1,0 +1,189 @@
+//! Public value types of the holt-core API (the handle itself is in `db.rs`).
+
+use std::time::Duration;
+
+/// Largest key, in bytes. Keys are 1..=KEY_LEN_MAX arbitrary bytes (0x00 included).
+pub const KEY_LEN_MAX: usize = 4096;
+/// Largest value, in bytes.
+pub const VALUE_LEN_MAX: usize = 65536;
+
+/// When a write is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// After an fdatasync that covers the write (shared by concurrent writers: group commit).
+    #[default]
+    Sync,
+    /// Once the record is in the log ring; on disk within `Options::wal_flush_interval`.
+    Async,
+    /// No log at all: data lives until the process ends (or the next checkpoint, on disk).
+    Memory,
+}
+
+/// Options for opening a database.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Default durability of writes; each write may override it.
+    pub durability: Durability,
+    /// Memory budget for cached frames; clean frames are evicted beyond it.
+    pub memory_budget_bytes: usize,
+    /// Bytes of the write-ahead log ring shared by all writers.
+    pub wal_ring_bytes: usize,
+    /// Longest time an `Async` write stays only in memory.
+    pub wal_flush_interval: Duration,
+    /// Start a background checkpoint once the log has grown this much since the last one.
+    pub checkpoint_wal_bytes: u64,
+    /// Start a background checkpoint at least this often while there are dirty frames.
+    pub checkpoint_interval: Duration,
+    /// Use io_uring for frame I/O where the kernel offers it (feature `io-uring`).
+    pub use_io_uring: bool,
+    /// Open frame files with O_DIRECT where the filesystem supports it.
+    pub direct_io: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Sync,
+            memory_budget_bytes: 1 << 30,
+            wal_ring_bytes: 8 << 20,
+            wal_flush_interval: Duration::from_millis(5),
+            checkpoint_wal_bytes: 256 << 20,
+            checkpoint_interval: Duration::from_secs(60),
+            use_io_uring: true,
+            direct_io: true,
+        }
+    }
+}
+
+/// The version of a stored value: the log sequence number of the write that stored it.
+/// Returned by reads; a compare-and-swap write names the version it expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(pub u64);
+
+/// A precondition checked atomically with a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Condition {
+    /// Write unconditionally.
+    #[default]
+    None,
+    /// Write only if the key is absent (S3 `If-None-Match: *`).
+    Absent,
+    /// Write only if the key is present.
+    Present,
+    /// Write only if the key is present with exactly this version (S3 `If-Match`).
+    Version(Version),
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Overrides the database's default durability for this write.
+    pub durability: Option<Durability>,
+}
+
+/// One operation of an atomic batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOp {
+    Put { key: Vec<u8>, value: Vec<u8>, condition: Condition },
+    Delete { key: Vec<u8>, condition: Condition },
+}
+
+/// An atomic group of puts and deletes: all of it is applied and logged, or none of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub ops: Vec<BatchOp>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition: Condition::None });
+        self
+    }
+    pub fn put_if(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, condition: Condition) -> &mut Self {
+        self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition });
+        self
+    }
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(BatchOp::Delete { key: key.into(), condition: Condition::None });
+        self
+    }
+    pub fn delete_if(&mut self, key: impl Into<Vec<u8>>, condition: Condition) -> &mut Self {
+        self.ops.push(BatchOp::Delete { key: key.into(), condition });
+        self
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+}
+
+/// A stored value and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub value: Vec<u8>,
+    pub version: Version,
+}
+
+/// A delimiter listing request, with S3 ListObjectsV2 semantics (see `list`).
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest<'a> {
+    /// Only keys starting with this are listed.
+    pub prefix: &'a [u8],
+    /// Roll keys up to their first occurrence of this (any length) at or after the end of
+    /// `prefix`. Empty means no rollup.
+    pub delimiter: &'a [u8],
+    /// Exclusive lower bound: only entries (keys or common prefixes) greater than this.
+    /// A common prefix of which `start_after` is an extension is not returned again.
+    pub start_after: &'a [u8],
+    /// Most entries to return (keys and common prefixes each count one).
+    pub limit: usize,
+    /// Whether to return values with keys (a listing of names only skips copying them).
+    pub with_values: bool,
+}
+
+/// One entry of a listing, in key order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListItem {
+    Key { key: Vec<u8>, entry: Entry },
+    CommonPrefix(Vec<u8>),
+}
+
+impl ListItem {
+    /// The key or common prefix: the exclusive resume point after this item.
+    pub fn name(&self) -> &[u8] {
+        match self {
+            ListItem::Key { key, .. } => key,
+            ListItem::CommonPrefix(p) => p,
+        }
+    }
+}
+
+/// A page of a listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    pub items: Vec<ListItem>,
+    /// True when at least one more entry follows the last item (decided by looking past it).
+    pub truncated: bool,
+}
+
+/// Counters for operators (exported by the gateway's /metrics).
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub keys: u64,
+    pub frames: u64,
+    pub frames_cached: u64,
+    pub cache_bytes: u64,
+    pub frame_reads: u64,
+    pub frame_evictions: u64,
+    pub wal_bytes_written: u64,
+    pub wal_syncs: u64,
+    pub checkpoints: u64,
+    pub checkpoint_stall_max_us: u64,
+    pub last_lsn: u64,
+    pub durable_lsn: u64,
+}

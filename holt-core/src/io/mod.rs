@@ -1,0 +1,65 @@
+//! The storage trait every byte of holt-core goes through, and its implementations.
+//!
+//! - `StdFs`: real files with pread/pwrite/fdatasync (always built).
+//! - `Uring` (feature `io-uring`, Linux): batched frame reads and writes through io_uring.
+//! - `SimFs`: a simulated, fault-injecting file system that keeps each file's durable bytes
+//!   apart from its not-yet-synced bytes, for crash tests.
+//!
+//! Paths handed to a `Vfs` are relative to the database directory.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+mod std_fs;
+
+pub use std_fs::StdFs;
+
+/// One open file.
+pub trait VfsFile: Send + Sync {
+    /// Reads exactly `buf.len()` bytes at `offset` (short reads past the end are an error).
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`, growing the file if needed.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write to this file durable (fdatasync). A failure means the
+    /// unsynced data may be lost: callers must not retry as if it were safe.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Sets the length (truncate or extend with zeros).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Reserves space up to `len` bytes without changing what reads return (fallocate where
+    /// available), so later writes cannot fail with ENOSPC.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// Reads several frames at once: `(buffer, offset)` pairs. The default reads one by one;
+    /// io_uring submits them together.
+    fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {
+        for (buf, offset) in requests.iter_mut() {
+            self.read_exact_at(buf, *offset)?;
+        }
+        Ok(())
+    }
+    /// Writes several buffers at once: `(buffer, offset)` pairs.
+    fn write_many_at(&self, requests: &[(&[u8], u64)]) -> io::Result<()> {
+        for (buf, offset) in requests {
+            self.write_all_at(buf, *offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// A directory of files: the database directory.
+pub trait Vfs: Send + Sync {
+    /// Opens `path`, creating it (empty) when `create` is true and it does not exist.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VfsFile>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Atomically replaces `to` with `from`. Durable only after `sync_dir`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file. Durable only after `sync_dir`.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// File names in the directory.
+    fn list(&self) -> io::Result<Vec<String>>;
+    /// Makes creations, renames and removals in the directory durable (fsync of the directory).
+    fn sync_dir(&self) -> io::Result<()>;
+}

@@ -1,0 +1,114 @@
+//! Real files through std (pread/pwrite) and libc (fdatasync, fallocate).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Vfs, VfsFile};
+
+/// The database directory on a real file system.
+pub struct StdFs {
+    dir: PathBuf,
+}
+
+impl StdFs {
+    /// Uses `dir` (which must exist) as the database directory.
+    pub fn new(dir: impl Into<PathBuf>) -> StdFs {
+        StdFs { dir: dir.into() }
+    }
+
+    /// The directory this file system is rooted at.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+struct StdFile {
+    file: File,
+}
+
+impl VfsFile for StdFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        allocate(&self.file, len)
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
+fn allocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the descriptor is owned by `file`, which outlives the call; mode
+    // FALLOC_FL_KEEP_SIZE only reserves blocks and never changes the file's contents.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        // File systems without fallocate (tmpfs on old kernels, some FUSE): nothing reserved.
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allocate(_file: &File, _len: u64) -> io::Result<()> {
+    Ok(())
+}
+
+impl Vfs for StdFs {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VfsFile>> {
+        let file = OpenOptions::new().read(true).write(true).create(create).open(self.dir.join(path))?;
+        Ok(Arc::new(StdFile { file }))
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.dir.join(path).try_exists()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(self.dir.join(from), self.dir.join(to))
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(self.dir.join(path))
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+}
