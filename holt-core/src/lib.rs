@@ -28,9 +28,14 @@
 //! ```
 
 mod api;
+mod buffer;
 mod db;
 mod error;
+mod format;
 pub mod io;
+mod sync;
+mod tree;
+mod wal;
 
 pub use api::*;
 pub use db::Db;

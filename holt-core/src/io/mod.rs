@@ -11,9 +11,14 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+mod sim;
 mod std_fs;
 
+pub use sim::{Fault, FaultError, OpKind, SimFs};
 pub use std_fs::StdFs;
+
+/// Held while a database directory is open; dropping it releases the lock.
+pub type DirLock = Box<dyn std::any::Any + Send + Sync>;
 
 /// One open file.
 pub trait VfsFile: Send + Sync {
@@ -62,4 +67,8 @@ pub trait Vfs: Send + Sync {
     fn list(&self) -> io::Result<Vec<String>>;
     /// Makes creations, renames and removals in the directory durable (fsync of the directory).
     fn sync_dir(&self) -> io::Result<()>;
+    /// Takes an exclusive lock named by `path` (an flock on that file for real files) that
+    /// lasts until the returned guard is dropped. Fails with `WouldBlock` if another handle or
+    /// process holds it.
+    fn try_lock(&self, path: &Path) -> io::Result<DirLock>;
 }

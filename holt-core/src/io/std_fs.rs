@@ -74,6 +74,22 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
+#[expect(unsafe_code, reason = "flock has no safe wrapper at the crate's minimum Rust version")]
+fn flock_exclusive(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is owned by `file`, which outlives the call; flock only changes
+    // the lock state of the open file description.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another handle or process"));
+    }
+    Err(err)
+}
+
 #[cfg(not(target_os = "linux"))]
 fn allocate(_file: &File, _len: u64) -> io::Result<()> {
     Ok(())
@@ -110,5 +126,13 @@ impl Vfs for StdFs {
 
     fn sync_dir(&self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(self.dir.join(path))?;
+        // flock locks belong to the open file description: a second open of the same file,
+        // in this process or another, is refused, and the lock dies with the descriptor.
+        flock_exclusive(&file)?;
+        Ok(Box::new(file))
     }
 }

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Assembles benches/RESULTS.md from the raw results of scripts/bench.sh and draws the
+headline-ratio chart (matplotlib, if installed). Standard library otherwise."""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+from collections import defaultdict
+
+
+def read(path, default=""):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def jsonl(path):
+    rows = []
+    for line in read(path).splitlines():
+        line = line.strip()
+        if line:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+def fmt(x):
+    if x is None:
+        return "—"
+    a = abs(x)
+    if a >= 1000:
+        return f"{x:,.0f}"
+    if a >= 100:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def gateway_tables(rows):
+    """Markdown: per operation and connection count, each server's req/s, p50, p99, RSS, and
+    holt-gateway's ratio to MinIO and to the bare axum ceiling."""
+    runs = [r for r in rows if r.get("op") != "prepare"]
+    if not runs:
+        return "Not measured in this run (see notes).\n"
+    by = defaultdict(list)
+    for r in runs:
+        by[(r["server"], r["op"], r["connections"])].append(r)
+    med = {}
+    for key, rs in by.items():
+        med[key] = {
+            f: statistics.median([r[f] for r in rs if r.get(f) is not None] or [0])
+            for f in ("req_per_s", "p50_us", "p99_us", "errors", "mean_response_bytes")
+        }
+        peaks = [r.get("server_peak_rss_bytes") for r in rs if r.get("server_peak_rss_bytes")]
+        med[key]["peak_rss_mb"] = max(peaks) / 1e6 if peaks else None
+    servers = sorted({k[0] for k in med}, key=lambda s: ["holt-gateway", "minio", "bare-axum"].index(s) if s in ["holt-gateway", "minio", "bare-axum"] else 9)
+    out = ["| operation | connections | server | req/s | p50 (µs) | p99 (µs) | errors | response bytes | server peak RSS (MB) | holt-gateway ÷ this |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for op in ["head", "list", "get", "put", "mixed"]:
+        for c in [1, 16, 64]:
+            gw = med.get(("holt-gateway", op, c))
+            for s in servers:
+                m = med.get((s, op, c))
+                if not m:
+                    continue
+                ratio = "—"
+                if gw and s != "holt-gateway" and m["req_per_s"] > 0:
+                    ratio = f"{gw['req_per_s'] / m['req_per_s']:.2f}×"
+                out.append(f"| {op} | {c} | {s} | {fmt(m['req_per_s'])} | {fmt(m['p50_us'])} | {fmt(m['p99_us'])} | "
+                           f"{int(m['errors'])} | {fmt(m['mean_response_bytes'])} | {fmt(m['peak_rss_mb'])} | {ratio} |")
+    prep = [r for r in rows if r.get("op") == "prepare"]
+    if prep:
+        out.append("")
+        out.append("Loading through the S3 API (16 connections, one PUT per object): " + "; ".join(
+            f"{r['server']} {r['objects']} objects in {r['seconds']:.1f} s ({r['objects'] / max(r['seconds'], 1e-9):,.0f}/s, {r['errors']} errors)" for r in prep))
+    return "\n".join(out) + "\n"
+
+
+def chart(csv_path, png_path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not available: no chart drawn."
+    rows = list(csv.DictReader(open(csv_path, encoding="utf-8"))) if os.path.exists(csv_path) else []
+    if not rows:
+        return "No ratios to chart yet."
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    engines = sorted({r["engine"] for r in rows})
+    value = {(r["metric"], r["engine"]): float(r["advantage"]) for r in rows}
+    fig, ax = plt.subplots(figsize=(11, 0.55 * len(metrics) * 1.6 + 1.5))
+    height = 0.8 / max(len(engines), 1)
+    for j, e in enumerate(engines):
+        ys = [i + j * height for i in range(len(metrics))]
+        xs = [value.get((m, e), 0) for m in metrics]
+        ax.barh(ys, xs, height=height, label=e)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(metrics))])
+    ax.set_yticklabels(metrics)
+    ax.invert_yaxis()
+    ax.set_xlabel("holt-core advantage (× ; >1 = holt-core better), log scale")
+    ax.set_title("holt-core against embedded engines, same run, medians")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    return f"![headline ratios](results/{os.path.basename(png_path)})"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--results", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--chart", required=True)
+    p.add_argument("--commit", default="unknown")
+    p.add_argument("--engine-command", default="")
+    p.add_argument("--script-command", default="")
+    p.add_argument("--machine", default="")
+    a = p.parse_args()
+    r = a.results
+    chart_line = chart(os.path.join(r, "engines-headline.csv"), a.chart)
+    engines_raw = read(os.path.join(r, "engines-raw.jsonl")).strip()
+    gateway_raw = read(os.path.join(r, "gateway-raw.jsonl")).strip()
+    doc = f"""# Benchmark results
+
+Produced by `{a.script_command}` (see `scripts/bench.sh --help`). Method, peers and targets:
+PERFORMANCE.md. Every engine runs in its own process (`benches/src/bin/engine_bench.rs`), the
+engines alternate and the order rotates between repetitions (`bench_driver`), and every figure
+is a median of the repetitions. Ratios are taken inside the same run.
+
+- Machine: {a.machine}
+- Commit: {a.commit}
+- Engine command: `{a.engine_command}`
+
+{read(os.path.join(r, "NOTES.md"))}
+
+## Engines
+
+{chart_line}
+
+{read(os.path.join(r, "engines-tables.md"), "Not measured in this run.")}
+
+## Gateway (S3 over loopback HTTP)
+
+{gateway_tables(jsonl(os.path.join(r, "gateway-raw.jsonl")))}
+{read(os.path.join(r, "gateway-notes.md"))}
+
+## Raw numbers
+
+One JSON object per engine process (`benches/results/engines-raw.jsonl`):
+
+<details><summary>engines</summary>
+
+```
+{engines_raw}
+```
+</details>
+
+<details><summary>gateway (benches/results/gateway-raw.jsonl)</summary>
+
+```
+{gateway_raw}
+```
+</details>
+"""
+    with open(a.out, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+//! One adapter per engine behind a common trait, so every workload runs the same code for all.
+//!
+//! Peers without a native delimiter listing get the best generic method (`generic_list`): a
+//! range scan that, on meeting a key with the delimiter after the prefix, emits the common
+//! prefix and seeks to the first key past it (prefix + 0xFF), inside one read transaction.
+
+use std::path::Path;
+
+pub mod fjall_engine;
+pub mod holt092;
+#[cfg(feature = "holt-core")]
+pub mod holt_core;
+pub mod lmdb;
+pub mod redb_engine;
+pub mod rocks;
+pub mod sqlite;
+
+/// Errors from any engine, boxed: the benchmark only reports them.
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+pub type BenchResult<T> = Result<T, BenchError>;
+
+/// When a write is acknowledged, matched across engines (PERFORMANCE.md "Matched durability").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// The commit is in the log in the page cache (no fsync per commit).
+    LogToPageCache,
+    /// Every commit is fsynced (group commit where the engine has it).
+    Fsync,
+}
+
+/// How to open an engine.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    pub mode: WriteMode,
+    /// The engine's cache budget, where it has a knob.
+    pub cache_bytes: usize,
+}
+
+/// What a walk callback tells the engine to do next.
+pub enum Step {
+    Continue,
+    Stop,
+    /// Re-position at the first key >= this.
+    Seek(Vec<u8>),
+}
+
+/// One entry of a delimiter listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listed {
+    Key(Vec<u8>, Vec<u8>),
+    Prefix(Vec<u8>),
+}
+
+/// The operations every workload needs. All methods take `&self`: the fsync workload shares
+/// one handle among many writer threads.
+pub trait Engine: Send + Sync {
+    /// Inserts a batch of new keys in one transaction (bulk load).
+    fn load_batch(&self, batch: &[(Vec<u8>, Vec<u8>)]) -> BenchResult<()>;
+    /// Reads `key`, copying its value into `out`; false when absent.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> BenchResult<bool>;
+    /// Stores one key in its own commit, with the durability the engine was opened with.
+    fn put(&self, key: &[u8], value: &[u8]) -> BenchResult<()>;
+    /// Deletes one key in its own commit.
+    fn delete(&self, key: &[u8]) -> BenchResult<()>;
+    /// Moves `src` to `dst` atomically (one commit); false when `src` is absent.
+    fn rename(&self, src: &[u8], dst: &[u8]) -> BenchResult<bool>;
+    /// Completes every piece of deferred write work (WAL flush, memtable flush, checkpoint),
+    /// so that write timings include it.
+    fn finish(&self) -> BenchResult<()>;
+    /// Walks keys in order from the first key >= `start` until the callback stops it.
+    fn walk(&self, start: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> Step) -> BenchResult<()>;
+
+    /// The first `limit` keys (with values) starting with `prefix`.
+    fn scan(&self, prefix: &[u8], limit: usize, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> BenchResult<()> {
+        out.clear();
+        self.walk(prefix, &mut |k, v| {
+            if !k.starts_with(prefix) {
+                return Step::Stop;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                Step::Stop
+            } else {
+                Step::Continue
+            }
+        })
+    }
+
+    /// The first `limit` entries under `prefix` rolled up at `delimiter`, values included.
+    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Vec<Listed>) -> BenchResult<()> {
+        generic_list(self, prefix, delimiter, limit, out)
+    }
+}
+
+/// The best generic delimiter listing over an ordered walk: emit a common prefix on meeting
+/// it and seek past everything under it.
+pub fn generic_list<E: Engine + ?Sized>(
+    engine: &E,
+    prefix: &[u8],
+    delimiter: u8,
+    limit: usize,
+    out: &mut Vec<Listed>,
+) -> BenchResult<()> {
+    out.clear();
+    if limit == 0 {
+        return Ok(());
+    }
+    engine.walk(prefix, &mut |k, v| {
+        if !k.starts_with(prefix) {
+            return Step::Stop;
+        }
+        let rest = &k[prefix.len()..];
+        match rest.iter().position(|&b| b == delimiter) {
+            Some(pos) => {
+                let common = &k[..prefix.len() + pos + 1];
+                out.push(Listed::Prefix(common.to_vec()));
+                if out.len() >= limit {
+                    return Step::Stop;
+                }
+                let mut past = Vec::with_capacity(common.len() + 1);
+                past.extend_from_slice(common);
+                past.push(0xFF);
+                Step::Seek(past)
+            }
+            None => {
+                out.push(Listed::Key(k.to_vec(), v.to_vec()));
+                if out.len() >= limit {
+                    Step::Stop
+                } else {
+                    Step::Continue
+                }
+            }
+        }
+    })
+}
+
+/// Every engine this harness knows, by the name used on the command line.
+pub const ENGINE_NAMES: &[&str] = &["holt-core", "holt-core-mem", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
+
+/// Opens engine `name` in `dir` (created if missing).
+pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn Engine>> {
+    std::fs::create_dir_all(dir)?;
+    Ok(match name {
+        #[cfg(feature = "holt-core")]
+        "holt-core" => Box::new(holt_core::HoltCore::open(dir, options)?),
+        #[cfg(feature = "holt-core")]
+        "holt-core-mem" => Box::new(holt_core::HoltCore::open_in_memory(options)?),
+        #[cfg(not(feature = "holt-core"))]
+        "holt-core" | "holt-core-mem" => {
+            return Err("built without the `holt-core` feature (holt-core did not compile)".into())
+        }
+        "holt-0.9.2" => Box::new(holt092::Holt092::open(dir, options)?),
+        "lmdb" => Box::new(lmdb::Lmdb::open(dir, options)?),
+        "redb" => Box::new(redb_engine::Redb::open(dir, options)?),
+        "rocksdb" => Box::new(rocks::Rocks::open(dir, options)?),
+        "sqlite" => Box::new(sqlite::Sqlite::open(dir, options)?),
+        "fjall" => Box::new(fjall_engine::Fjall::open(dir, options)?),
+        other => return Err(format!("unknown engine {other:?}; known: {ENGINE_NAMES:?}").into()),
+    })
+}
+
+/// Whether the engine keeps its data in files (in-memory engines skip reopen-based phases).
+pub fn is_persistent(name: &str) -> bool {
+    name != "holt-core-mem"
+}
+
+/// The engine's cache knob, described for RESULTS.md.
+pub fn cache_knob(name: &str) -> &'static str {
+    match name {
+        "holt-core" | "holt-core-mem" => "Options::memory_budget_bytes",
+        "holt-0.9.2" => "buffer_pool_size (512 KiB frames)",
+        "lmdb" => "none (mmap; the page cache is the cache)",
+        "redb" => "Builder::set_cache_size",
+        "rocksdb" => "LRU block cache",
+        "sqlite" => "PRAGMA cache_size",
+        "fjall" => "Database::builder().cache_size",
+        _ => "?",
+    }
+}

@@ -1,0 +1,319 @@
+//! The measured phases. Each takes an open engine and returns plain numbers; the per-engine
+//! process (`engine_bench`) strings them together and criterion reuses the read phases.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::data::{self, DataSet, Rng, WideSet};
+use crate::engines::{BenchResult, Engine, Listed};
+use crate::measure::{micros, quantile};
+
+/// Keys per load transaction (the usual bulk-load batching for every engine).
+pub const LOAD_BATCH: usize = 1000;
+
+/// The key-heavy page: 50 common prefixes then flat keys.
+pub const KEY_HEAVY_PREFIX: &[u8] = b"bucket-042/tenant-07/";
+/// A bucket root: 20 tenant prefixes, each hiding `keys / 100` keys.
+pub const BUCKET_ROOT_PREFIX: &[u8] = b"bucket-042/";
+/// The wide root: 1000 prefixes, each hiding `WideSet::per_prefix` keys.
+pub const WIDE_ROOT_PREFIX: &[u8] = b"bucket-wide/";
+
+/// Loads `count` items produced by `item(i, key, value)` in `LOAD_BATCH` transactions.
+fn load_items(
+    engine: &dyn Engine,
+    count: usize,
+    mut item: impl FnMut(usize, &mut Vec<u8>, &mut Vec<u8>),
+) -> BenchResult<Duration> {
+    let start = Instant::now();
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(LOAD_BATCH);
+    for i in 0..count {
+        let mut k = Vec::with_capacity(64);
+        let mut v = Vec::with_capacity(data::VALUE_LEN);
+        item(i, &mut k, &mut v);
+        batch.push((k, v));
+        if batch.len() == LOAD_BATCH {
+            engine.load_batch(&batch)?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        engine.load_batch(&batch)?;
+    }
+    Ok(start.elapsed())
+}
+
+/// Bulk load of the main data set in `order` (a permutation of key indices), deferred work
+/// (`finish`) included.
+pub fn load(engine: &dyn Engine, set: &DataSet, order: &[u32]) -> BenchResult<Duration> {
+    let start = Instant::now();
+    load_items(engine, order.len(), |i, k, v| {
+        let index = order[i] as u64;
+        set.key(index, k);
+        data::value(index, 0, v);
+    })?;
+    engine.finish()?;
+    Ok(start.elapsed())
+}
+
+/// Bulk load of the wide data set (in a scrambled but fixed order), deferred work included.
+pub fn load_wide(engine: &dyn Engine, wide: &WideSet, rng: &mut Rng) -> BenchResult<Duration> {
+    let order = data::permutation(wide.len(), rng);
+    let start = Instant::now();
+    load_items(engine, order.len(), |i, k, v| {
+        let index = order[i] as u64;
+        wide.key(index, k);
+        data::value(index, 0, v);
+    })?;
+    engine.finish()?;
+    Ok(start.elapsed())
+}
+
+/// Mean nanoseconds per point get of `count` random existing keys; fails on a missing key.
+pub fn point_get(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: usize) -> BenchResult<f64> {
+    let keys: Vec<Vec<u8>> = (0..count).map(|_| set.key_vec(rng.below(set.len()))).collect();
+    let mut out = Vec::with_capacity(128);
+    let start = Instant::now();
+    for k in &keys {
+        if !engine.get(k, &mut out)? {
+            return Err(format!("key {} missing", String::from_utf8_lossy(k)).into());
+        }
+    }
+    Ok(start.elapsed().as_nanos() as f64 / count.max(1) as f64)
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+}
+
+fn latency(samples_ns: &mut [u64]) -> Latency {
+    let mean = samples_ns.iter().sum::<u64>() as f64 / samples_ns.len().max(1) as f64;
+    Latency {
+        p50_us: quantile(samples_ns, 0.5) as f64 / 1e3,
+        p99_us: quantile(samples_ns, 0.99) as f64 / 1e3,
+        mean_us: mean / 1e3,
+    }
+}
+
+/// Prefix scans of `limit` entries starting at random directory prefixes.
+pub fn prefix_scan(
+    engine: &dyn Engine,
+    set: &DataSet,
+    rng: &mut Rng,
+    limit: usize,
+    count: usize,
+) -> BenchResult<Latency> {
+    let expected = limit.min((set.len() / 100 * 8 / 10 / data::DIRS) as usize);
+    let mut out = Vec::with_capacity(limit);
+    let mut samples = Vec::with_capacity(count);
+    for _ in 0..count {
+        let prefix = set.random_dir_prefix(rng);
+        let start = Instant::now();
+        engine.scan(&prefix, limit, &mut out)?;
+        samples.push(start.elapsed().as_nanos() as u64);
+        if out.len() != expected {
+            return Err(format!("scan returned {} entries, expected {expected}", out.len()).into());
+        }
+    }
+    Ok(latency(&mut samples))
+}
+
+/// The shape of one listing page, for RESULTS.md and the cross-engine agreement check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageShape {
+    pub prefixes: usize,
+    pub keys: usize,
+    /// FNV-1a over the names in order: equal across engines when they list the same page.
+    pub digest: u64,
+}
+
+pub fn page_shape(page: &[Listed]) -> PageShape {
+    let mut shape = PageShape { digest: 0xcbf2_9ce4_8422_2325, ..PageShape::default() };
+    for item in page {
+        let name = match item {
+            Listed::Key(k, _) => {
+                shape.keys += 1;
+                k
+            }
+            Listed::Prefix(p) => {
+                shape.prefixes += 1;
+                p
+            }
+        };
+        for &b in name.iter().chain(std::iter::once(&0u8)) {
+            shape.digest = (shape.digest ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3);
+        }
+    }
+    shape
+}
+
+/// Repeats one delimiter listing `count` times; returns its latency and the page's shape.
+pub fn list_page(
+    engine: &dyn Engine,
+    prefix: &[u8],
+    limit: usize,
+    count: usize,
+) -> BenchResult<(Latency, PageShape)> {
+    let mut out = Vec::with_capacity(limit);
+    let mut samples = Vec::with_capacity(count);
+    let mut shape = None;
+    for _ in 0..count {
+        let start = Instant::now();
+        engine.list(prefix, b'/', limit, &mut out)?;
+        samples.push(start.elapsed().as_nanos() as u64);
+        let this = page_shape(&out);
+        if *shape.get_or_insert(this) != this {
+            return Err("the same listing returned different pages".into());
+        }
+    }
+    Ok((latency(&mut samples), shape.unwrap_or_default()))
+}
+
+/// Random overwrites in the engine's current write mode, then `finish`.
+#[derive(Debug, Clone, Copy)]
+pub struct Overwrite {
+    /// Mean time per put, deferred work excluded.
+    pub put_us: f64,
+    /// The deferred work done by `finish` at the end.
+    pub finish_s: f64,
+    /// (puts + finish) / count: the honest per-write cost.
+    pub amortized_us: f64,
+}
+
+pub fn overwrite(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: usize) -> BenchResult<Overwrite> {
+    let mut k = Vec::with_capacity(64);
+    let mut v = Vec::with_capacity(data::VALUE_LEN);
+    let start = Instant::now();
+    for n in 0..count {
+        let i = rng.below(set.len());
+        set.key(i, &mut k);
+        data::value(i, 1 + n as u64, &mut v);
+        engine.put(&k, &v)?;
+    }
+    let puts = start.elapsed();
+    engine.finish()?;
+    let total = start.elapsed();
+    Ok(Overwrite {
+        put_us: micros(puts) / count.max(1) as f64,
+        finish_s: (total - puts).as_secs_f64(),
+        amortized_us: micros(total) / count.max(1) as f64,
+    })
+}
+
+/// The metadata mix: 45% head, 20% overwrite, 10% list (100 entries of a directory), 10%
+/// rollup (100 entries at a tenant root), 10% create+delete, 5% rename. Returns the mean
+/// microseconds per operation with `finish` included.
+pub fn metadata_mix(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: usize) -> BenchResult<f64> {
+    let mut k = Vec::with_capacity(64);
+    let mut v = Vec::with_capacity(data::VALUE_LEN);
+    let mut out = Vec::with_capacity(128);
+    let mut page = Vec::with_capacity(128);
+    // Renamed keys move to a `.renamed-N` name; remember where each one went so that later
+    // operations on it use its current name.
+    let mut renamed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
+    let start = Instant::now();
+    for n in 0..count as u64 {
+        let i = rng.below(set.len());
+        match renamed.get(&i) {
+            Some(name) => k.clone_from(name),
+            None => set.key(i, &mut k),
+        }
+        let dice = rng.below(100);
+        if dice < 45 {
+            if !engine.get(&k, &mut out)? {
+                return Err(format!("mix: head of {} found nothing", String::from_utf8_lossy(&k)).into());
+            }
+        } else if dice < 65 {
+            data::value(i, 1_000_000 + n, &mut v);
+            engine.put(&k, &v)?;
+        } else if dice < 75 {
+            let mut prefix = set.random_dir_prefix(rng);
+            prefix.extend_from_slice(format!("sub-{}/", rng.below(data::SUBS)).as_bytes());
+            engine.list(&prefix, b'/', 100, &mut page)?;
+        } else if dice < 85 {
+            let prefix = set.random_tenant_prefix(rng);
+            engine.list(&prefix, b'/', 100, &mut page)?;
+        } else if dice < 95 {
+            let mut fresh = k.clone();
+            fresh.extend_from_slice(format!(".tmp-{n}").as_bytes());
+            data::value(i, n, &mut v);
+            engine.put(&fresh, &v)?;
+            engine.delete(&fresh)?;
+        } else {
+            let mut dst = set.key_vec(i);
+            dst.extend_from_slice(format!(".renamed-{n}").as_bytes());
+            if !engine.rename(&k, &dst)? {
+                return Err(format!("mix: rename source {} missing", String::from_utf8_lossy(&k)).into());
+            }
+            renamed.insert(i, dst);
+        }
+    }
+    engine.finish()?;
+    Ok(micros(start.elapsed()) / count.max(1) as f64)
+}
+
+/// Concurrent fsync-durable overwrites: `threads` writers for `duration` (each write its own
+/// commit). Returns writes per second and the latency of every write.
+pub fn fsync_writers(
+    engine: Arc<dyn Engine>,
+    set: &DataSet,
+    seed: u64,
+    threads: usize,
+    duration: Duration,
+    max_ops: u64,
+) -> BenchResult<(f64, Latency)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let set = *set;
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let engine = Arc::clone(&engine);
+        let stop = Arc::clone(&stop);
+        let done = Arc::clone(&done);
+        handles.push(std::thread::spawn(move || -> BenchResult<Vec<u64>> {
+            let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9));
+            let mut k = Vec::with_capacity(64);
+            let mut v = Vec::with_capacity(data::VALUE_LEN);
+            let mut samples = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let i = rng.below(set.len());
+                set.key(i, &mut k);
+                data::value(i, 10_000_000 + n, &mut v);
+                let t0 = Instant::now();
+                engine.put(&k, &v)?;
+                samples.push(t0.elapsed().as_nanos() as u64);
+                n += 1;
+                if done.fetch_add(1, Ordering::Relaxed) + 1 >= max_ops {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            Ok(samples)
+        }));
+    }
+    // Bounded in time: the writers stop at the deadline (or at max_ops, whichever is first).
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    let mut first_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(samples)) => all.extend(samples),
+            Ok(Err(e)) => first_error = first_error.or(Some(e)),
+            Err(_) => first_error = first_error.or(Some("a writer thread panicked".into())),
+        }
+    }
+    let elapsed = start.elapsed();
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let rate = all.len() as f64 / elapsed.as_secs_f64();
+    Ok((rate, latency(&mut all)))
+}

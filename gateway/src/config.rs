@@ -1,0 +1,174 @@
+//! Configuration: flags, environment variables and an optional TOML file, with the precedence
+//! flag > environment > file > default (see the README's configuration reference).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// Command line (each flag also reads its environment variable; clap lets the flag win).
+#[derive(Debug, Parser, Default)]
+#[command(name = "holt-gateway", version, about = "S3-compatible gateway on the holt-core engine")]
+pub struct Cli {
+    /// TOML configuration file.
+    #[arg(long, env = "HOLT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory (meta/, bodies/, tmp/).
+    #[arg(long, env = "HOLT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Listen address, e.g. 127.0.0.1:9000 (port 0 picks a free port).
+    #[arg(long, env = "HOLT_LISTEN")]
+    pub listen: Option<String>,
+    /// Region name clients sign for.
+    #[arg(long, env = "HOLT_REGION")]
+    pub region: Option<String>,
+    /// Domain for virtual-hosted-style requests (bucket.DOMAIN); off when unset.
+    #[arg(long, env = "HOLT_DOMAIN")]
+    pub domain: Option<String>,
+    /// TOML file with [[users]] access_key / secret_key.
+    #[arg(long, env = "HOLT_CREDENTIALS_FILE")]
+    pub credentials_file: Option<PathBuf>,
+    /// When writes are acknowledged: sync (after fsync) or async.
+    #[arg(long, env = "HOLT_DURABILITY")]
+    pub durability: Option<String>,
+    /// Requests handled at once; more get 503 SlowDown.
+    #[arg(long, env = "HOLT_MAX_INFLIGHT")]
+    pub max_inflight: Option<usize>,
+    /// Engine frame-cache budget in MiB.
+    #[arg(long, env = "HOLT_MEMORY_BUDGET_MIB")]
+    pub memory_budget_mib: Option<u64>,
+    /// Log output: text or json.
+    #[arg(long, env = "HOLT_LOG_FORMAT")]
+    pub log_format: Option<String>,
+}
+
+/// The optional TOML file: the same keys, snake_case.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub region: Option<String>,
+    pub domain: Option<String>,
+    pub credentials_file: Option<PathBuf>,
+    pub durability: Option<String>,
+    pub max_inflight: Option<usize>,
+    pub memory_budget_mib: Option<u64>,
+    pub log_format: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub region: String,
+    pub domain: Option<String>,
+    pub credentials_file: Option<PathBuf>,
+    pub durability: holt_core::Durability,
+    pub max_inflight: usize,
+    pub memory_budget_mib: u64,
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Resolves flags/env (`cli`) over the TOML file over the defaults.
+    pub fn resolve(cli: Cli) -> Result<Config, String> {
+        let file = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                toml::from_str::<FileConfig>(&text).map_err(|e| format!("parsing {}: {e}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        Self::merge(cli, file)
+    }
+
+    pub fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
+        let listen_text = cli.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:9000".into());
+        let listen = listen_text.parse::<SocketAddr>().map_err(|e| format!("--listen {listen_text}: {e}"))?;
+        let durability = match cli.durability.or(file.durability).as_deref() {
+            None | Some("sync") => holt_core::Durability::Sync,
+            Some("async") => holt_core::Durability::Async,
+            Some(other) => return Err(format!("--durability must be sync or async, not {other}")),
+        };
+        let log_format = match cli.log_format.or(file.log_format).as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => return Err(format!("--log-format must be text or json, not {other}")),
+        };
+        let max_inflight = cli.max_inflight.or(file.max_inflight).unwrap_or(1024);
+        if max_inflight == 0 {
+            return Err("--max-inflight must be at least 1".into());
+        }
+        let memory_budget_mib = cli.memory_budget_mib.or(file.memory_budget_mib).unwrap_or(1024);
+        if memory_budget_mib == 0 {
+            return Err("--memory-budget-mib must be at least 1".into());
+        }
+        let domain = cli.domain.or(file.domain).map(|d| d.trim_matches('.').to_ascii_lowercase()).filter(|d| !d.is_empty());
+        Ok(Config {
+            data_dir: cli.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./holt-data")),
+            listen,
+            region: cli.region.or(file.region).unwrap_or_else(|| "us-east-1".into()),
+            domain,
+            credentials_file: cli.credentials_file.or(file.credentials_file),
+            durability,
+            max_inflight,
+            memory_budget_mib,
+            log_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = Config::merge(Cli::default(), FileConfig::default()).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9000");
+        assert_eq!(c.region, "us-east-1");
+        assert_eq!(c.data_dir, PathBuf::from("./holt-data"));
+        assert_eq!(c.durability, holt_core::Durability::Sync);
+        assert_eq!(c.max_inflight, 1024);
+        assert_eq!(c.memory_budget_mib, 1024);
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert!(c.domain.is_none());
+    }
+
+    #[test]
+    fn flags_beat_file() {
+        let file: FileConfig =
+            toml::from_str("listen = \"0.0.0.0:1\"\nregion = \"eu-west-1\"\nmax_inflight = 5\ndurability = \"async\"").unwrap();
+        let cli = Cli { region: Some("us-west-2".into()), ..Default::default() };
+        let c = Config::merge(cli, file).unwrap();
+        assert_eq!(c.region, "us-west-2");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:1");
+        assert_eq!(c.max_inflight, 5);
+        assert_eq!(c.durability, holt_core::Durability::Async);
+    }
+
+    #[test]
+    fn rejects_bad_values_and_unknown_keys() {
+        assert!(toml::from_str::<FileConfig>("bogus = 1").is_err());
+        let cli = Cli { durability: Some("maybe".into()), ..Default::default() };
+        assert!(Config::merge(cli, FileConfig::default()).is_err());
+        let cli = Cli { listen: Some("nowhere".into()), ..Default::default() };
+        assert!(Config::merge(cli, FileConfig::default()).is_err());
+    }
+
+    #[test]
+    fn env_is_read_and_flag_wins() {
+        // clap resolves flag over environment; exercise it through try_parse_from.
+        let cli = Cli::try_parse_from(["holt-gateway", "--region", "flag-region"]).unwrap();
+        assert_eq!(cli.region.as_deref(), Some("flag-region"));
+    }
+}

@@ -1,0 +1,337 @@
+//! `S3Error`: the one error type handlers return. Its HTTP status follows from its code, and its
+//! `IntoResponse` writes the S3 `<Error>` document. `holt_core::Error` is mapped to S3 codes
+//! here and nowhere else; internal failures reach the client as `InternalError` and are logged
+//! in full.
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode};
+
+use crate::xml::XmlWriter;
+
+/// The S3 error codes this gateway answers with (AWS spelling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum S3ErrorCode {
+    AccessDenied,
+    BadDigest,
+    BucketAlreadyExists,
+    BucketAlreadyOwnedByYou,
+    BucketNotEmpty,
+    EntityTooLarge,
+    EntityTooSmall,
+    IncompleteBody,
+    InternalError,
+    InvalidAccessKeyId,
+    InvalidArgument,
+    InvalidBucketName,
+    InvalidDigest,
+    InvalidPart,
+    InvalidPartNumber,
+    InvalidPartOrder,
+    InvalidRange,
+    InvalidRequest,
+    InvalidStorageClass,
+    KeyTooLongError,
+    MalformedXML,
+    MetadataTooLarge,
+    MethodNotAllowed,
+    MissingContentLength,
+    MissingSecurityHeader,
+    NoSuchBucket,
+    NoSuchKey,
+    NoSuchUpload,
+    NotImplemented,
+    NotModified,
+    PreconditionFailed,
+    RequestHeaderSectionTooLarge,
+    RequestTimeTooSkewed,
+    SignatureDoesNotMatch,
+    SlowDown,
+    XAmzContentSHA256Mismatch,
+    ExpiredToken,
+    AuthorizationHeaderMalformed,
+    AuthorizationQueryParametersError,
+    ServiceUnavailable,
+}
+
+impl S3ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        use S3ErrorCode::*;
+        match self {
+            AccessDenied => "AccessDenied",
+            BadDigest => "BadDigest",
+            BucketAlreadyExists => "BucketAlreadyExists",
+            BucketAlreadyOwnedByYou => "BucketAlreadyOwnedByYou",
+            BucketNotEmpty => "BucketNotEmpty",
+            EntityTooLarge => "EntityTooLarge",
+            EntityTooSmall => "EntityTooSmall",
+            IncompleteBody => "IncompleteBody",
+            InternalError => "InternalError",
+            InvalidAccessKeyId => "InvalidAccessKeyId",
+            InvalidArgument => "InvalidArgument",
+            InvalidBucketName => "InvalidBucketName",
+            InvalidDigest => "InvalidDigest",
+            InvalidPart => "InvalidPart",
+            InvalidPartNumber => "InvalidPartNumber",
+            InvalidPartOrder => "InvalidPartOrder",
+            InvalidRange => "InvalidRange",
+            InvalidRequest => "InvalidRequest",
+            InvalidStorageClass => "InvalidStorageClass",
+            KeyTooLongError => "KeyTooLongError",
+            MalformedXML => "MalformedXML",
+            MetadataTooLarge => "MetadataTooLarge",
+            MethodNotAllowed => "MethodNotAllowed",
+            MissingContentLength => "MissingContentLength",
+            MissingSecurityHeader => "MissingSecurityHeader",
+            NoSuchBucket => "NoSuchBucket",
+            NoSuchKey => "NoSuchKey",
+            NoSuchUpload => "NoSuchUpload",
+            NotImplemented => "NotImplemented",
+            NotModified => "NotModified",
+            PreconditionFailed => "PreconditionFailed",
+            RequestHeaderSectionTooLarge => "RequestHeaderSectionTooLarge",
+            RequestTimeTooSkewed => "RequestTimeTooSkewed",
+            SignatureDoesNotMatch => "SignatureDoesNotMatch",
+            SlowDown => "SlowDown",
+            XAmzContentSHA256Mismatch => "XAmzContentSHA256Mismatch",
+            ExpiredToken => "ExpiredToken",
+            AuthorizationHeaderMalformed => "AuthorizationHeaderMalformed",
+            AuthorizationQueryParametersError => "AuthorizationQueryParametersError",
+            ServiceUnavailable => "ServiceUnavailable",
+        }
+    }
+
+    /// The HTTP status AWS answers this code with.
+    pub fn status(self) -> StatusCode {
+        use S3ErrorCode::*;
+        match self {
+            NotModified => StatusCode::NOT_MODIFIED,
+            AccessDenied | InvalidAccessKeyId | RequestTimeTooSkewed | SignatureDoesNotMatch
+            | ExpiredToken => StatusCode::FORBIDDEN,
+            NoSuchBucket | NoSuchKey | NoSuchUpload => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            BucketAlreadyExists | BucketAlreadyOwnedByYou | BucketNotEmpty => StatusCode::CONFLICT,
+            MissingContentLength => StatusCode::LENGTH_REQUIRED,
+            PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            InvalidRange | InvalidPartNumber => StatusCode::RANGE_NOT_SATISFIABLE,
+            InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+            NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            SlowDown | ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            BadDigest | EntityTooLarge | EntityTooSmall | IncompleteBody | InvalidArgument
+            | InvalidBucketName | InvalidDigest | InvalidPart | InvalidPartOrder | InvalidRequest
+            | InvalidStorageClass | KeyTooLongError | MalformedXML | MetadataTooLarge
+            | MissingSecurityHeader | RequestHeaderSectionTooLarge | XAmzContentSHA256Mismatch
+            | AuthorizationHeaderMalformed | AuthorizationQueryParametersError => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    fn default_message(self) -> &'static str {
+        use S3ErrorCode::*;
+        match self {
+            AccessDenied => "Access Denied",
+            BadDigest => "The Content-MD5 or checksum you specified did not match what we received.",
+            BucketAlreadyExists => "The requested bucket name is not available.",
+            BucketAlreadyOwnedByYou => "Your previous request to create the named bucket succeeded and you already own it.",
+            BucketNotEmpty => "The bucket you tried to delete is not empty",
+            EntityTooLarge => "Your proposed upload exceeds the maximum allowed object size.",
+            EntityTooSmall => "Your proposed upload is smaller than the minimum allowed object size.",
+            IncompleteBody => "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+            InternalError => "We encountered an internal error. Please try again.",
+            InvalidAccessKeyId => "The AWS Access Key Id you provided does not exist in our records.",
+            InvalidArgument => "Invalid Argument",
+            InvalidBucketName => "The specified bucket is not valid.",
+            InvalidDigest => "The Content-MD5 or checksum you specified is not valid.",
+            InvalidPart => "One or more of the specified parts could not be found.",
+            InvalidPartNumber => "The requested partnumber is not satisfiable",
+            InvalidPartOrder => "The list of parts was not in ascending order.",
+            InvalidRange => "The requested range is not satisfiable",
+            InvalidRequest => "Invalid Request",
+            InvalidStorageClass => "The storage class you specified is not valid",
+            KeyTooLongError => "Your key is too long",
+            MalformedXML => "The XML you provided was not well-formed or did not validate against our published schema",
+            MetadataTooLarge => "Your metadata headers exceed the maximum allowed metadata size",
+            MethodNotAllowed => "The specified method is not allowed against this resource.",
+            MissingContentLength => "You must provide the Content-Length HTTP header.",
+            MissingSecurityHeader => "Your request is missing a required header.",
+            NoSuchBucket => "The specified bucket does not exist",
+            NoSuchKey => "The specified key does not exist.",
+            NoSuchUpload => "The specified upload does not exist.",
+            NotImplemented => "A header or query you provided implies functionality that is not implemented.",
+            NotModified => "Not Modified",
+            PreconditionFailed => "At least one of the pre-conditions you specified did not hold",
+            RequestHeaderSectionTooLarge => "Your request header section exceeds the maximum allowed size.",
+            RequestTimeTooSkewed => "The difference between the request time and the server's time is too large.",
+            SignatureDoesNotMatch => "The request signature we calculated does not match the signature you provided.",
+            SlowDown => "Please reduce your request rate.",
+            XAmzContentSHA256Mismatch => "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            ExpiredToken => "The provided token has expired.",
+            AuthorizationHeaderMalformed => "The authorization header is malformed.",
+            AuthorizationQueryParametersError => "The authorization query parameters are malformed.",
+            ServiceUnavailable => "Service is unable to handle request.",
+        }
+    }
+}
+
+/// An S3 error response. `request_id` is filled in by the request pipeline.
+#[derive(Debug, Clone)]
+pub struct S3Error {
+    pub code: S3ErrorCode,
+    pub message: String,
+    pub resource: String,
+    pub request_id: String,
+}
+
+pub type S3Result<T> = Result<T, S3Error>;
+
+impl S3Error {
+    pub fn new(code: S3ErrorCode) -> Self {
+        S3Error { code, message: code.default_message().to_owned(), resource: String::new(), request_id: String::new() }
+    }
+
+    pub fn with_message(code: S3ErrorCode, message: impl Into<String>) -> Self {
+        S3Error { message: message.into(), ..S3Error::new(code) }
+    }
+
+    /// An internal failure: the details go to the log, the client gets a generic InternalError.
+    pub fn internal(context: &str, detail: impl std::fmt::Display) -> Self {
+        tracing::error!(context, %detail, "internal error");
+        S3Error::new(S3ErrorCode::InternalError)
+    }
+
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = resource.into();
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// The `<Error>` document.
+    pub fn to_xml(&self) -> Vec<u8> {
+        let mut w = XmlWriter::new();
+        w.open("Error");
+        w.elem("Code", self.code.as_str());
+        w.elem("Message", &self.message);
+        w.elem("Resource", &self.resource);
+        w.elem("RequestId", &self.request_id);
+        w.close("Error");
+        w.finish()
+    }
+}
+
+impl std::fmt::Display for S3Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl From<S3ErrorCode> for S3Error {
+    fn from(code: S3ErrorCode) -> Self {
+        S3Error::new(code)
+    }
+}
+
+/// The one mapping from engine errors to S3 errors.
+impl From<holt_core::Error> for S3Error {
+    fn from(err: holt_core::Error) -> Self {
+        use holt_core::Error as E;
+        match err {
+            // Keys are validated against the S3 limits before they reach the engine, so an
+            // engine-side key-length error means a schema bug; still, it is the client's key.
+            E::KeyLength { .. } => S3Error::new(S3ErrorCode::KeyTooLongError),
+            E::ConditionFailed => S3Error::new(S3ErrorCode::PreconditionFailed),
+            E::DiskFull => {
+                tracing::error!("engine refused a write: disk full");
+                S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is out of disk space.")
+            }
+            E::Closed => S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is shutting down."),
+            other => S3Error::internal("engine", other),
+        }
+    }
+}
+
+impl From<std::io::Error> for S3Error {
+    fn from(err: std::io::Error) -> Self {
+        S3Error::internal("io", err)
+    }
+}
+
+impl IntoResponse for S3Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        // 304 carries no body by definition.
+        let body = if status == StatusCode::NOT_MODIFIED { Vec::new() } else { self.to_xml() };
+        let mut resp = Response::new(Body::from(body));
+        *resp.status_mut() = status;
+        if status != StatusCode::NOT_MODIFIED {
+            resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+        }
+        if let Ok(v) = HeaderValue::from_str(&self.request_id) {
+            resp.headers_mut().insert("x-amz-request-id", v);
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_follows_code() {
+        assert_eq!(S3Error::new(S3ErrorCode::NoSuchKey).status(), StatusCode::NOT_FOUND);
+        assert_eq!(S3Error::new(S3ErrorCode::BucketNotEmpty).status(), StatusCode::CONFLICT);
+        assert_eq!(S3Error::new(S3ErrorCode::InvalidRange).status(), StatusCode::RANGE_NOT_SATISFIABLE);
+        assert_eq!(S3Error::new(S3ErrorCode::SlowDown).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(S3Error::new(S3ErrorCode::AccessDenied).status(), StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn engine_condition_failure_is_precondition_failed() {
+        let e: S3Error = holt_core::Error::ConditionFailed.into();
+        assert_eq!(e.code, S3ErrorCode::PreconditionFailed);
+        let e: S3Error = holt_core::Error::Poisoned.into();
+        assert_eq!(e.code, S3ErrorCode::InternalError);
+    }
+
+    #[test]
+    fn error_document_golden() {
+        let mut e = S3Error::new(S3ErrorCode::NoSuchKey).resource("/b/k&1");
+        e.request_id = "ABC123".into();
+        assert_eq!(
+            String::from_utf8(e.to_xml()).unwrap(),
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code>\
+             <Message>The specified key does not exist.</Message><Resource>/b/k&amp;1</Resource>\
+             <RequestId>ABC123</RequestId></Error>"
+        );
+    }
+}
+
+/// Authentication failures keep the code the auth module chose; the status follows from it.
+impl From<crate::auth::AuthError> for S3Error {
+    fn from(err: crate::auth::AuthError) -> Self {
+        use S3ErrorCode::*;
+        let code = [
+            AccessDenied,
+            InvalidAccessKeyId,
+            SignatureDoesNotMatch,
+            RequestTimeTooSkewed,
+            AuthorizationHeaderMalformed,
+            AuthorizationQueryParametersError,
+            XAmzContentSHA256Mismatch,
+            IncompleteBody,
+            InvalidRequest,
+            MissingSecurityHeader,
+            InvalidArgument,
+            EntityTooLarge,
+            ExpiredToken,
+            BadDigest,
+            InvalidDigest,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == err.code())
+        .unwrap_or(if err.status() == 403 { AccessDenied } else { InvalidRequest });
+        S3Error::with_message(code, err.message())
+    }
+}

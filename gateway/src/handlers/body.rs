@@ -1,0 +1,262 @@
+//! Request bodies: decoded (plain or aws-chunked), bounded, hashed while they stream to the
+//! body store, and verified (payload SHA-256, Content-MD5, `x-amz-checksum-*` from headers or
+//! aws-chunked trailers) before anything is committed. A body that fails any check leaves
+//! nothing behind: the writer's temporary file is removed when it is dropped.
+
+use axum::body::{Body, BodyDataStream};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use md5::{Digest as _, Md5};
+use sha2::Sha256;
+
+use super::ReqCtx;
+use crate::auth::{self, ChunkedDecoder, Payload};
+use crate::checksum::{ChecksumAlgo, Hasher, ALL_ALGOS};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::BodyRef;
+
+/// Largest single PutObject or part body: 5 GiB.
+pub const OBJECT_BYTES_MAX: u64 = 5 << 30;
+/// Largest XML request body (DeleteObjects allows 2 MiB; the others need far less).
+pub const XML_BODY_BYTES_MAX: u64 = 2 << 20;
+/// CompleteMultipartUpload lists up to 10000 parts; allow its larger body.
+pub const COMPLETE_BODY_BYTES_MAX: u64 = 4 << 20;
+
+enum Mode {
+    Plain { sha256: Option<(Sha256, String)> },
+    Chunked(Box<ChunkedDecoder>),
+}
+
+/// The decoded body of a request, chunk by chunk.
+pub struct DecodedBody {
+    stream: BodyDataStream,
+    mode: Mode,
+    /// Decoded bytes the client announced (Content-Length or x-amz-decoded-content-length).
+    expected: Option<u64>,
+    received: u64,
+    max: u64,
+    out: Vec<u8>,
+}
+
+fn too_large() -> S3Error {
+    S3Error::new(S3ErrorCode::EntityTooLarge)
+}
+
+impl DecodedBody {
+    /// Prepares to read `body`, refusing announced lengths above `max` before reading a byte.
+    /// `require_length`: PutObject and UploadPart need a length (411 otherwise).
+    pub fn new(ctx: &ReqCtx, body: Body, max: u64, require_length: bool) -> S3Result<Self> {
+        let content_length = match ctx.header("content-length") {
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "Content-Length is not a number"))?,
+            ),
+            None => None,
+        };
+        let chunked_te = ctx.headers.contains_key(http::header::TRANSFER_ENCODING);
+        let (mode, expected) = match &ctx.payload {
+            Payload::Chunked(spec) => {
+                let decoded = spec.decoded_content_length();
+                if decoded > max {
+                    return Err(too_large());
+                }
+                (Mode::Chunked(Box::new(ChunkedDecoder::new(spec.clone(), max))), Some(decoded))
+            }
+            Payload::Sha256(hex) => (Mode::Plain { sha256: Some((Sha256::new(), hex.clone())) }, content_length),
+            Payload::Unsigned => (Mode::Plain { sha256: None }, content_length),
+        };
+        if let Mode::Plain { .. } = mode {
+            match content_length {
+                Some(n) if n > max => return Err(too_large()),
+                None if require_length && !chunked_te => return Err(S3Error::new(S3ErrorCode::MissingContentLength)),
+                _ => {}
+            }
+        }
+        Ok(DecodedBody { stream: body.into_data_stream(), mode, expected, received: 0, max, out: Vec::new() })
+    }
+
+    /// The next piece of decoded body, or `None` at the end.
+    pub async fn next_chunk(&mut self) -> S3Result<Option<Bytes>> {
+        loop {
+            let Some(frame) = self.stream.next().await else { return Ok(None) };
+            let raw = frame.map_err(|e| {
+                tracing::info!(error = %e, "request body ended abnormally");
+                S3Error::new(S3ErrorCode::IncompleteBody)
+            })?;
+            let data = match &mut self.mode {
+                Mode::Plain { sha256 } => {
+                    if let Some((h, _)) = sha256 {
+                        h.update(&raw);
+                    }
+                    raw
+                }
+                Mode::Chunked(decoder) => {
+                    self.out.clear();
+                    decoder.feed(&raw, &mut self.out).map_err(S3Error::from)?;
+                    if self.out.is_empty() {
+                        continue;
+                    }
+                    Bytes::copy_from_slice(&self.out)
+                }
+            };
+            self.received += data.len() as u64;
+            if self.received > self.max {
+                return Err(too_large());
+            }
+            if self.expected.is_some_and(|n| self.received > n) {
+                return Err(S3Error::with_message(S3ErrorCode::IncompleteBody, "The body is longer than announced."));
+            }
+            if data.is_empty() {
+                continue;
+            }
+            return Ok(Some(data));
+        }
+    }
+
+    /// Verifies the end of the body; returns the aws-chunked trailers (name, value).
+    pub fn finish(self) -> S3Result<Vec<(String, String)>> {
+        if self.expected.is_some_and(|n| self.received != n) {
+            return Err(S3Error::new(S3ErrorCode::IncompleteBody));
+        }
+        match self.mode {
+            Mode::Plain { sha256: Some((h, expected)) } => {
+                let actual: [u8; 32] = h.finalize().into();
+                auth::verify_payload_sha256(&expected, &actual).map_err(S3Error::from)?;
+                Ok(Vec::new())
+            }
+            Mode::Plain { sha256: None } => Ok(Vec::new()),
+            Mode::Chunked(decoder) => {
+                let trailers = decoder.finish().map_err(S3Error::from)?;
+                Ok(trailers.headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect())
+            }
+        }
+    }
+}
+
+/// Reads a small body (an XML document) into memory, bounded by `max`.
+pub async fn read_small(ctx: &ReqCtx, body: Body, max: u64) -> S3Result<Vec<u8>> {
+    let mut reader = DecodedBody::new(ctx, body, max, false)?;
+    let mut out = Vec::new();
+    while let Some(chunk) = reader.next_chunk().await? {
+        out.extend_from_slice(&chunk);
+    }
+    let trailers = reader.finish()?;
+    verify_md5_and_checksums(ctx, &out, &trailers)?;
+    Ok(out)
+}
+
+fn verify_md5_and_checksums(ctx: &ReqCtx, body: &[u8], trailers: &[(String, String)]) -> S3Result<()> {
+    let mut md5 = Md5::new();
+    md5.update(body);
+    check_content_md5(content_md5(ctx)?, md5.finalize().into())?;
+    let mut hashers: Vec<Hasher> = requested_algos(ctx, None).into_iter().map(Hasher::new).collect();
+    for h in &mut hashers {
+        h.update(body);
+    }
+    verify_checksums(ctx, hashers, trailers).map(|_| ())
+}
+
+/// A body stored in the body store, with its digests.
+pub struct Ingested {
+    pub body: BodyRef,
+    pub size: u64,
+    pub md5: [u8; 16],
+    pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
+}
+
+/// The `Content-MD5` header, decoded. Malformed → 400 InvalidDigest.
+pub fn content_md5(ctx: &ReqCtx) -> S3Result<Option<[u8; 16]>> {
+    let Some(v) = ctx.headers.get("content-md5") else { return Ok(None) };
+    let raw = v.to_str().ok().and_then(|s| B64.decode(s.trim()).ok());
+    match raw.and_then(|r| <[u8; 16]>::try_from(r.as_slice()).ok()) {
+        Some(md5) => Ok(Some(md5)),
+        None => Err(S3Error::new(S3ErrorCode::InvalidDigest)),
+    }
+}
+
+fn check_content_md5(expected: Option<[u8; 16]>, actual: [u8; 16]) -> S3Result<()> {
+    match expected {
+        Some(e) if e != actual => Err(S3Error::new(S3ErrorCode::BadDigest)),
+        _ => Ok(()),
+    }
+}
+
+/// The checksum algorithms to compute: named by a value header, by
+/// `x-amz-checksum-algorithm` / `x-amz-sdk-checksum-algorithm`, by a declared trailer, or
+/// required by the upload (`extra`).
+pub fn requested_algos(ctx: &ReqCtx, extra: Option<ChecksumAlgo>) -> Vec<ChecksumAlgo> {
+    let mut algos: Vec<ChecksumAlgo> = ALL_ALGOS.into_iter().filter(|a| ctx.headers.contains_key(a.header())).collect();
+    for h in ["x-amz-checksum-algorithm", "x-amz-sdk-checksum-algorithm"] {
+        if let Some(a) = ctx.header(h).and_then(ChecksumAlgo::from_name) {
+            algos.push(a);
+        }
+    }
+    if let Payload::Chunked(spec) = &ctx.payload {
+        algos.extend(spec.declared_trailers().iter().filter_map(|t| ChecksumAlgo::from_header(t)));
+    }
+    algos.extend(extra);
+    algos.sort();
+    algos.dedup();
+    algos
+}
+
+/// Finishes `hashers` and compares each with the value the client sent in a header or a
+/// trailer; returns the computed values to store.
+fn verify_checksums(
+    ctx: &ReqCtx,
+    hashers: Vec<Hasher>,
+    trailers: &[(String, String)],
+) -> S3Result<Vec<(ChecksumAlgo, Vec<u8>)>> {
+    let mut out = Vec::with_capacity(hashers.len());
+    for h in hashers {
+        let algo = h.algo();
+        let computed = h.finish();
+        let sent = ctx
+            .header(algo.header())
+            .map(str::to_owned)
+            .or_else(|| trailers.iter().find(|(k, _)| k == algo.header()).map(|(_, v)| v.clone()));
+        if let Some(sent) = sent {
+            let expected = algo.decode_value(&sent)?;
+            if expected != computed {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::BadDigest,
+                    format!("The {} you specified did not match the calculated checksum.", algo.name()),
+                ));
+            }
+        }
+        out.push((algo, computed));
+    }
+    Ok(out)
+}
+
+/// Streams the request body into the body store (PutObject, UploadPart).
+pub async fn ingest(ctx: &ReqCtx, body: Body, extra_algo: Option<ChecksumAlgo>) -> S3Result<Ingested> {
+    let expected_md5 = content_md5(ctx)?;
+    // Validate client-sent checksum values before reading the body.
+    for algo in ALL_ALGOS {
+        if let Some(v) = ctx.header(algo.header()) {
+            algo.decode_value(v)?;
+        }
+    }
+    let mut hashers: Vec<Hasher> = requested_algos(ctx, extra_algo).into_iter().map(Hasher::new).collect();
+    let mut reader = DecodedBody::new(ctx, body, OBJECT_BYTES_MAX, true)?;
+    let mut writer = ctx.store().bodies.writer();
+    let mut md5 = Md5::new();
+    while let Some(chunk) = reader.next_chunk().await? {
+        md5.update(&chunk);
+        for h in &mut hashers {
+            h.update(&chunk);
+        }
+        writer.write(&chunk).await?;
+    }
+    let size = writer.len();
+    let trailers = reader.finish()?;
+    let md5: [u8; 16] = md5.finalize().into();
+    check_content_md5(expected_md5, md5)?;
+    let checksums = verify_checksums(ctx, hashers, &trailers)?;
+    let body = writer.commit().await?;
+    Ok(Ingested { body, size, md5, checksums })
+}

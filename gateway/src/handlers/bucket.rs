@@ -1,0 +1,194 @@
+//! ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
+//! GetBucketVersioning.
+
+use axum::body::Body;
+use axum::response::Response;
+use holt_core::{Batch, Condition};
+use http::StatusCode;
+
+use super::body::read_small;
+use super::{empty_response, set_header, xml_response, ReqCtx};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::BucketMeta;
+use crate::storage::schema;
+use crate::storage::token::{TokenKind, TokenScope};
+use crate::time;
+use crate::xml::{request, response};
+
+/// Largest CreateBucketConfiguration body.
+const CREATE_BUCKET_BODY_BYTES_MAX: u64 = 64 * 1024;
+/// Most buckets in one ListBuckets page (and the default).
+const MAX_BUCKETS_LIMIT: usize = 10_000;
+
+/// The S3 bucket naming rules (general-purpose buckets).
+pub fn valid_bucket_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    if !(3..=63).contains(&b.len()) {
+        return false;
+    }
+    if !b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-') {
+        return false;
+    }
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !alnum(b[0]) || !alnum(b[b.len() - 1]) {
+        return false;
+    }
+    if name.contains("..") || name.contains(".-") || name.contains("-.") {
+        return false;
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return false;
+    }
+    const RESERVED_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+    const RESERVED_SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+    !RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) && !RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
+pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
+    let name = ctx.bucket()?;
+    if !valid_bucket_name(name) {
+        return Err(S3Error::new(S3ErrorCode::InvalidBucketName).resource(format!("/{name}")));
+    }
+    let body = read_small(ctx, body, CREATE_BUCKET_BODY_BYTES_MAX).await?;
+    // The location is validated as XML but the bucket always lives in this server's region:
+    // clients sign later requests with the region GetBucketLocation reports.
+    let _requested_location = request::parse_create_bucket(&body)?;
+    let meta = BucketMeta { owner: ctx.user.clone(), created_ms: time::now_ms(), location: None };
+    let mut batch = Batch::new();
+    batch.put_if(schema::bucket(name), meta.encode(), Condition::Absent);
+    batch.put(schema::owned_bucket(&ctx.user, name), Vec::new());
+    match ctx.store().write_batch(batch).await {
+        Ok(_) => {}
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => {
+            let existing = ctx.store().get(schema::bucket(name)).await?;
+            let owner = existing.and_then(|e| BucketMeta::decode(&e.value)).map(|m| m.owner);
+            let code = if owner.as_deref() == Some(ctx.user.as_str()) {
+                S3ErrorCode::BucketAlreadyOwnedByYou
+            } else {
+                S3ErrorCode::BucketAlreadyExists
+            };
+            return Err(S3Error::new(code).resource(format!("/{name}")));
+        }
+        Err(e) => return Err(e),
+    }
+    let mut resp = empty_response(StatusCode::OK);
+    set_header(&mut resp, "location", &format!("/{name}"));
+    Ok(resp)
+}
+
+pub async fn handle_head_bucket(ctx: &ReqCtx) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    let mut resp = empty_response(StatusCode::OK);
+    set_header(&mut resp, "x-amz-bucket-region", &ctx.state.0.settings.region);
+    Ok(resp)
+}
+
+pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
+    let name = ctx.bucket()?;
+    ctx.owned_bucket().await?;
+    if !ctx.store().scan(schema::objects_prefix(name), Vec::new(), 1).await?.is_empty() {
+        return Err(S3Error::new(S3ErrorCode::BucketNotEmpty).resource(format!("/{name}")));
+    }
+    if !ctx.store().scan(schema::uploads_prefix(name), Vec::new(), 1).await?.is_empty() {
+        return Err(S3Error::with_message(
+            S3ErrorCode::BucketNotEmpty,
+            "The bucket you tried to delete has multipart uploads in progress",
+        )
+        .resource(format!("/{name}")));
+    }
+    let mut batch = Batch::new();
+    batch.delete_if(schema::bucket(name), Condition::Present);
+    batch.delete(schema::owned_bucket(&ctx.user, name));
+    match ctx.store().write_batch(batch).await {
+        Ok(_) => Ok(empty_response(StatusCode::NO_CONTENT)),
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => Err(S3Error::new(S3ErrorCode::NoSuchBucket)),
+        Err(e) => Err(e),
+    }
+}
+
+pub async fn handle_get_bucket_location(ctx: &ReqCtx) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    Ok(xml_response(response::location_constraint(Some(&ctx.state.0.settings.region))))
+}
+
+pub async fn handle_get_bucket_versioning(ctx: &ReqCtx) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    Ok(xml_response(response::versioning_configuration()))
+}
+
+pub async fn handle_list_buckets(ctx: &ReqCtx) -> S3Result<Response> {
+    let limit = match ctx.query.get("max-buckets") {
+        None => MAX_BUCKETS_LIMIT,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_BUCKETS_LIMIT).contains(n))
+            .ok_or_else(|| S3Error::with_message(S3ErrorCode::InvalidArgument, "max-buckets must be 1 to 10000"))?,
+    };
+    let name_prefix = ctx.query.get("prefix").unwrap_or("");
+    let index_prefix = schema::owned_buckets_prefix(&ctx.user);
+    let scope = TokenScope {
+        kind: TokenKind::ListBuckets,
+        bucket: "",
+        prefix: name_prefix.as_bytes(),
+        delimiter: ctx.user.as_bytes(),
+        url_encoding: false,
+    };
+    let resume = match ctx.query.get("continuation-token").filter(|t| !t.is_empty()) {
+        Some(t) => ctx.store().tokens.decode(&scope, t)?,
+        None => Vec::new(),
+    };
+    let mut scan_prefix = index_prefix.clone();
+    scan_prefix.extend_from_slice(name_prefix.as_bytes());
+    let start_after = if resume.is_empty() {
+        Vec::new()
+    } else {
+        let mut s = index_prefix.clone();
+        s.extend_from_slice(&resume);
+        s
+    };
+    let mut rows = ctx.store().scan(scan_prefix, start_after, limit + 1).await?;
+    let truncated = rows.len() > limit;
+    rows.truncate(limit);
+    let mut names = Vec::with_capacity(rows.len());
+    for (k, _) in &rows {
+        if let Ok(name) = std::str::from_utf8(&k[index_prefix.len()..]) {
+            names.push(name.to_owned());
+        }
+    }
+    let mut metas = Vec::with_capacity(names.len());
+    for name in &names {
+        // The index and the bucket record are written in one batch; a missing record means the
+        // bucket was deleted after the scan.
+        if let Some(e) = ctx.store().get(schema::bucket(name)).await? {
+            if let Some(m) = BucketMeta::decode(&e.value) {
+                metas.push((name.as_str(), m));
+            }
+        }
+    }
+    let region = ctx.state.0.settings.region.as_str();
+    let entries: Vec<response::BucketEntry<'_>> = metas
+        .iter()
+        .map(|(name, m)| response::BucketEntry { name, creation_date: time::iso8601(m.created_ms), region })
+        .collect();
+    let token = match (truncated, names.last()) {
+        (true, Some(last)) => Some(ctx.store().tokens.encode(&scope, last.as_bytes())),
+        _ => None,
+    };
+    Ok(xml_response(response::list_all_my_buckets(&ctx.user, &entries, token.as_deref())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_bucket_name;
+
+    #[test]
+    fn bucket_names() {
+        for ok in ["abc", "my-bucket.1", "a".repeat(63).as_str(), "1-2-3"] {
+            assert!(valid_bucket_name(ok), "{ok}");
+        }
+        for bad in ["ab", "Abc", "a_b", "-ab", "ab-", "a..b", "a.-b", "a-.b", "192.168.1.1", "xn--abc", "ab-s3alias", &"a".repeat(64), "a b"] {
+            assert!(!valid_bucket_name(bad), "{bad}");
+        }
+    }
+}

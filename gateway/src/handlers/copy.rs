@@ -1,0 +1,173 @@
+//! CopyObject and UploadPartCopy.
+
+use axum::response::Response;
+use futures_util::StreamExt;
+use md5::{Digest as _, Md5};
+use percent_encoding::percent_decode_str;
+
+use super::headers::object_headers_from_request;
+use super::multipart::{load_upload, part_number, store_part, upload_id};
+use super::object::{commit_object, load_object, put_condition, ByteRange};
+use super::{check_key, conditional, load_owned_bucket, xml_response, ReqCtx};
+use crate::checksum::{ChecksumAlgo, Hasher};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::{BodyRef, ObjectMeta, PartMeta};
+use crate::time;
+use crate::xml::response;
+
+/// `x-amz-copy-source`: `[/]bucket/key[?versionId=null]`, URL-encoded.
+pub fn parse_copy_source(value: &str) -> S3Result<(String, String)> {
+    let bad = || S3Error::with_message(S3ErrorCode::InvalidArgument, "Invalid copy source.");
+    let (path, query) = match value.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (value, None),
+    };
+    if let Some(q) = query {
+        for pair in q.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("versionId", "null")) => {}
+                Some(("versionId", _)) => {
+                    return Err(S3Error::with_message(S3ErrorCode::NoSuchKey, "The specified version does not exist."))
+                }
+                _ => return Err(bad()),
+            }
+        }
+    }
+    let decoded = percent_decode_str(path).decode_utf8().map_err(|_| bad())?;
+    let decoded = decoded.strip_prefix('/').unwrap_or(&decoded);
+    let (bucket, key) = decoded.split_once('/').ok_or_else(bad)?;
+    if bucket.is_empty() || key.is_empty() {
+        return Err(bad());
+    }
+    check_key(key)?;
+    Ok((bucket.to_owned(), key.to_owned()))
+}
+
+/// Loads the copy source, checking ownership and the copy-source preconditions.
+async fn load_source(ctx: &ReqCtx) -> S3Result<(String, String, ObjectMeta)> {
+    let value = ctx.header("x-amz-copy-source").ok_or_else(|| S3Error::new(S3ErrorCode::InvalidArgument))?;
+    let (bucket, key) = parse_copy_source(value)?;
+    load_owned_bucket(ctx, &bucket).await?;
+    let meta = load_object(ctx, &bucket, &key).await?;
+    conditional::check_copy_source(&ctx.headers, &meta)?;
+    Ok((bucket, key, meta))
+}
+
+/// Copies `range` of a source body into a new body, computing its MD5 and checksums.
+async fn copy_body(
+    ctx: &ReqCtx,
+    source: &BodyRef,
+    range: ByteRange,
+    algos: &[ChecksumAlgo],
+) -> S3Result<(BodyRef, [u8; 16], Vec<(ChecksumAlgo, Vec<u8>)>)> {
+    let mut writer = ctx.store().bodies.writer();
+    let mut md5 = Md5::new();
+    let mut hashers: Vec<Hasher> = algos.iter().map(|a| Hasher::new(*a)).collect();
+    let mut stream = ctx.store().bodies.read_range(source, range.start, range.len).await?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        md5.update(&chunk);
+        for h in &mut hashers {
+            h.update(&chunk);
+        }
+        writer.write(&chunk).await?;
+    }
+    let body = writer.commit().await?;
+    let checksums = hashers.into_iter().map(|h| (h.algo(), h.finish())).collect();
+    Ok((body, md5.finalize().into(), checksums))
+}
+
+pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let key = ctx.key()?;
+    ctx.owned_bucket().await?;
+    let (src_bucket, src_key, src) = load_source(ctx).await?;
+    let replace = match ctx.header("x-amz-metadata-directive") {
+        None => false,
+        Some(d) if d.eq_ignore_ascii_case("COPY") => false,
+        Some(d) if d.eq_ignore_ascii_case("REPLACE") => true,
+        Some(_) => return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Unknown metadata directive.")),
+    };
+    let same = src_bucket == bucket && src_key == key;
+    if same && !replace && !ctx.headers.contains_key("x-amz-storage-class") {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "This copy request is illegal because it is trying to copy an object to itself without changing the \
+             object's metadata, storage class, website redirect location or encryption attributes.",
+        ));
+    }
+    let headers = if replace { object_headers_from_request(ctx)? } else { src.headers.clone() };
+    let condition = put_condition(ctx)?;
+    let algos: Vec<ChecksumAlgo> = src.checksums.iter().map(|(a, _)| *a).collect();
+    let full = ByteRange { start: 0, len: src.size };
+    let (body, md5, checksums) = copy_body(ctx, &src.body, full, &algos).await?;
+    let meta = ObjectMeta {
+        size: src.size,
+        // A copy is a single-part object: its ETag is the MD5 of its bytes.
+        md5,
+        parts: 0,
+        last_modified_ms: time::now_ms(),
+        headers,
+        checksums,
+        body,
+        part_sizes: Vec::new(),
+    };
+    commit_object(ctx, bucket, key, &meta, &condition).await?;
+    Ok(xml_response(response::copy_result("CopyObjectResult", &meta.etag(), &time::iso8601(meta.last_modified_ms))))
+}
+
+/// `x-amz-copy-source-range: bytes=first-last` (both required, inclusive, within the source).
+fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
+    let Some(v) = value else { return Ok(ByteRange { start: 0, len: size }) };
+    let bad = || S3Error::with_message(S3ErrorCode::InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let spec = v.trim().strip_prefix("bytes=").ok_or_else(bad)?;
+    let (a, b) = spec.split_once('-').ok_or_else(bad)?;
+    let (first, last) = (a.parse::<u64>().map_err(|_| bad())?, b.parse::<u64>().map_err(|_| bad())?);
+    if first > last {
+        return Err(bad());
+    }
+    if last >= size {
+        return Err(S3Error::with_message(S3ErrorCode::InvalidRange, "Range specified is not valid for source object"));
+    }
+    Ok(ByteRange { start: first, len: last - first + 1 })
+}
+
+pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let key = ctx.key()?;
+    let number = part_number(ctx)?;
+    let id = upload_id(ctx)?;
+    ctx.owned_bucket().await?;
+    let upload = load_upload(ctx, bucket, key, id).await?;
+    let (_, _, src) = load_source(ctx).await?;
+    let range = parse_copy_range(ctx.header("x-amz-copy-source-range"), src.size)?;
+    if range.len > super::body::OBJECT_BYTES_MAX {
+        return Err(S3Error::new(S3ErrorCode::EntityTooLarge));
+    }
+    let algos: Vec<ChecksumAlgo> = upload.checksum_algo.into_iter().collect();
+    let (body, md5, checksums) = copy_body(ctx, &src.body, range, &algos).await?;
+    let part = PartMeta { size: range.len, md5, last_modified_ms: time::now_ms(), checksums, body };
+    store_part(ctx, bucket, key, id, number, &part).await?;
+    Ok(xml_response(response::copy_result("CopyPartResult", &part.etag(), &time::iso8601(part.last_modified_ms))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_source_forms() {
+        assert_eq!(parse_copy_source("/b/k%20x").unwrap(), ("b".into(), "k x".into()));
+        assert_eq!(parse_copy_source("b/dir/k?versionId=null").unwrap(), ("b".into(), "dir/k".into()));
+        assert_eq!(parse_copy_source("b").unwrap_err().code, S3ErrorCode::InvalidArgument);
+        assert_eq!(parse_copy_source("b/k?versionId=abc").unwrap_err().code, S3ErrorCode::NoSuchKey);
+    }
+
+    #[test]
+    fn copy_ranges() {
+        assert_eq!(parse_copy_range(Some("bytes=0-9"), 100).unwrap(), ByteRange { start: 0, len: 10 });
+        assert_eq!(parse_copy_range(Some("bytes=0-100"), 100).unwrap_err().code, S3ErrorCode::InvalidRange);
+        assert_eq!(parse_copy_range(Some("bytes=5-"), 100).unwrap_err().code, S3ErrorCode::InvalidArgument);
+        assert_eq!(parse_copy_range(None, 7).unwrap(), ByteRange { start: 0, len: 7 });
+    }
+}

@@ -1,0 +1,80 @@
+//! DeleteObject and DeleteObjects.
+
+use axum::body::Body;
+use axum::response::Response;
+use holt_core::Condition;
+use http::StatusCode;
+
+use super::body::{read_small, XML_BODY_BYTES_MAX};
+use super::{check_key, empty_response, xml_response, ReqCtx};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::ObjectMeta;
+use crate::storage::schema;
+use crate::xml::{request, response};
+
+const DELETE_ATTEMPTS_MAX: usize = 16;
+
+/// Deletes one object (absent is fine) and then reclaims its body.
+pub async fn delete_object_record(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()> {
+    let okey = schema::object(bucket, key);
+    for _ in 0..DELETE_ATTEMPTS_MAX {
+        let Some(current) = ctx.store().get(okey.clone()).await? else { return Ok(()) };
+        // Conditional on the version whose body we reclaim: a concurrent overwrite makes us
+        // look again instead of unlinking the new body.
+        match ctx.store().delete(okey.clone(), Condition::Version(current.version)).await {
+            Ok(_) => {
+                if let Some(meta) = ObjectMeta::decode(&current.value) {
+                    ctx.store().bodies.remove(&meta.body).await;
+                }
+                return Ok(());
+            }
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
+}
+
+pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let key = ctx.key()?;
+    ctx.owned_bucket().await?;
+    delete_object_record(ctx, bucket, key).await?;
+    Ok(empty_response(StatusCode::NO_CONTENT))
+}
+
+pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    ctx.owned_bucket().await?;
+    // Content-MD5 is verified when present but not required: boto3 sends a CRC32 checksum.
+    let body = read_small(ctx, body, XML_BODY_BYTES_MAX).await.map_err(|e| {
+        if e.code == S3ErrorCode::EntityTooLarge {
+            S3Error::with_message(S3ErrorCode::MalformedXML, "The DeleteObjects body is larger than 2 MiB.")
+        } else {
+            e
+        }
+    })?;
+    let req = request::parse_delete(&body)?;
+    let mut deleted: Vec<&str> = Vec::new();
+    let mut failures: Vec<(String, S3Error)> = Vec::new();
+    for obj in &req.objects {
+        let result = match check_key(&obj.key) {
+            Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => {
+                // No versions exist besides `null`: deleting another one is a no-op.
+                Ok(())
+            }
+            Ok(()) => delete_object_record(ctx, bucket, &obj.key).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => deleted.push(&obj.key),
+            Err(e) => failures.push((obj.key.clone(), e)),
+        }
+    }
+    let errors: Vec<response::DeleteError<'_>> = failures
+        .iter()
+        .map(|(k, e)| response::DeleteError { key: k, code: e.code.as_str(), message: &e.message })
+        .collect();
+    let shown: &[&str] = if req.quiet { &[] } else { &deleted };
+    Ok(xml_response(response::delete_result(shown, &errors)))
+}

@@ -1,0 +1,145 @@
+//! S3 operations, one `handle_*` per `Operation` variant, grouped by file (AWS names).
+
+pub mod body;
+pub mod bucket;
+pub mod conditional;
+pub mod copy;
+pub mod delete;
+pub mod headers;
+pub mod list;
+pub mod multipart;
+pub mod object;
+pub mod uploads;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+
+use crate::auth::Payload;
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::routing::{Operation, Query, Route};
+use crate::storage::meta::BucketMeta;
+use crate::storage::schema;
+use crate::AppState;
+
+/// Longest object key, in bytes of UTF-8.
+pub const KEY_BYTES_MAX: usize = 1024;
+
+/// Everything a handler knows about its request, after routing and authentication.
+pub struct ReqCtx {
+    pub state: AppState,
+    pub request_id: String,
+    /// The authenticated access key.
+    pub user: String,
+    pub payload: Payload,
+    pub route: Route,
+    pub query: Query,
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+}
+
+impl ReqCtx {
+    pub fn store(&self) -> &crate::storage::Store {
+        self.state.store()
+    }
+
+    /// The bucket named by the request (routing guarantees one for bucket and object
+    /// operations).
+    pub fn bucket(&self) -> S3Result<&str> {
+        self.route.bucket.as_deref().ok_or_else(|| S3Error::new(S3ErrorCode::InvalidRequest))
+    }
+
+    /// The object key, checked against the S3 length limit.
+    pub fn key(&self) -> S3Result<&str> {
+        let key = self.route.key.as_deref().ok_or_else(|| S3Error::new(S3ErrorCode::InvalidRequest))?;
+        check_key(key)?;
+        Ok(key)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Loads the request's bucket and checks that the caller owns it.
+    pub async fn owned_bucket(&self) -> S3Result<BucketMeta> {
+        let name = self.bucket()?;
+        load_owned_bucket(self, name).await
+    }
+}
+
+pub fn check_key(key: &str) -> S3Result<()> {
+    if key.is_empty() || key.len() > KEY_BYTES_MAX {
+        return Err(S3Error::with_message(
+            S3ErrorCode::KeyTooLongError,
+            format!("Your key is too long: {} bytes; keys are 1 to {KEY_BYTES_MAX} bytes.", key.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Loads bucket `name` and checks that the caller owns it: a missing bucket is NoSuchBucket,
+/// somebody else's is AccessDenied. Bucket names that cannot exist are NoSuchBucket too.
+pub async fn load_owned_bucket(ctx: &ReqCtx, name: &str) -> S3Result<BucketMeta> {
+    if !bucket::valid_bucket_name(name) {
+        return Err(S3Error::new(S3ErrorCode::NoSuchBucket).resource(format!("/{name}")));
+    }
+    let entry = ctx.store().get(schema::bucket(name)).await?;
+    let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchBucket).resource(format!("/{name}")))?;
+    let meta = BucketMeta::decode(&entry.value)
+        .ok_or_else(|| S3Error::internal("bucket record", format!("undecodable record for bucket {name}")))?;
+    if meta.owner != ctx.user {
+        return Err(S3Error::new(S3ErrorCode::AccessDenied).resource(format!("/{name}")));
+    }
+    Ok(meta)
+}
+
+/// A 200 response with an XML document.
+pub fn xml_response(body: Vec<u8>) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    resp
+}
+
+pub fn empty_response(status: StatusCode) -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = status;
+    resp
+}
+
+/// Sets a header from a string, skipping values that are not valid header text.
+pub fn set_header(resp: &mut Response, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+/// Runs the operation's handler.
+pub async fn dispatch(ctx: ReqCtx, body: Body) -> S3Result<Response> {
+    use Operation::*;
+    match ctx.route.op {
+        ListBuckets => bucket::handle_list_buckets(&ctx).await,
+        CreateBucket => bucket::handle_create_bucket(&ctx, body).await,
+        HeadBucket => bucket::handle_head_bucket(&ctx).await,
+        DeleteBucket => bucket::handle_delete_bucket(&ctx).await,
+        GetBucketLocation => bucket::handle_get_bucket_location(&ctx).await,
+        GetBucketVersioning => bucket::handle_get_bucket_versioning(&ctx).await,
+        ListObjects => list::handle_list_objects(&ctx).await,
+        ListObjectsV2 => list::handle_list_objects_v2(&ctx).await,
+        ListObjectVersions => list::handle_list_object_versions(&ctx).await,
+        DeleteObjects => delete::handle_delete_objects(&ctx, body).await,
+        PutObject => object::handle_put_object(&ctx, body).await,
+        HeadObject => object::handle_get_object(&ctx, true).await,
+        GetObject => object::handle_get_object(&ctx, false).await,
+        CopyObject => copy::handle_copy_object(&ctx).await,
+        DeleteObject => delete::handle_delete_object(&ctx).await,
+        CreateMultipartUpload => multipart::handle_create_multipart_upload(&ctx).await,
+        UploadPart => multipart::handle_upload_part(&ctx, body).await,
+        UploadPartCopy => copy::handle_upload_part_copy(&ctx).await,
+        CompleteMultipartUpload => multipart::handle_complete_multipart_upload(&ctx, body).await,
+        AbortMultipartUpload => multipart::handle_abort_multipart_upload(&ctx).await,
+        ListParts => uploads::handle_list_parts(&ctx).await,
+        ListMultipartUploads => uploads::handle_list_multipart_uploads(&ctx).await,
+        NotImplemented => Err(S3Error::new(S3ErrorCode::NotImplemented)),
+    }
+}

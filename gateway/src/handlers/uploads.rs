@@ -1,0 +1,213 @@
+//! ListParts and ListMultipartUploads.
+
+use axum::response::Response;
+
+use super::list::{parse_encoding, parse_max, url_encode};
+use super::multipart::{load_upload, upload_id};
+use super::{xml_response, ReqCtx};
+use crate::checksum::encode_value;
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::{PartMeta, UploadMeta};
+use crate::storage::schema;
+use crate::time;
+use crate::xml::{is_xml_safe, response::owner_elem, XmlWriter};
+
+const MAX_PARTS_LIMIT: usize = 1000;
+const MAX_UPLOADS_LIMIT: usize = 1000;
+/// Upload records read per engine scan while rolling up common prefixes.
+const UPLOAD_SCAN_PAGE: usize = 1000;
+
+pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let key = ctx.key()?;
+    let id = upload_id(ctx)?;
+    let owner = ctx.owned_bucket().await?.owner;
+    let upload = load_upload(ctx, bucket, key, id).await?;
+    let max = parse_max(ctx, "max-parts", MAX_PARTS_LIMIT)?;
+    let marker: u32 = match ctx.query.get("part-number-marker").filter(|m| !m.is_empty()) {
+        None => 0,
+        Some(m) => m
+            .parse()
+            .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "part-number-marker must be an integer"))?,
+    };
+    let start_after = if marker == 0 { Vec::new() } else { schema::part(id, marker) };
+    let rows = if max == 0 { Vec::new() } else { ctx.store().scan(schema::parts_prefix(id), start_after, max + 1).await? };
+    let truncated = rows.len() > max;
+    let mut parts = Vec::new();
+    for (k, e) in rows.into_iter().take(max) {
+        let n = schema::part_number_from_key(&k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
+        let m = PartMeta::decode(&e.value).ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
+        parts.push((n, m));
+    }
+    let key_text = if is_xml_safe(key) { key.to_owned() } else { url_encode(key) };
+    let mut w = XmlWriter::new();
+    w.open_root("ListPartsResult");
+    w.elem("Bucket", bucket);
+    w.elem("Key", &key_text);
+    w.elem("UploadId", id);
+    w.elem_num("PartNumberMarker", u64::from(marker));
+    if let Some((n, _)) = parts.last() {
+        w.elem_num("NextPartNumberMarker", u64::from(*n));
+    }
+    w.elem_num("MaxParts", max as u64);
+    w.elem_bool("IsTruncated", truncated);
+    for (n, p) in &parts {
+        w.open("Part");
+        w.elem_num("PartNumber", u64::from(*n));
+        w.elem("LastModified", &time::iso8601(p.last_modified_ms));
+        w.elem("ETag", &p.etag());
+        w.elem_num("Size", p.size);
+        for (algo, v) in &p.checksums {
+            w.elem(&format!("Checksum{}", algo.name()), &encode_value(v));
+        }
+        w.close("Part");
+    }
+    w.open("Initiator");
+    w.elem("ID", &owner);
+    w.elem("DisplayName", &owner);
+    w.close("Initiator");
+    owner_elem(&mut w, &owner);
+    w.elem("StorageClass", upload.headers.storage_class.as_deref().unwrap_or("STANDARD"));
+    if let Some(a) = upload.checksum_algo {
+        w.elem("ChecksumAlgorithm", a.name());
+    }
+    w.close("ListPartsResult");
+    Ok(xml_response(w.finish()))
+}
+
+enum UploadEntry {
+    Upload { key: String, id: String, meta: UploadMeta },
+    Prefix(String),
+}
+
+/// ListMultipartUploads. Upload records are `key \0 upload-id`, so the delimiter rollup is done
+/// here over the key part: after emitting common prefix P the scan resumes past every record
+/// starting with P (no key byte is 0xFF, so `P 0xFF` is above all of them) without reading
+/// them.
+pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let owner = ctx.owned_bucket().await?.owner;
+    let prefix = ctx.query.get("prefix").unwrap_or("");
+    let delimiter = ctx.query.get("delimiter").unwrap_or("");
+    let max = parse_max(ctx, "max-uploads", MAX_UPLOADS_LIMIT)?;
+    let requested = parse_encoding(ctx)?;
+    let key_marker = ctx.query.get("key-marker").unwrap_or("");
+    let id_marker = ctx.query.get("upload-id-marker").unwrap_or("");
+    let ns = schema::uploads_prefix(bucket);
+    let mut scan_prefix = ns.clone();
+    scan_prefix.extend_from_slice(prefix.as_bytes());
+    // Resume position: after (key-marker, upload-id-marker), or after every upload of
+    // key-marker when no upload-id-marker is given.
+    let mut after = if key_marker.is_empty() {
+        Vec::new()
+    } else if id_marker.is_empty() {
+        let mut a = ns.clone();
+        a.extend_from_slice(key_marker.as_bytes());
+        a.push(0xFF);
+        a
+    } else {
+        schema::upload(bucket, key_marker, id_marker)
+    };
+    let mut entries: Vec<UploadEntry> = Vec::new();
+    let mut truncated = false;
+    'outer: while max > 0 {
+        let rows = ctx.store().scan(scan_prefix.clone(), after.clone(), UPLOAD_SCAN_PAGE).await?;
+        let full_page = rows.len() == UPLOAD_SCAN_PAGE;
+        let mut skipped_to: Option<Vec<u8>> = None;
+        for (k, e) in &rows {
+            if let Some(skip) = &skipped_to {
+                if k <= skip {
+                    continue;
+                }
+            }
+            let rest = &k[ns.len()..];
+            let (key_bytes, id) =
+                schema::split_upload_suffix(rest).ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
+            let key = String::from_utf8(key_bytes.to_vec()).map_err(|_| S3Error::internal("upload record", "key not UTF-8"))?;
+            if entries.len() == max {
+                truncated = true;
+                break 'outer;
+            }
+            let rolled = (!delimiter.is_empty())
+                .then(|| key[prefix.len()..].find(delimiter).map(|i| key[..prefix.len() + i + delimiter.len()].to_owned()))
+                .flatten();
+            match rolled {
+                Some(p) => {
+                    let mut skip = ns.clone();
+                    skip.extend_from_slice(p.as_bytes());
+                    skip.push(0xFF);
+                    after = skip.clone();
+                    skipped_to = Some(skip);
+                    entries.push(UploadEntry::Prefix(p));
+                }
+                None => {
+                    let meta = UploadMeta::decode(&e.value).ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
+                    after = k.clone();
+                    entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta });
+                }
+            }
+        }
+        if !full_page {
+            break;
+        }
+    }
+    let url = requested
+        || !is_xml_safe(prefix)
+        || !is_xml_safe(delimiter)
+        || entries.iter().any(|e| match e {
+            UploadEntry::Upload { key, .. } => !is_xml_safe(key),
+            UploadEntry::Prefix(p) => !is_xml_safe(p),
+        });
+    let f = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+    let mut w = XmlWriter::new();
+    w.open_root("ListMultipartUploadsResult");
+    w.elem("Bucket", bucket);
+    w.elem("KeyMarker", &f(key_marker));
+    w.elem("UploadIdMarker", id_marker);
+    if truncated {
+        match entries.last() {
+            Some(UploadEntry::Upload { key, id, .. }) => {
+                w.elem("NextKeyMarker", &f(key));
+                w.elem("NextUploadIdMarker", id);
+            }
+            Some(UploadEntry::Prefix(p)) => {
+                w.elem("NextKeyMarker", &f(p));
+                w.elem("NextUploadIdMarker", "");
+            }
+            None => {}
+        }
+    }
+    if !delimiter.is_empty() {
+        w.elem("Delimiter", &f(delimiter));
+    }
+    w.elem("Prefix", &f(prefix));
+    w.elem_num("MaxUploads", max as u64);
+    if url {
+        w.elem("EncodingType", "url");
+    }
+    w.elem_bool("IsTruncated", truncated);
+    for e in &entries {
+        if let UploadEntry::Upload { key, id, meta } = e {
+            w.open("Upload");
+            w.elem("Key", &f(key));
+            w.elem("UploadId", id);
+            w.open("Initiator");
+            w.elem("ID", &owner);
+            w.elem("DisplayName", &owner);
+            w.close("Initiator");
+            owner_elem(&mut w, &owner);
+            w.elem("StorageClass", meta.headers.storage_class.as_deref().unwrap_or("STANDARD"));
+            w.elem("Initiated", &time::iso8601(meta.initiated_ms));
+            w.close("Upload");
+        }
+    }
+    for e in &entries {
+        if let UploadEntry::Prefix(p) = e {
+            w.open("CommonPrefixes");
+            w.elem("Prefix", &f(p));
+            w.close("CommonPrefixes");
+        }
+    }
+    w.close("ListMultipartUploadsResult");
+    Ok(xml_response(w.finish()))
+}

@@ -1,0 +1,206 @@
+//! holt-gateway: an S3-compatible HTTP front end whose metadata lives in holt-core.
+//!
+//! One request pipeline, top to bottom (`serve`): request id → in-flight cap → operational
+//! endpoints (`/health`, `/metrics`) → header limits → route (`routing`) → authenticate
+//! (`auth`) → `handlers::dispatch` → response (errors become S3 `<Error>` documents carrying
+//! the request id). `app(state)` returns the axum `Router`, so tests drive it with
+//! `app(state).oneshot(request)` and no socket; `server` adds the hyper connection limits.
+
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod checksum;
+pub mod config;
+pub mod error;
+pub mod handlers;
+pub mod metrics;
+pub mod routing;
+pub mod server;
+pub mod storage;
+pub mod xml;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http::{HeaderValue, Method, StatusCode};
+
+use error::{S3Error, S3ErrorCode};
+use storage::Store;
+
+/// Largest total size of the request headers (names + values), as S3 enforces.
+pub const HEADER_BYTES_MAX: usize = 8 * 1024;
+
+/// Settings the request pipeline needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub region: String,
+    /// Virtual-hosted style is on when set: `bucket.<domain>`.
+    pub domain: Option<String>,
+    /// Requests handled at once; past it, 503 SlowDown.
+    pub max_inflight: usize,
+    /// Largest accepted clock skew of signed requests.
+    pub clock_skew_max: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            region: "us-east-1".into(),
+            domain: None,
+            max_inflight: 1024,
+            clock_skew_max: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+pub struct Inner {
+    pub store: Store,
+    pub credentials: auth::Credentials,
+    pub auth_config: auth::AuthConfig,
+    pub settings: Settings,
+    pub metrics: metrics::Metrics,
+    inflight: Arc<tokio::sync::Semaphore>,
+}
+
+/// Shared state of every request. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+impl AppState {
+    pub fn new(store: Store, credentials: auth::Credentials, settings: Settings) -> Self {
+        let auth_config =
+            auth::AuthConfig { region: settings.region.clone(), clock_skew_max: settings.clock_skew_max };
+        let inflight = Arc::new(tokio::sync::Semaphore::new(settings.max_inflight.max(1)));
+        AppState(Arc::new(Inner {
+            store,
+            credentials,
+            auth_config,
+            settings,
+            metrics: metrics::Metrics::new(),
+            inflight,
+        }))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.0.store
+    }
+}
+
+/// The whole S3 service as an axum router.
+pub fn app(state: AppState) -> Router {
+    Router::new().fallback(entry).with_state(state)
+}
+
+fn new_request_id() -> String {
+    let raw: [u8; 8] = rand::random();
+    hex::encode_upper(raw)
+}
+
+async fn entry(State(state): State<AppState>, req: Request) -> Response {
+    let request_id = new_request_id();
+    let started = Instant::now();
+    let is_head = req.method() == Method::HEAD;
+    let span = tracing::info_span!("request", id = %request_id, method = %req.method(), path = %req.uri().path());
+    let _enter = span.enter();
+    drop(_enter);
+    let (op_name, mut resp) = match Arc::clone(&state.0.inflight).try_acquire_owned() {
+        Ok(permit) => {
+            let result = serve(&state, req, &request_id).await;
+            drop(permit);
+            result
+        }
+        Err(_) => ("SlowDown", error_response(S3Error::new(S3ErrorCode::SlowDown), &request_id)),
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert("x-amz-request-id", v);
+    }
+    resp.headers_mut().insert(http::header::SERVER, HeaderValue::from_static("holt-gateway"));
+    if is_head {
+        // HEAD responses never carry a body; the headers (Content-Length included) stay.
+        let (parts, _) = resp.into_parts();
+        resp = Response::from_parts(parts, Body::empty());
+    }
+    let elapsed = started.elapsed();
+    state.0.metrics.record(op_name, resp.status().as_u16(), elapsed);
+    tracing::info!(parent: &span, op = op_name, status = resp.status().as_u16(), latency_us = elapsed.as_micros() as u64, "done");
+    resp
+}
+
+fn error_response(mut err: S3Error, request_id: &str) -> Response {
+    err.request_id = request_id.to_owned();
+    err.into_response()
+}
+
+async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static str, Response) {
+    let (parts, body) = req.into_parts();
+    if !auth::has_authentication(&parts) && (parts.method == Method::GET || parts.method == Method::HEAD) {
+        match parts.uri.path() {
+            "/health" => return ("Health", (StatusCode::OK, "ok").into_response()),
+            "/metrics" => {
+                let text = state.0.metrics.render(&state.0.store.stats());
+                let mut resp = (StatusCode::OK, text).into_response();
+                resp.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                return ("Metrics", resp);
+            }
+            _ => {}
+        }
+    }
+    if let Err(e) = check_request_head(&parts) {
+        return ("Invalid", error_response(e, request_id));
+    }
+    let (route, query) = match routing::route(&parts.method, &parts.uri, &parts.headers, state.0.settings.domain.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return ("Invalid", error_response(e, request_id)),
+    };
+    let op_name = route.op.name();
+    let resource = parts.uri.path().to_owned();
+    let authenticated = match auth::authenticate(&parts, &state.0.credentials, &state.0.auth_config, SystemTime::now()) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
+            return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
+        }
+    };
+    let ctx = handlers::ReqCtx {
+        state: state.clone(),
+        request_id: request_id.to_owned(),
+        user: authenticated.access_key,
+        payload: authenticated.payload,
+        route,
+        query,
+        method: parts.method,
+        uri: parts.uri,
+        headers: parts.headers,
+    };
+    match handlers::dispatch(ctx, body).await {
+        Ok(resp) => (op_name, resp),
+        Err(e) => {
+            let e = if e.resource.is_empty() { e.resource(resource) } else { e };
+            (op_name, error_response(e, request_id))
+        }
+    }
+}
+
+/// Limits checked on the request head before authentication.
+fn check_request_head(parts: &http::request::Parts) -> Result<(), S3Error> {
+    let header_bytes: usize = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    if header_bytes > HEADER_BYTES_MAX {
+        return Err(S3Error::new(S3ErrorCode::RequestHeaderSectionTooLarge));
+    }
+    if parts.headers.contains_key(http::header::CONTENT_LENGTH)
+        && parts.headers.contains_key(http::header::TRANSFER_ENCODING)
+    {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "A request may not carry both Content-Length and Transfer-Encoding.",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! Request → `Operation`: method, path (path-style always; virtual-hosted when a domain is
+//! configured and the Host is `bucket.domain`) and subresource query parameters. Query
+//! parameters that are not S3 subresources (`x-id=PutObject`, `metadata=true`, …) are ignored.
+
+use http::{HeaderMap, Method};
+use percent_encoding::percent_decode;
+
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+
+/// One variant per S3 operation (AWS names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    ListBuckets,
+    CreateBucket,
+    HeadBucket,
+    DeleteBucket,
+    GetBucketLocation,
+    GetBucketVersioning,
+    ListObjects,
+    ListObjectsV2,
+    ListObjectVersions,
+    DeleteObjects,
+    PutObject,
+    HeadObject,
+    GetObject,
+    CopyObject,
+    DeleteObject,
+    CreateMultipartUpload,
+    UploadPart,
+    UploadPartCopy,
+    CompleteMultipartUpload,
+    AbortMultipartUpload,
+    ListParts,
+    ListMultipartUploads,
+    /// A known S3 subresource or form this gateway does not implement (501).
+    NotImplemented,
+}
+
+impl Operation {
+    pub fn name(self) -> &'static str {
+        use Operation::*;
+        match self {
+            ListBuckets => "ListBuckets",
+            CreateBucket => "CreateBucket",
+            HeadBucket => "HeadBucket",
+            DeleteBucket => "DeleteBucket",
+            GetBucketLocation => "GetBucketLocation",
+            GetBucketVersioning => "GetBucketVersioning",
+            ListObjects => "ListObjects",
+            ListObjectsV2 => "ListObjectsV2",
+            ListObjectVersions => "ListObjectVersions",
+            DeleteObjects => "DeleteObjects",
+            PutObject => "PutObject",
+            HeadObject => "HeadObject",
+            GetObject => "GetObject",
+            CopyObject => "CopyObject",
+            DeleteObject => "DeleteObject",
+            CreateMultipartUpload => "CreateMultipartUpload",
+            UploadPart => "UploadPart",
+            UploadPartCopy => "UploadPartCopy",
+            CompleteMultipartUpload => "CompleteMultipartUpload",
+            AbortMultipartUpload => "AbortMultipartUpload",
+            ListParts => "ListParts",
+            ListMultipartUploads => "ListMultipartUploads",
+            NotImplemented => "NotImplemented",
+        }
+    }
+}
+
+/// Decoded query parameters, in order. Values are percent-decoded (`+` is a space, as S3
+/// decodes query strings).
+#[derive(Debug, Clone, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(raw: Option<&str>) -> S3Result<Query> {
+        let mut out = Vec::new();
+        let Some(raw) = raw else { return Ok(Query(out)) };
+        for pair in raw.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            out.push((decode_query_component(k)?, decode_query_component(v)?));
+        }
+        Ok(Query(out))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == name)
+    }
+}
+
+fn decode_query_component(s: &str) -> S3Result<String> {
+    let plus_as_space = s.replace('+', " ");
+    percent_decode(plus_as_space.as_bytes())
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "query parameter is not valid UTF-8"))
+}
+
+/// Subresources we recognise but do not implement: answered with 501 rather than being
+/// mistaken for the plain object or bucket operation.
+const UNIMPLEMENTED_SUBRESOURCES: &[&str] = &[
+    "accelerate",
+    "acl",
+    "analytics",
+    "attributes",
+    "cors",
+    "encryption",
+    "intelligent-tiering",
+    "inventory",
+    "legal-hold",
+    "lifecycle",
+    "logging",
+    "metrics",
+    "notification",
+    "object-lock",
+    "ownershipControls",
+    "policy",
+    "policyStatus",
+    "publicAccessBlock",
+    "replication",
+    "requestPayment",
+    "restore",
+    "retention",
+    "select",
+    "tagging",
+    "torrent",
+    "website",
+];
+
+/// The target of a request.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub op: Operation,
+    pub bucket: Option<String>,
+    pub key: Option<String>,
+}
+
+fn host_without_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        // IPv6 literal: never a bucket host.
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// Splits the request target into bucket and key.
+pub fn bucket_and_key(
+    path: &str,
+    headers: &HeaderMap,
+    domain: Option<&str>,
+) -> S3Result<(Option<String>, Option<String>)> {
+    let decode = |s: &str| -> S3Result<String> {
+        percent_decode(s.as_bytes())
+            .decode_utf8()
+            .map(|c| c.into_owned())
+            .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "object key is not valid UTF-8"))
+    };
+    let path = path.strip_prefix('/').unwrap_or(path);
+    if let (Some(domain), Some(host)) = (domain, headers.get(http::header::HOST).and_then(|h| h.to_str().ok())) {
+        let host = host_without_port(host).to_ascii_lowercase();
+        if let Some(bucket) = host.strip_suffix(domain).and_then(|b| b.strip_suffix('.')) {
+            if !bucket.is_empty() {
+                let key = if path.is_empty() { None } else { Some(decode(path)?) };
+                return Ok((Some(bucket.to_owned()), key));
+            }
+        }
+    }
+    if path.is_empty() {
+        return Ok((None, None));
+    }
+    match path.split_once('/') {
+        None => Ok((Some(decode(path)?), None)),
+        Some((bucket, "")) => Ok((Some(decode(bucket)?), None)),
+        Some((bucket, key)) => Ok((Some(decode(bucket)?), Some(decode(key)?))),
+    }
+}
+
+/// Chooses the operation for a request whose bucket and key are already known.
+pub fn operation(method: &Method, has_bucket: bool, has_key: bool, q: &Query, headers: &HeaderMap) -> S3Result<Operation> {
+    use Operation::*;
+    let not_allowed = || Err(S3Error::new(S3ErrorCode::MethodNotAllowed));
+    let unimplemented_sub = UNIMPLEMENTED_SUBRESOURCES.iter().any(|s| q.has(s));
+    let op = match (has_bucket, has_key) {
+        (false, _) => match *method {
+            Method::GET => ListBuckets,
+            _ => return not_allowed(),
+        },
+        (true, false) => match *method {
+            Method::GET if q.has("location") => GetBucketLocation,
+            Method::GET if q.has("versioning") => GetBucketVersioning,
+            Method::GET if q.has("versions") => ListObjectVersions,
+            Method::GET if q.has("uploads") => ListMultipartUploads,
+            Method::GET if unimplemented_sub => NotImplemented,
+            Method::GET if q.get("list-type") == Some("2") => ListObjectsV2,
+            Method::GET => ListObjects,
+            Method::HEAD => HeadBucket,
+            Method::PUT if unimplemented_sub || q.has("versioning") => NotImplemented,
+            Method::PUT => CreateBucket,
+            Method::DELETE if unimplemented_sub => NotImplemented,
+            Method::DELETE => DeleteBucket,
+            Method::POST if q.has("delete") => DeleteObjects,
+            Method::POST => NotImplemented,
+            _ => return not_allowed(),
+        },
+        (true, true) => match *method {
+            Method::GET if q.has("uploadId") => ListParts,
+            Method::GET if unimplemented_sub => NotImplemented,
+            Method::GET => GetObject,
+            Method::HEAD => HeadObject,
+            Method::PUT if q.has("uploadId") || q.has("partNumber") => {
+                if headers.contains_key("x-amz-copy-source") {
+                    UploadPartCopy
+                } else {
+                    UploadPart
+                }
+            }
+            Method::PUT if unimplemented_sub => NotImplemented,
+            Method::PUT if headers.contains_key("x-amz-copy-source") => CopyObject,
+            Method::PUT => PutObject,
+            Method::POST if q.has("uploads") => CreateMultipartUpload,
+            Method::POST if q.has("uploadId") => CompleteMultipartUpload,
+            Method::POST => NotImplemented,
+            Method::DELETE if q.has("uploadId") => AbortMultipartUpload,
+            Method::DELETE if unimplemented_sub => NotImplemented,
+            Method::DELETE => DeleteObject,
+            _ => return not_allowed(),
+        },
+    };
+    Ok(op)
+}
+
+/// Routes a request.
+pub fn route(method: &Method, uri: &http::Uri, headers: &HeaderMap, domain: Option<&str>) -> S3Result<(Route, Query)> {
+    let query = Query::parse(uri.query())?;
+    let (bucket, key) = bucket_and_key(uri.path(), headers, domain)?;
+    let op = operation(method, bucket.is_some(), key.is_some(), &query, headers)?;
+    Ok((Route { op, bucket, key }, query))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn r(method: Method, target: &str) -> Route {
+        r_with(method, target, HeaderMap::new(), None)
+    }
+
+    fn r_with(method: Method, target: &str, headers: HeaderMap, domain: Option<&str>) -> Route {
+        let uri: http::Uri = target.parse().unwrap();
+        route(&method, &uri, &headers, domain).unwrap().0
+    }
+
+    #[test]
+    fn path_style() {
+        assert_eq!(r(Method::GET, "/").op, Operation::ListBuckets);
+        assert_eq!(r(Method::PUT, "/b").op, Operation::CreateBucket);
+        assert_eq!(r(Method::PUT, "/b/").op, Operation::CreateBucket);
+        assert_eq!(r(Method::GET, "/b?list-type=2&prefix=a").op, Operation::ListObjectsV2);
+        assert_eq!(r(Method::GET, "/b?prefix=a").op, Operation::ListObjects);
+        assert_eq!(r(Method::GET, "/b?location=").op, Operation::GetBucketLocation);
+        assert_eq!(r(Method::GET, "/b?versions").op, Operation::ListObjectVersions);
+        assert_eq!(r(Method::GET, "/b?acl").op, Operation::NotImplemented);
+        assert_eq!(r(Method::POST, "/b?delete").op, Operation::DeleteObjects);
+        let put = r(Method::PUT, "/b/dir/a%20b+c?x-id=PutObject");
+        assert_eq!(put.op, Operation::PutObject);
+        assert_eq!(put.bucket.as_deref(), Some("b"));
+        assert_eq!(put.key.as_deref(), Some("dir/a b+c"));
+        assert_eq!(r(Method::GET, "/b/..%2F..%2Fetc%2Fpasswd").key.as_deref(), Some("../../etc/passwd"));
+        assert_eq!(r(Method::GET, "/b//x").key.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn multipart_and_copy() {
+        assert_eq!(r(Method::POST, "/b/k?uploads").op, Operation::CreateMultipartUpload);
+        assert_eq!(r(Method::PUT, "/b/k?partNumber=1&uploadId=x").op, Operation::UploadPart);
+        assert_eq!(r(Method::POST, "/b/k?uploadId=x").op, Operation::CompleteMultipartUpload);
+        assert_eq!(r(Method::DELETE, "/b/k?uploadId=x").op, Operation::AbortMultipartUpload);
+        assert_eq!(r(Method::GET, "/b/k?uploadId=x").op, Operation::ListParts);
+        assert_eq!(r(Method::GET, "/b?uploads").op, Operation::ListMultipartUploads);
+        let mut h = HeaderMap::new();
+        h.insert("x-amz-copy-source", HeaderValue::from_static("/a/b"));
+        assert_eq!(r_with(Method::PUT, "/b/k", h.clone(), None).op, Operation::CopyObject);
+        assert_eq!(r_with(Method::PUT, "/b/k?partNumber=2&uploadId=x", h, None).op, Operation::UploadPartCopy);
+    }
+
+    #[test]
+    fn virtual_hosted() {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::HOST, HeaderValue::from_static("photos.s3.example.com:9000"));
+        let rt = r_with(Method::GET, "/a/b.jpg", h.clone(), Some("s3.example.com"));
+        assert_eq!((rt.bucket.as_deref(), rt.key.as_deref()), (Some("photos"), Some("a/b.jpg")));
+        let rt = r_with(Method::GET, "/?list-type=2", h.clone(), Some("s3.example.com"));
+        assert_eq!((rt.op, rt.bucket.as_deref()), (Operation::ListObjectsV2, Some("photos")));
+        // The bare domain is path-style.
+        h.insert(http::header::HOST, HeaderValue::from_static("s3.example.com"));
+        let rt = r_with(Method::GET, "/photos/x", h, Some("s3.example.com"));
+        assert_eq!((rt.bucket.as_deref(), rt.key.as_deref()), (Some("photos"), Some("x")));
+    }
+
+    #[test]
+    fn bad_method_and_bad_utf8() {
+        let uri: http::Uri = "/".parse().unwrap();
+        assert_eq!(route(&Method::DELETE, &uri, &HeaderMap::new(), None).unwrap_err().code, S3ErrorCode::MethodNotAllowed);
+        let uri: http::Uri = "/b/%FF".parse().unwrap();
+        assert_eq!(route(&Method::GET, &uri, &HeaderMap::new(), None).unwrap_err().code, S3ErrorCode::InvalidArgument);
+    }
+}

@@ -1,0 +1,131 @@
+//! The key schema: every record the gateway keeps in holt-core, in one place.
+//!
+//! | key                                         | value                       |
+//! |---------------------------------------------|-----------------------------|
+//! | `S` `token-secret`                          | 32 random bytes (token MAC) |
+//! | `B` bucket                                  | `BucketMeta`                |
+//! | `A` owner `\0` bucket                       | empty (buckets by owner)    |
+//! | `O` bucket `\0` key                         | `ObjectMeta`                |
+//! | `U` bucket `\0` key `\0` upload-id          | `UploadMeta`                |
+//! | `P` upload-id `\0` part-number (u32, BE)    | `PartMeta`                  |
+//!
+//! Invariants: bucket names never contain `\0` (they are `[a-z0-9.-]`), access keys never
+//! contain `\0` (refused when configured), and upload ids are exactly `UPLOAD_ID_LEN` hex
+//! characters, so every key parses back unambiguously even though object keys may contain any
+//! byte. Objects of a bucket are contiguous, in the byte order of their keys, so an S3 listing
+//! is one `Db::list` under `objects_prefix(bucket) + client prefix`. Part numbers are
+//! big-endian so that byte order is numeric order.
+
+/// Length of an upload id (hex of 16 random bytes).
+pub const UPLOAD_ID_LEN: usize = 32;
+
+pub const TOKEN_SECRET: &[u8] = b"Stoken-secret";
+
+fn join(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    let mut k = Vec::with_capacity(len);
+    k.push(tag);
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            k.push(0);
+        }
+        k.extend_from_slice(p);
+    }
+    k
+}
+
+pub fn bucket(bucket: &str) -> Vec<u8> {
+    join(b'B', &[bucket.as_bytes()])
+}
+
+/// Prefix of every bucket record.
+pub const BUCKETS_PREFIX: &[u8] = b"B";
+
+pub fn bucket_name_from_key(key: &[u8]) -> Option<&str> {
+    key.strip_prefix(BUCKETS_PREFIX).and_then(|b| std::str::from_utf8(b).ok())
+}
+
+pub fn owned_bucket(owner: &str, bucket: &str) -> Vec<u8> {
+    join(b'A', &[owner.as_bytes(), bucket.as_bytes()])
+}
+
+/// Prefix of the bucket-by-owner index entries of `owner`.
+pub fn owned_buckets_prefix(owner: &str) -> Vec<u8> {
+    join(b'A', &[owner.as_bytes(), b""])
+}
+
+pub fn object(bucket: &str, key: &str) -> Vec<u8> {
+    join(b'O', &[bucket.as_bytes(), key.as_bytes()])
+}
+
+/// Prefix of every object record of `bucket`; strip it to get the S3 key back.
+pub fn objects_prefix(bucket: &str) -> Vec<u8> {
+    join(b'O', &[bucket.as_bytes(), b""])
+}
+
+pub fn upload(bucket: &str, key: &str, upload_id: &str) -> Vec<u8> {
+    join(b'U', &[bucket.as_bytes(), key.as_bytes(), upload_id.as_bytes()])
+}
+
+pub fn uploads_prefix(bucket: &str) -> Vec<u8> {
+    join(b'U', &[bucket.as_bytes(), b""])
+}
+
+/// Splits a full upload record key (with `uploads_prefix(bucket)` already stripped) into the
+/// object key and the upload id.
+pub fn split_upload_suffix(rest: &[u8]) -> Option<(&[u8], &str)> {
+    if rest.len() < UPLOAD_ID_LEN + 1 {
+        return None;
+    }
+    let (key, tail) = rest.split_at(rest.len() - UPLOAD_ID_LEN - 1);
+    if tail[0] != 0 {
+        return None;
+    }
+    Some((key, std::str::from_utf8(&tail[1..]).ok()?))
+}
+
+#[expect(clippy::big_endian_bytes, reason = "part numbers sort numerically only in big-endian")]
+pub fn part(upload_id: &str, part_number: u32) -> Vec<u8> {
+    let mut k = join(b'P', &[upload_id.as_bytes(), b""]);
+    k.extend_from_slice(&part_number.to_be_bytes());
+    k
+}
+
+pub fn parts_prefix(upload_id: &str) -> Vec<u8> {
+    join(b'P', &[upload_id.as_bytes(), b""])
+}
+
+#[expect(clippy::big_endian_bytes, reason = "part numbers sort numerically only in big-endian")]
+pub fn part_number_from_key(key: &[u8]) -> Option<u32> {
+    let tail: [u8; 4] = key.get(key.len().checked_sub(4)?..)?.try_into().ok()?;
+    Some(u32::from_be_bytes(tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_sort_like_s3_keys_within_a_bucket() {
+        let a = object("b", "foo+1/x");
+        let b = object("b", "foo/x");
+        assert!(a < b, "byte order of the whole key");
+        assert!(object("b", "zzz") < object("b0", ""), "buckets do not interleave");
+        assert!(object("b", "k").starts_with(&objects_prefix("b")));
+    }
+
+    #[test]
+    fn upload_keys_split_back() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let k = upload("b", "a\0b", id);
+        let rest = &k[uploads_prefix("b").len()..];
+        assert_eq!(split_upload_suffix(rest), Some((&b"a\0b"[..], id)));
+    }
+
+    #[test]
+    fn part_numbers_sort_numerically() {
+        assert!(part("u", 9) < part("u", 10));
+        assert!(part("u", 255) < part("u", 256));
+        assert_eq!(part_number_from_key(&part("u", 10000)), Some(10000));
+    }
+}

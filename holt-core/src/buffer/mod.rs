@@ -1,0 +1,245 @@
+//! The frame cache: each frame's root is published through a `FrameCell`; clean frames are
+//! evicted by a clock (second-chance) sweep when the cached bytes exceed the memory budget,
+//! and loaded back from a `FrameSource` on first touch.
+//!
+//! Invariants:
+//! - A frame's root goes from `None` (evicted) to `Some` only under the cell's `load_lock`,
+//!   and from `Some` to `None` only under its write latch while the frame is clean, so a
+//!   frame a writer changed is never replaced by older bytes.
+//! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
+//! - The root frame is never evicted: it is touched by every operation.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Location, Result};
+use crate::format::FrameId;
+
+/// Where evicted frames are read back from: implemented by the durable layer over the frame
+/// files, and by an in-memory map in tests.
+pub(crate) trait FrameSource: Send + Sync {
+    /// The `FRAME_SIZE` bytes of the last checkpointed image of frame `id`.
+    fn read_frame(&self, id: FrameId) -> Result<Vec<u8>>;
+    /// The file holding frame `id` and the frame's byte offset in it, for corruption reports.
+    fn locate(&self, id: FrameId) -> (PathBuf, u64) {
+        let _ = id;
+        (PathBuf::from("<frames>"), 0)
+    }
+}
+
+/// One frame: the published root of a subtree, with the state the cache and writers need.
+pub(crate) struct FrameCell<N> {
+    pub(crate) id: FrameId,
+    /// The frame's current root; `None` while the frame is evicted.
+    pub(crate) root: ArcSwapOption<N>,
+    /// Held by a writer while it changes the frame (and by the evictor while it drops it).
+    pub(crate) latch: Mutex<()>,
+    /// Serializes loading an evicted frame, so it is decoded once.
+    load_lock: Mutex<()>,
+    /// Bumped on every published change.
+    dirty_generation: AtomicU64,
+    /// The generation the last checkpoint wrote; the frame is clean when both are equal.
+    clean_generation: AtomicU64,
+    /// Encoded size of the frame (header + records), kept exact by writers.
+    size_bytes: AtomicUsize,
+    /// Set when the frame was merged into its parent: readers that reach it restart.
+    retired: AtomicBool,
+    /// The clock's second-chance bit, set by every access.
+    referenced: AtomicBool,
+    /// The frame holding the link to this one (empty for the root frame).
+    parent: Mutex<Weak<FrameCell<N>>>,
+}
+
+impl<N> FrameCell<N> {
+    /// A frame whose root is in memory. A new frame is dirty (never written).
+    pub(crate) fn resident(id: FrameId, root: Arc<N>, size_bytes: usize, dirty: bool) -> Self {
+        let cell = Self::evicted(id);
+        cell.root.store(Some(root));
+        cell.size_bytes.store(size_bytes, Ordering::Relaxed);
+        if dirty {
+            cell.dirty_generation.store(1, Ordering::Relaxed);
+        }
+        cell
+    }
+
+    /// A frame known only by id: loaded from the source on first touch.
+    pub(crate) fn evicted(id: FrameId) -> Self {
+        FrameCell {
+            id,
+            root: ArcSwapOption::empty(),
+            latch: Mutex::new(()),
+            load_lock: Mutex::new(()),
+            dirty_generation: AtomicU64::new(0),
+            clean_generation: AtomicU64::new(0),
+            size_bytes: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            referenced: AtomicBool::new(true),
+            parent: Mutex::new(Weak::new()),
+        }
+    }
+
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+    /// Only under the latch.
+    pub(crate) fn set_size_bytes(&self, size: usize) {
+        self.size_bytes.store(size, Ordering::Relaxed);
+    }
+    pub(crate) fn generation(&self) -> u64 {
+        self.dirty_generation.load(Ordering::Acquire)
+    }
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.generation() != self.clean_generation.load(Ordering::Acquire)
+    }
+    /// Records a published change (under the latch).
+    pub(crate) fn mark_dirty(&self) {
+        self.dirty_generation.fetch_add(1, Ordering::AcqRel);
+    }
+    /// Records that generation `generation` of the frame is on disk.
+    pub(crate) fn mark_clean(&self, generation: u64) {
+        self.clean_generation.fetch_max(generation, Ordering::AcqRel);
+    }
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+    /// Called before the parent publishes the merged root (see `tree::merge`).
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+    }
+    pub(crate) fn touch(&self) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn parent(&self) -> Option<Arc<FrameCell<N>>> {
+        self.parent.lock().upgrade()
+    }
+    pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
+        *self.parent.lock() = Arc::downgrade(parent);
+    }
+}
+
+/// The cache of frames: memory budget, clock ring, and the source evicted frames come from.
+pub(crate) struct BufferPool<N> {
+    budget_bytes: usize,
+    source: Option<Arc<dyn FrameSource>>,
+    cached_bytes: AtomicI64,
+    /// Resident frames in clock order. Retired or evicted entries are dropped as the hand passes.
+    ring: Mutex<VecDeque<Arc<FrameCell<N>>>>,
+    frame_reads: AtomicU64,
+    frame_evictions: AtomicU64,
+    /// The root frame: never evicted.
+    pinned: FrameId,
+}
+
+/// Counters of the cache.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PoolStats {
+    pub frames_cached: u64,
+    pub cache_bytes: u64,
+    pub frame_reads: u64,
+    pub frame_evictions: u64,
+}
+
+impl<N> BufferPool<N> {
+    pub(crate) fn new(budget_bytes: usize, source: Option<Arc<dyn FrameSource>>, pinned: FrameId) -> Self {
+        BufferPool {
+            budget_bytes,
+            source,
+            cached_bytes: AtomicI64::new(0),
+            ring: Mutex::new(VecDeque::new()),
+            frame_reads: AtomicU64::new(0),
+            frame_evictions: AtomicU64::new(0),
+            pinned,
+        }
+    }
+
+    /// Starts tracking a resident frame (a new frame, or one just loaded).
+    pub(crate) fn admit(&self, cell: &Arc<FrameCell<N>>) {
+        self.cached_bytes.fetch_add(cell.size_bytes() as i64, Ordering::Relaxed);
+        self.ring.lock().push_back(Arc::clone(cell));
+    }
+
+    /// Adjusts the cached byte count after a resident frame changed size.
+    pub(crate) fn resized(&self, delta: i64) {
+        self.cached_bytes.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let ring = self.ring.lock();
+        let frames_cached = ring.iter().filter(|c| !c.is_retired() && c.root.load().is_some()).count();
+        PoolStats {
+            frames_cached: frames_cached as u64,
+            cache_bytes: self.cached_bytes.load(Ordering::Relaxed).max(0) as u64,
+            frame_reads: self.frame_reads.load(Ordering::Relaxed),
+            frame_evictions: self.frame_evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The root of `cell`, loading it from the source when it is evicted. `decode` turns the
+    /// frame's bytes into its root and encoded size. Waits only on I/O and on other loaders.
+    pub(crate) fn load(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<(Arc<N>, usize)>,
+    ) -> Result<Arc<N>> {
+        let root = {
+            let _loading = cell.load_lock.lock();
+            if let Some(root) = cell.root.load_full() {
+                return Ok(root);
+            }
+            let source = self.source.as_ref().ok_or_else(|| Error::Corruption {
+                location: Location { file: PathBuf::from("<memory>"), frame: Some(cell.id.0), offset: 0 },
+                reason: "frame is not resident and there is no frame source".into(),
+            })?;
+            let bytes = source.read_frame(cell.id)?;
+            let (root, size) = decode(&bytes, &source.locate(cell.id))?;
+            cell.set_size_bytes(size);
+            cell.root.store(Some(Arc::clone(&root)));
+            cell.touch();
+            self.frame_reads.fetch_add(1, Ordering::Relaxed);
+            self.admit(cell);
+            root
+        };
+        self.evict_if_needed();
+        // Even if the frame is evicted again right away, `root` is what it held while clean.
+        Ok(root)
+    }
+
+    /// Runs the clock hand until the cached bytes fit the budget or nothing more can go.
+    pub(crate) fn evict_if_needed(&self) {
+        if self.source.is_none() || self.cached_bytes.load(Ordering::Relaxed) <= self.budget_bytes as i64 {
+            return;
+        }
+        let mut ring = self.ring.lock();
+        // Bound: two passes give every referenced frame its second chance.
+        let mut steps = ring.len() * 2;
+        while steps > 0 && self.cached_bytes.load(Ordering::Relaxed) > self.budget_bytes as i64 {
+            steps -= 1;
+            let Some(cell) = ring.pop_front() else { break };
+            if cell.is_retired() || cell.root.load().is_none() {
+                continue; // no longer resident here; drop the entry
+            }
+            if cell.id == self.pinned || cell.referenced.swap(false, Ordering::Relaxed) || cell.is_dirty() {
+                ring.push_back(cell);
+                continue;
+            }
+            let Some(_latch) = cell.latch.try_lock() else {
+                ring.push_back(cell);
+                continue;
+            };
+            if cell.is_dirty() {
+                ring.push_back(Arc::clone(&cell));
+                continue;
+            }
+            cell.root.store(None);
+            self.cached_bytes.fetch_sub(cell.size_bytes() as i64, Ordering::Relaxed);
+            self.frame_evictions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The frame header: every frame is exactly `FRAME_SIZE` bytes and describes itself.
+//!
+//! | offset | size | field | meaning |
+//! |---|---|---|---|
+//! | 0  | 4 | magic        | `b"HFRM"` |
+//! | 4  | 2 | version      | frame format version (1) |
+//! | 6  | 2 | flags        | 0 (reserved) |
+//! | 8  | 8 | frame_id     | the frame's id |
+//! | 16 | 4 | used_bytes   | header + records; bytes after it are zero padding |
+//! | 20 | 4 | node_count   | number of records in the body |
+//! | 24 | 4 | checksum     | CRC32C of bytes `[0, 24)` then `[28, used_bytes)` |
+//! | 28 | 4 | reserved     | 0 |
+//!
+//! The body (records, see `node.rs`) starts at offset 32; its last record is the frame's root.
+
+use super::node::RecordError;
+use super::{FrameId, FRAME_SIZE};
+
+pub(crate) const FRAME_MAGIC: [u8; 4] = *b"HFRM";
+pub(crate) const FRAME_FORMAT_VERSION: u16 = 1;
+pub(crate) const HEADER_LEN: usize = 32;
+
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 4;
+const OFF_FLAGS: usize = 6;
+const OFF_FRAME_ID: usize = 8;
+const OFF_USED: usize = 16;
+const OFF_NODE_COUNT: usize = 20;
+const OFF_CHECKSUM: usize = 24;
+const OFF_RESERVED: usize = 28;
+
+// The header layout is part of the on-disk format: pin it.
+const _: () = assert!(OFF_VERSION == OFF_MAGIC + 4 && OFF_FLAGS == OFF_VERSION + 2);
+const _: () = assert!(OFF_FRAME_ID == OFF_FLAGS + 2 && OFF_USED == OFF_FRAME_ID + 8);
+const _: () = assert!(OFF_NODE_COUNT == OFF_USED + 4 && OFF_CHECKSUM == OFF_NODE_COUNT + 4);
+const _: () = assert!(OFF_RESERVED == OFF_CHECKSUM + 4 && HEADER_LEN == OFF_RESERVED + 4);
+const _: () = assert!(FRAME_SIZE % 4096 == 0, "frames must stay aligned for O_DIRECT");
+const _: () = assert!(FRAME_SIZE <= u32::MAX as usize, "used_bytes is a u32");
+
+/// Largest body (records) a frame can carry.
+pub(crate) const BODY_CAPACITY: usize = FRAME_SIZE - HEADER_LEN;
+
+/// A buffer ready for records: `HEADER_LEN` zero bytes that `seal` fills in.
+pub(crate) fn start_frame(capacity_hint: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(capacity_hint.clamp(HEADER_LEN, FRAME_SIZE));
+    buf.resize(HEADER_LEN, 0);
+    buf
+}
+
+fn checksum(frame: &[u8], used: usize) -> u32 {
+    let head = crc32c::crc32c(&frame[..OFF_CHECKSUM]);
+    crc32c::crc32c_append(head, &frame[OFF_CHECKSUM + 4..used])
+}
+
+/// Fills the header of a buffer made by `start_frame` and pads it to exactly `FRAME_SIZE`.
+/// Fails (leaving the buffer unusable) when the records do not fit.
+pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<(), usize> {
+    let used = buf.len();
+    if used > FRAME_SIZE || used < HEADER_LEN {
+        return Err(used);
+    }
+    buf[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&FRAME_MAGIC);
+    buf[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&FRAME_FORMAT_VERSION.to_le_bytes());
+    buf[OFF_FLAGS..OFF_FLAGS + 2].copy_from_slice(&0u16.to_le_bytes());
+    buf[OFF_FRAME_ID..OFF_FRAME_ID + 8].copy_from_slice(&id.0.to_le_bytes());
+    buf[OFF_USED..OFF_USED + 4].copy_from_slice(&(used as u32).to_le_bytes());
+    buf[OFF_NODE_COUNT..OFF_NODE_COUNT + 4].copy_from_slice(&node_count.to_le_bytes());
+    buf[OFF_RESERVED..OFF_RESERVED + 4].copy_from_slice(&0u32.to_le_bytes());
+    let crc = checksum(buf, used);
+    buf[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
+    buf.resize(FRAME_SIZE, 0);
+    Ok(())
+}
+
+/// A validated frame: its id, record count and body (records), with the body's offset.
+#[derive(Debug)]
+pub(crate) struct FrameView<'a> {
+    pub id: FrameId,
+    pub node_count: u32,
+    pub body: &'a [u8],
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Validates the header and checksum of a frame read for `expected`. Offsets in errors are
+/// relative to the start of the frame.
+pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, RecordError> {
+    let err = |offset: usize, reason: String| RecordError { offset, reason };
+    if frame.len() != FRAME_SIZE {
+        return Err(err(0, format!("frame is {} bytes, expected {FRAME_SIZE}", frame.len())));
+    }
+    if frame[OFF_MAGIC..OFF_MAGIC + 4] != FRAME_MAGIC {
+        return Err(err(OFF_MAGIC, "bad frame magic".into()));
+    }
+    let version = le_u16(frame, OFF_VERSION);
+    if version != FRAME_FORMAT_VERSION {
+        return Err(err(OFF_VERSION, format!("unsupported frame format version {version}")));
+    }
+    let used = le_u32(frame, OFF_USED) as usize;
+    if !(HEADER_LEN..=FRAME_SIZE).contains(&used) {
+        return Err(err(OFF_USED, format!("used byte count {used} out of range")));
+    }
+    let stored = le_u32(frame, OFF_CHECKSUM);
+    let computed = checksum(frame, used);
+    if stored != computed {
+        return Err(err(
+            OFF_CHECKSUM,
+            format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"),
+        ));
+    }
+    if le_u16(frame, OFF_FLAGS) != 0 || le_u32(frame, OFF_RESERVED) != 0 {
+        return Err(err(OFF_FLAGS, "reserved header fields are not zero".into()));
+    }
+    let id = FrameId(le_u64(frame, OFF_FRAME_ID));
+    if id != expected {
+        return Err(err(OFF_FRAME_ID, format!("frame holds id {id}, expected {expected}")));
+    }
+    let node_count = le_u32(frame, OFF_NODE_COUNT);
+    Ok(FrameView { id, node_count, body: &frame[HEADER_LEN..used] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_then_open_round_trips_and_detects_flips() {
+        let mut buf = start_frame(64);
+        buf.extend_from_slice(b"records");
+        seal(&mut buf, FrameId(9), 1).unwrap();
+        assert_eq!(buf.len(), FRAME_SIZE);
+        let view = open(&buf, FrameId(9)).unwrap();
+        assert_eq!((view.id, view.node_count, view.body), (FrameId(9), 1, &b"records"[..]));
+        assert!(open(&buf, FrameId(8)).is_err());
+        for at in [0, 5, 9, 17, 21, 25, HEADER_LEN + 3] {
+            let mut bad = buf.clone();
+            bad[at] ^= 0x40;
+            assert!(open(&bad, FrameId(9)).is_err(), "flip at {at} went unnoticed");
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Write-ahead log bytes: the segment header and the redo record (byte tables in
+//! `docs/format.md`, section "Write-ahead log"). No I/O here.
+//!
+//! A record is the logical redo of one whole batch: the puts and deletes that were applied,
+//! never the conditions that were checked. Replaying records in log order over a checkpoint
+//! image taken at a consistent cut reproduces the state.
+
+use crate::api::BatchOp;
+
+/// First 4 bytes of every record: "HWAL".
+pub(crate) const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"HWAL");
+/// Record format version.
+pub(crate) const RECORD_VERSION: u8 = 1;
+/// Record kind: a batch of puts and deletes.
+pub(crate) const KIND_BATCH: u8 = 1;
+/// Bytes before the body: magic, len, lsn, kind, version, reserved, op count.
+pub(crate) const RECORD_HEADER_BYTES: usize = 24;
+/// Bytes after the body: the CRC32C.
+pub(crate) const RECORD_TRAILER_BYTES: usize = 4;
+/// Records start and end on this alignment, so the ring and the files are sequences of
+/// whole 8-byte words and the first word of a record (magic | len) can be published atomically.
+pub(crate) const RECORD_ALIGN: usize = 8;
+
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+
+/// Segment header: magic "HOLTWALS", version, segment number, base lsn, CRC32C.
+pub(crate) const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"HOLTWALS");
+pub(crate) const SEGMENT_VERSION: u32 = 1;
+pub(crate) const SEGMENT_HEADER_BYTES: usize = 32;
+
+const _: () = assert!(RECORD_HEADER_BYTES % RECORD_ALIGN == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES % RECORD_ALIGN == 0);
+const _: () = assert!(RECORD_ALIGN == 8, "the ring publishes records through their first 8-byte word");
+
+/// Rounds a record length up to the alignment: the bytes it occupies in the ring and the file.
+pub(crate) const fn padded_len(len: usize) -> usize {
+    (len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
+}
+
+/// Unpadded length of the record that would encode `ops`.
+pub(crate) fn record_len(ops: &[BatchOp]) -> usize {
+    let body: usize = ops
+        .iter()
+        .map(|op| match op {
+            BatchOp::Put { key, value, .. } => 7 + key.len() + value.len(),
+            BatchOp::Delete { key, .. } => 3 + key.len(),
+        })
+        .sum();
+    RECORD_HEADER_BYTES + body + RECORD_TRAILER_BYTES
+}
+
+/// Encodes the redo record of `ops` with sequence `lsn` into `out` (cleared first), padded
+/// with zeros to [`RECORD_ALIGN`]. Keys must be at most 65535 bytes (the API allows 4096).
+pub(crate) fn encode_record(ops: &[BatchOp], lsn: u64, out: &mut Vec<u8>) {
+    let len = record_len(ops);
+    out.clear();
+    out.reserve(padded_len(len));
+    out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.push(KIND_BATCH);
+    out.push(RECORD_VERSION);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&u32::try_from(ops.len()).unwrap_or(u32::MAX).to_le_bytes());
+    for op in ops {
+        match op {
+            BatchOp::Put { key, value, .. } => {
+                debug_assert!(key.len() <= usize::from(u16::MAX));
+                out.push(OP_PUT);
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(key);
+                out.extend_from_slice(value);
+            }
+            BatchOp::Delete { key, .. } => {
+                debug_assert!(key.len() <= usize::from(u16::MAX));
+                out.push(OP_DELETE);
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(key);
+            }
+        }
+    }
+    let crc = crc32c::crc32c(out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(out.len(), len);
+    out.resize(padded_len(len), 0);
+}
+
+/// Why bytes at some offset are not a valid record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordError {
+    /// The first word is zero: preallocated space that was never written (the end of the log).
+    Empty,
+    /// Fewer bytes remain than the header or the length field asks for.
+    Truncated,
+    /// Wrong magic, impossible length, unknown kind or version.
+    BadHeader,
+    /// The checksum does not match.
+    BadChecksum,
+    /// The checksum matches but the body does not parse.
+    BadBody,
+}
+
+impl RecordError {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            RecordError::Empty => "empty",
+            RecordError::Truncated => "record runs past the end of the file",
+            RecordError::BadHeader => "bad record header",
+            RecordError::BadChecksum => "record checksum mismatch",
+            RecordError::BadBody => "record body does not parse",
+        }
+    }
+}
+
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub lsn: u64,
+    pub ops: Vec<BatchOp>,
+    /// Bytes the record occupies, padding included.
+    pub padded_len: usize,
+}
+
+/// Reads the length field of the record starting at `bytes`, validating the header only.
+pub(crate) fn peek_len(bytes: &[u8], max_len: usize) -> Result<usize, RecordError> {
+    if bytes.len() < 8 {
+        return Err(RecordError::Truncated);
+    }
+    let word = u64::from_le_bytes(bytes[..8].try_into().map_err(|_| RecordError::Truncated)?);
+    if word == 0 {
+        return Err(RecordError::Empty);
+    }
+    let magic = u32::from_le_bytes(bytes[0..4].try_into().map_err(|_| RecordError::Truncated)?);
+    let len = u32::from_le_bytes(bytes[4..8].try_into().map_err(|_| RecordError::Truncated)?) as usize;
+    if magic != RECORD_MAGIC || len < RECORD_HEADER_BYTES + RECORD_TRAILER_BYTES || len > max_len {
+        return Err(RecordError::BadHeader);
+    }
+    Ok(len)
+}
+
+/// Decodes the record at the start of `bytes`. `max_len` bounds the length field (a record
+/// can never be larger than the ring that carried it).
+pub(crate) fn decode_record(bytes: &[u8], max_len: usize) -> Result<Record, RecordError> {
+    let len = peek_len(bytes, max_len)?;
+    if bytes.len() < len {
+        return Err(RecordError::Truncated);
+    }
+    let rec = &bytes[..len];
+    let stored = u32::from_le_bytes(rec[len - 4..].try_into().map_err(|_| RecordError::Truncated)?);
+    if crc32c::crc32c(&rec[..len - 4]) != stored {
+        return Err(RecordError::BadChecksum);
+    }
+    if rec[16] != KIND_BATCH || rec[17] != RECORD_VERSION {
+        return Err(RecordError::BadHeader);
+    }
+    let lsn = u64::from_le_bytes(rec[8..16].try_into().map_err(|_| RecordError::BadHeader)?);
+    let count = u32::from_le_bytes(rec[20..24].try_into().map_err(|_| RecordError::BadHeader)?) as usize;
+    let body = &rec[RECORD_HEADER_BYTES..len - RECORD_TRAILER_BYTES];
+    let ops = decode_body(body, count).ok_or(RecordError::BadBody)?;
+    Ok(Record { lsn, ops, padded_len: padded_len(len) })
+}
+
+fn decode_body(mut body: &[u8], count: usize) -> Option<Vec<BatchOp>> {
+    // Each op takes at least 3 bytes: bound the allocation by what the body can hold.
+    let mut ops = Vec::with_capacity(count.min(body.len() / 3));
+    for _ in 0..count {
+        let (&tag, rest) = body.split_first()?;
+        let key_len = usize::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?));
+        body = &rest[2..];
+        match tag {
+            OP_PUT => {
+                let value_len = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
+                body = &body[4..];
+                let key = body.get(..key_len)?.to_vec();
+                let value = body.get(key_len..key_len.checked_add(value_len)?)?.to_vec();
+                body = &body[key_len + value_len..];
+                ops.push(BatchOp::Put { key, value, condition: crate::api::Condition::None });
+            }
+            OP_DELETE => {
+                let key = body.get(..key_len)?.to_vec();
+                body = &body[key_len..];
+                ops.push(BatchOp::Delete { key, condition: crate::api::Condition::None });
+            }
+            _ => return None,
+        }
+    }
+    body.is_empty().then_some(ops)
+}
+
+/// The header at the start of every segment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentHeader {
+    /// The segment's number (also in its file name).
+    pub segment: u64,
+    /// Log position (lsn) of the first record in the segment.
+    pub base_lsn: u64,
+}
+
+impl SegmentHeader {
+    pub(crate) fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
+        let mut out = [0u8; SEGMENT_HEADER_BYTES];
+        out[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+        out[8..12].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+        out[12..20].copy_from_slice(&self.segment.to_le_bytes());
+        out[20..28].copy_from_slice(&self.base_lsn.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..28]);
+        out[28..32].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// `Ok(None)` for an all-zero header: a preallocated segment nothing was written to.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Option<SegmentHeader>, &'static str> {
+        let Some(bytes) = bytes.get(..SEGMENT_HEADER_BYTES) else {
+            return Ok(None);
+        };
+        if bytes.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let word = |r: std::ops::Range<usize>| bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        if word(0..8) != SEGMENT_MAGIC {
+            return Err("bad segment magic");
+        }
+        if word(8..12) != u64::from(SEGMENT_VERSION) {
+            return Err("unknown segment version");
+        }
+        if crc32c::crc32c(&bytes[..28]) != word(28..32) as u32 {
+            return Err("segment header checksum mismatch");
+        }
+        Ok(Some(SegmentHeader { segment: word(12..20), base_lsn: word(20..28) }))
+    }
+}
+
+/// File name of segment `n`: fixed width so names sort in log order.
+pub(crate) fn segment_name(n: u64) -> String {
+    format!("wal-{n:016}.log")
+}
+
+/// The segment number in a file name made by [`segment_name`].
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if digits.len() != 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Condition;
+
+    fn sample() -> Vec<BatchOp> {
+        vec![
+            BatchOp::Put { key: b"a/b".to_vec(), value: b"{\"x\":1}".to_vec(), condition: Condition::Absent },
+            BatchOp::Delete { key: vec![0, 1, 2], condition: Condition::None },
+            BatchOp::Put { key: vec![0xff; 4096], value: vec![], condition: Condition::None },
+        ]
+    }
+
+    #[test]
+    fn round_trip_drops_conditions() {
+        let mut buf = Vec::new();
+        encode_record(&sample(), 4242, &mut buf);
+        assert_eq!(buf.len() % RECORD_ALIGN, 0);
+        let rec = decode_record(&buf, 1 << 20).expect("decodes");
+        assert_eq!(rec.lsn, 4242);
+        assert_eq!(rec.padded_len, buf.len());
+        let expect: Vec<BatchOp> = sample()
+            .into_iter()
+            .map(|op| match op {
+                BatchOp::Put { key, value, .. } => BatchOp::Put { key, value, condition: Condition::None },
+                BatchOp::Delete { key, .. } => BatchOp::Delete { key, condition: Condition::None },
+            })
+            .collect();
+        assert_eq!(rec.ops, expect);
+    }
+
+    #[test]
+    fn every_single_byte_flip_is_detected() {
+        let mut buf = Vec::new();
+        encode_record(&sample()[..2], 8, &mut buf);
+        let len = record_len(&sample()[..2]);
+        for i in 0..len {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = buf.clone();
+                bad[i] ^= bit;
+                assert!(decode_record(&bad, 1 << 20).is_err(), "flip at byte {i} went unnoticed");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_word_is_end_and_short_is_truncated() {
+        assert_eq!(decode_record(&[0u8; 64], 1 << 20), Err(RecordError::Empty));
+        let mut buf = Vec::new();
+        encode_record(&sample(), 8, &mut buf);
+        assert_eq!(decode_record(&buf[..40], 1 << 20), Err(RecordError::Truncated));
+        assert_eq!(decode_record(&buf, 64), Err(RecordError::BadHeader));
+    }
+
+    #[test]
+    fn segment_header_and_names() {
+        let h = SegmentHeader { segment: 7, base_lsn: 1 << 40 };
+        let bytes = h.encode();
+        assert_eq!(SegmentHeader::decode(&bytes), Ok(Some(h)));
+        assert_eq!(SegmentHeader::decode(&[0u8; 32]), Ok(None));
+        let mut bad = bytes;
+        bad[21] ^= 1;
+        assert!(SegmentHeader::decode(&bad).is_err());
+        assert_eq!(parse_segment_name(&segment_name(12)), Some(12));
+        assert_eq!(parse_segment_name("wal-12.log"), None);
+        assert!(segment_name(9) < segment_name(10));
+    }
+}

@@ -1,0 +1,187 @@
+//! Atomic batches: find each key's frame, latch the frames in id order, check every condition,
+//! log once, apply, publish, then split frames that grew past the budget and merge frames
+//! that shrank below a quarter of it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::node::{Cell, Node};
+use super::{walk_frame, write, Tree, Walk};
+use crate::api::{BatchOp, Condition, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
+use crate::error::{Error, Result};
+use crate::format::FrameId;
+use crate::sync::Latched;
+
+/// What a batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApplyOutcome {
+    /// The sequence number the log callback returned: the version of every value written.
+    pub version: u64,
+    /// For each op, whether its key held a value just before the op (earlier ops of the same
+    /// batch included).
+    pub existed: Vec<bool>,
+}
+
+fn op_key(op: &BatchOp) -> &[u8] {
+    match op {
+        BatchOp::Put { key, .. } | BatchOp::Delete { key, .. } => key,
+    }
+}
+
+fn op_condition(op: &BatchOp) -> Condition {
+    match op {
+        BatchOp::Put { condition, .. } | BatchOp::Delete { condition, .. } => *condition,
+    }
+}
+
+/// Rejects keys and values outside the limits before anything is latched or logged.
+pub(crate) fn validate_ops(ops: &[BatchOp]) -> Result<()> {
+    for op in ops {
+        let key = op_key(op);
+        if key.is_empty() || key.len() > KEY_LEN_MAX {
+            return Err(Error::KeyLength { len: key.len() });
+        }
+        if let BatchOp::Put { value, .. } = op {
+            if value.len() > VALUE_LEN_MAX {
+                return Err(Error::ValueTooLarge { len: value.len() });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn condition_holds(condition: Condition, current: Option<u64>) -> bool {
+    match condition {
+        Condition::None => true,
+        Condition::Absent => current.is_none(),
+        Condition::Present => current.is_some(),
+        Condition::Version(Version(v)) => current == Some(v),
+    }
+}
+
+/// One latched frame's working state during a batch.
+struct Working {
+    cell: Arc<Cell>,
+    root: Arc<Node>,
+    size_delta: isize,
+    changed: bool,
+}
+
+impl Tree {
+    /// Applies `ops` atomically. Conditions are checked against the state before the batch,
+    /// with every touched frame latched; then `log` is called once (it makes the batch durable
+    /// and returns its sequence number, which becomes the version of every value written);
+    /// then the ops are applied in order and published. If a condition fails, nothing is
+    /// logged or applied and `Error::ConditionFailed` is returned.
+    pub(crate) fn apply(&self, ops: &[BatchOp], log: &mut dyn FnMut() -> Result<u64>) -> Result<ApplyOutcome> {
+        self.apply_ops(ops, true, log)
+    }
+
+    /// Re-applies a logged batch during recovery: conditions are not checked (they held when
+    /// the batch was logged), and `seq` is its sequence number.
+    pub(crate) fn replay(&self, ops: &[BatchOp], seq: u64) -> Result<()> {
+        self.apply_ops(ops, false, &mut || Ok(seq)).map(|_| ())
+    }
+
+    fn apply_ops(
+        &self,
+        ops: &[BatchOp],
+        check_conditions: bool,
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<ApplyOutcome> {
+        validate_ops(ops)?;
+        // Bound: each retry follows a split or merge that another writer completed.
+        loop {
+            let mut owners: Vec<(Arc<Cell>, usize)> = Vec::with_capacity(ops.len());
+            for op in ops {
+                owners.push(self.find_owner(op_key(op))?);
+            }
+            let cells: Vec<Arc<Cell>> = owners.iter().map(|(c, _)| Arc::clone(c)).collect();
+            let latched = Latched::acquire(&cells);
+            match self.apply_latched(ops, &owners, &latched, check_conditions, log)? {
+                Some((outcome, touched)) => {
+                    drop(latched);
+                    for cell in touched {
+                        self.try_merge(&cell)?;
+                    }
+                    return Ok(outcome);
+                }
+                None => continue,
+            }
+        }
+    }
+
+    /// The part of a batch that runs with every owner frame latched. Returns `None` when a
+    /// frame was split or merged since the owners were found (the caller retries), and the
+    /// frames that shrank below the merge threshold otherwise.
+    fn apply_latched(
+        &self,
+        ops: &[BatchOp],
+        owners: &[(Arc<Cell>, usize)],
+        latched: &Latched<'_, Node>,
+        check_conditions: bool,
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<Option<(ApplyOutcome, Vec<Arc<Cell>>)>> {
+        let mut work: HashMap<FrameId, Working> = HashMap::with_capacity(latched.cells.len());
+        for cell in &latched.cells {
+            if cell.is_retired() {
+                return Ok(None);
+            }
+            let root = self.load_root(cell)?;
+            work.insert(cell.id, Working { cell: Arc::clone(cell), root, size_delta: 0, changed: false });
+        }
+        // Re-validate ownership and read the current versions for the conditions.
+        let mut current: Vec<Option<u64>> = Vec::with_capacity(ops.len());
+        for (op, (cell, depth)) in ops.iter().zip(owners) {
+            let Some(w) = work.get(&cell.id) else { return Ok(None) };
+            match walk_frame(&w.root, op_key(op), *depth) {
+                Walk::Here(leaf) => current.push(leaf.map(|l| l.version())),
+                Walk::Link(..) => return Ok(None),
+            }
+        }
+        if check_conditions {
+            for (op, cur) in ops.iter().zip(&current) {
+                if !condition_holds(op_condition(op), *cur) {
+                    return Err(Error::ConditionFailed);
+                }
+            }
+        }
+        let seq = log()?;
+        let mut existed = Vec::with_capacity(ops.len());
+        let mut key_delta = 0i64;
+        for (op, (cell, depth)) in ops.iter().zip(owners) {
+            let Some(w) = work.get_mut(&cell.id) else { return Ok(None) };
+            let change = match op {
+                BatchOp::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
+                BatchOp::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
+            };
+            key_delta += match (op, change.existed) {
+                (BatchOp::Put { .. }, false) => 1,
+                (BatchOp::Delete { .. }, true) => -1,
+                _ => 0,
+            };
+            existed.push(change.existed);
+            if !Arc::ptr_eq(&change.root, &w.root) {
+                w.changed = true;
+            }
+            w.root = change.root;
+            w.size_delta += change.size_delta;
+        }
+        self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+        let mut small = Vec::new();
+        for w in work.into_values().filter(|w| w.changed) {
+            let size = (w.cell.size_bytes() as isize + w.size_delta).max(0) as usize;
+            w.cell.set_size_bytes(size);
+            w.cell.root.store(Some(w.root));
+            w.cell.mark_dirty();
+            self.pool.resized(w.size_delta as i64);
+            if size > self.frame_budget_bytes {
+                self.split_oversized(&w.cell)?;
+            }
+            if w.cell.size_bytes() < self.frame_budget_bytes / 4 && w.cell.id != self.root.id {
+                small.push(w.cell);
+            }
+        }
+        Ok(Some((ApplyOutcome { version: seq, existed }, small)))
+    }
+}

@@ -1,0 +1,100 @@
+//! Hooks for the checkpointer and for opening a stored tree.
+//!
+//! A checkpoint, with writers stopped by the caller's gate, calls `capture` (Arc clones only:
+//! no encoding while writers wait), lets writers go, encodes and writes the captured roots
+//! with `encode_frame`, and then calls `mark_clean` for each written frame so the cache may
+//! evict it. Opening calls `from_frames`: nothing is read until a frame is first touched.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::node::{Cell, Node};
+use super::Tree;
+use crate::buffer::{FrameCell, FrameSource};
+use crate::error::{Error, Result};
+use crate::format::FrameId;
+
+/// A frame changed since its last checkpoint, as it stood when captured.
+pub(crate) struct CapturedFrame {
+    pub id: FrameId,
+    /// Pass back to `mark_clean` once this image is durable.
+    pub generation: u64,
+    pub root: Arc<Node>,
+}
+
+/// The result of `Tree::capture`.
+pub(crate) struct Capture {
+    /// Frames to write.
+    pub dirty: Vec<CapturedFrame>,
+    /// Every live frame (the manifest's list); frames not listed any more were merged away.
+    pub live: Vec<FrameId>,
+    /// The frame holding the tree's root.
+    pub root_frame: FrameId,
+    /// Keys in the tree at capture time.
+    pub keys: u64,
+}
+
+impl Tree {
+    /// Snapshots the dirty frames. The caller keeps writers out while this runs, so the
+    /// snapshot is consistent across frames; it costs one `Arc` clone per dirty frame.
+    pub(crate) fn capture(&self) -> Capture {
+        let frames = self.frames.lock();
+        let mut dirty = Vec::new();
+        let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
+        for (id, cell) in frames.iter() {
+            live.push(*id);
+            if cell.is_dirty() {
+                // A dirty frame is never evicted, so its root is resident.
+                if let Some(root) = cell.root.load_full() {
+                    dirty.push(CapturedFrame { id: *id, generation: cell.generation(), root });
+                }
+            }
+        }
+        live.sort_unstable();
+        dirty.sort_unstable_by_key(|f| f.id);
+        Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() }
+    }
+
+    /// Records that `generation` of frame `id` is durable; the frame becomes evictable unless
+    /// it changed since.
+    pub(crate) fn mark_clean(&self, id: FrameId, generation: u64) {
+        let cell = self.frames.lock().get(&id).cloned();
+        if let Some(cell) = cell {
+            cell.mark_clean(generation);
+        }
+        self.pool.evict_if_needed();
+    }
+
+    /// Opens a stored tree lazily: `frames` lists every live frame (the root among them),
+    /// `source` reads them on first touch, `keys` is the stored key count.
+    pub(crate) fn from_frames(
+        root_frame: FrameId,
+        frames: &[FrameId],
+        source: Arc<dyn FrameSource>,
+        frame_budget_bytes: usize,
+        memory_budget_bytes: usize,
+        keys: u64,
+    ) -> Result<Tree> {
+        if !frames.contains(&root_frame) {
+            return Err(Error::InvalidArgument(format!("root frame {root_frame} is not among the live frames")));
+        }
+        let root = Arc::new(FrameCell::evicted(root_frame));
+        let tree = Tree::assemble(Arc::clone(&root), frame_budget_bytes, memory_budget_bytes, Some(source), keys);
+        {
+            let mut map = tree.frames.lock();
+            for &id in frames {
+                map.entry(id).or_insert_with(|| Arc::new(FrameCell::<Node>::evicted(id)));
+            }
+            let next = frames.iter().map(|f| f.0 + 1).max().unwrap_or(1);
+            tree.next_frame_id.fetch_max(next, std::sync::atomic::Ordering::Relaxed);
+        }
+        // Load the root now: it is pinned in memory and every operation needs it.
+        tree.load_root(&root)?;
+        Ok(tree)
+    }
+
+    /// All live frames (for tests and stats).
+    pub(crate) fn live_frames(&self) -> HashMap<FrameId, Arc<Cell>> {
+        self.frames.lock().clone()
+    }
+}

@@ -1,0 +1,248 @@
+//! Ordered scans and delimiter listings (S3 ListObjectsV2 semantics).
+//!
+//! A depth-first walk in key order carries the key bytes spelled so far. Subtrees are pruned
+//! by the listing prefix and by `start_after` before they are entered. As soon as the spelled
+//! bytes (from the end of the listing prefix on) contain the delimiter, every key below shares
+//! the common prefix that ends with it: the walk emits that prefix and skips the whole subtree
+//! without visiting any of its keys, so each emitted entry costs O(depth).
+//!
+//! A walk that reaches a merged frame restarts from the root, resuming after the last entry it
+//! emitted (exclusive): a common prefix as resume point also excludes everything under it,
+//! because those keys would roll up into that same prefix, which is not greater than itself.
+
+use crate::api::{Entry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
+use crate::error::{Error, Location, Result};
+
+use super::node::{Cell, Leaf, Node};
+use super::Tree;
+use std::sync::Arc;
+
+/// A listing page and how many nodes the walk visited (the cost measure tests assert on).
+pub(crate) struct ListOutcome {
+    pub page: ListPage,
+    pub nodes_visited: u64,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+    Restart,
+}
+
+/// Where the spelled path stands against the listing prefix and `start_after`.
+#[derive(Clone, Copy)]
+struct Bounds {
+    /// The path has all of the listing prefix (otherwise it is a prefix of it).
+    in_prefix: bool,
+    /// The path is a prefix of `start_after` (otherwise it is already greater).
+    on_start_after: bool,
+}
+
+struct Walk<'r> {
+    prefix: &'r [u8],
+    delimiter: &'r [u8],
+    start_after: Vec<u8>,
+    with_values: bool,
+    /// One more than the page size: the extra entry decides `truncated`.
+    want: usize,
+    items: Vec<ListItem>,
+    visited: u64,
+}
+
+impl Walk<'_> {
+    /// Bounds of `path` given its parent's, or `None` if no key below it can be listed.
+    fn bounds(&self, path: &[u8], parent: Bounds) -> Option<Bounds> {
+        let mut b = parent;
+        if !b.in_prefix {
+            let n = path.len().min(self.prefix.len());
+            if path[..n] != self.prefix[..n] {
+                return None;
+            }
+            b.in_prefix = path.len() >= self.prefix.len();
+        }
+        if b.on_start_after {
+            let sa = &self.start_after[..];
+            let n = path.len().min(sa.len());
+            match path[..n].cmp(&sa[..n]) {
+                std::cmp::Ordering::Less => return None,
+                std::cmp::Ordering::Greater => b.on_start_after = false,
+                std::cmp::Ordering::Equal => b.on_start_after = path.len() <= sa.len(),
+            }
+        }
+        Some(b)
+    }
+
+    /// End of the first delimiter occurrence starting at or after the prefix and ending after
+    /// `checked` (earlier ends were searched by an ancestor).
+    fn delimiter_end(&self, path: &[u8], checked: usize) -> Option<usize> {
+        let d = self.delimiter;
+        if d.is_empty() || path.len() < self.prefix.len() + d.len() {
+            return None;
+        }
+        let first = self.prefix.len().max((checked + 1).saturating_sub(d.len()));
+        (first..=path.len() - d.len()).find(|&s| &path[s..s + d.len()] == d).map(|s| s + d.len())
+    }
+
+    fn emit(&mut self, item: ListItem) -> Flow {
+        self.items.push(item);
+        if self.items.len() >= self.want {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn emit_common_prefix(&mut self, cp: &[u8]) -> Flow {
+        if cp > &self.start_after[..] {
+            self.emit(ListItem::CommonPrefix(cp.to_vec()))
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
+        let value = if self.with_values { leaf.value().to_vec() } else { Vec::new() };
+        self.emit(ListItem::Key { key: key.to_vec(), entry: Entry { value, version: Version(leaf.version()) } })
+    }
+}
+
+impl Tree {
+    /// A page of `request`, with the walk's cost.
+    pub(crate) fn list(&self, request: &ListRequest<'_>) -> Result<ListOutcome> {
+        let mut walk = Walk {
+            prefix: request.prefix,
+            delimiter: request.delimiter,
+            start_after: request.start_after.to_vec(),
+            with_values: request.with_values,
+            want: request.limit.saturating_add(1),
+            items: Vec::with_capacity(request.limit.min(1024) + 1),
+            visited: 0,
+        };
+        if request.limit == 0 {
+            return Ok(ListOutcome { page: ListPage::default(), nodes_visited: 0 });
+        }
+        // Bound: a restart happens only when the walk meets a frame merged after it started.
+        loop {
+            let bounds = Bounds { in_prefix: walk.prefix.is_empty(), on_start_after: true };
+            let mut path = Vec::with_capacity(256);
+            match self.list_frame(&mut walk, &self.root, &mut path, 0, bounds)? {
+                Flow::Continue | Flow::Stop => break,
+                Flow::Restart => {
+                    if let Some(last) = walk.items.last() {
+                        walk.start_after = last.name().to_vec();
+                    }
+                }
+            }
+        }
+        let truncated = walk.items.len() > request.limit;
+        walk.items.truncate(request.limit);
+        Ok(ListOutcome { page: ListPage { items: walk.items, truncated }, nodes_visited: walk.visited })
+    }
+
+    fn list_frame(
+        &self,
+        walk: &mut Walk<'_>,
+        cell: &Arc<Cell>,
+        path: &mut Vec<u8>,
+        checked: usize,
+        bounds: Bounds,
+    ) -> Result<Flow> {
+        if path.len() > KEY_LEN_MAX {
+            return Err(Error::Corruption {
+                location: Location { file: "<frames>".into(), frame: Some(cell.id.0), offset: 0 },
+                reason: "links form a path longer than any key".into(),
+            });
+        }
+        cell.touch();
+        let guard = cell.root.load();
+        let owned: Arc<Node>;
+        let root: &Node = match &*guard {
+            Some(root) => root,
+            None => {
+                owned = self.load_root(cell)?;
+                &owned
+            }
+        };
+        if cell.is_retired() {
+            return Ok(Flow::Restart);
+        }
+        self.list_node(walk, root, path, checked, bounds)
+    }
+
+    /// Lists the subtree at `node`, whose prefix starts after `path`. `checked`: the delimiter
+    /// was searched for in every window of `path` ending at or before it.
+    fn list_node(
+        &self,
+        walk: &mut Walk<'_>,
+        node: &Node,
+        path: &mut Vec<u8>,
+        checked: usize,
+        bounds: Bounds,
+    ) -> Result<Flow> {
+        walk.visited += 1;
+        let base = path.len();
+        let flow = match node {
+            Node::Link(cell) => return self.list_frame(walk, cell, path, checked, bounds),
+            Node::Leaf(leaf) => {
+                path.extend_from_slice(leaf.suffix());
+                match walk.bounds(path, bounds) {
+                    // A key equal to or below `start_after` (a prefix of it) is not listed.
+                    Some(b) if b.in_prefix && !b.on_start_after => match walk.delimiter_end(path, checked) {
+                        Some(end) => walk.emit_common_prefix(&path[..end]),
+                        None => walk.emit_key(path, leaf),
+                    },
+                    _ => Flow::Continue,
+                }
+            }
+            Node::Inner(inner) => {
+                path.extend_from_slice(inner.prefix());
+                match walk.bounds(path, bounds) {
+                    None => Flow::Continue,
+                    Some(b) => match walk.delimiter_end(path, checked) {
+                        Some(end) => walk.emit_common_prefix(&path[..end]),
+                        None => self.list_inner(walk, inner, path, b)?,
+                    },
+                }
+            }
+        };
+        path.truncate(base);
+        Ok(flow)
+    }
+
+    fn list_inner(
+        &self,
+        walk: &mut Walk<'_>,
+        inner: &super::node::Inner,
+        path: &mut Vec<u8>,
+        bounds: Bounds,
+    ) -> Result<Flow> {
+        let len = path.len();
+        if let Some(t) = inner.terminal() {
+            if bounds.in_prefix && !bounds.on_start_after {
+                if let Flow::Stop = walk.emit_key(path, t) {
+                    return Ok(Flow::Stop);
+                }
+            }
+        }
+        // Only one child can match while the path is still inside the listing prefix.
+        if !bounds.in_prefix {
+            let Some(&b) = walk.prefix.get(len) else { return Ok(Flow::Continue) };
+            let Some(child) = inner.children().get(b) else { return Ok(Flow::Continue) };
+            path.push(b);
+            let flow = self.list_node(walk, child, path, len, bounds);
+            path.truncate(len);
+            return flow;
+        }
+        let from = if bounds.on_start_after { walk.start_after.get(len).copied().unwrap_or(0) } else { 0 };
+        for (b, child) in inner.children().iter_from(from) {
+            path.push(b);
+            let flow = self.list_node(walk, child, path, len, bounds)?;
+            path.truncate(len);
+            match flow {
+                Flow::Continue => {}
+                other => return Ok(other),
+            }
+        }
+        Ok(Flow::Continue)
+    }
+}

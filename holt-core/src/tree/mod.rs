@@ -1,0 +1,214 @@
+//! The adaptive radix tree, partitioned into frames.
+//!
+//! A frame is a subtree whose root is published through a `FrameCell`; a parent frame points
+//! at a child frame with a `Node::Link`. Frame 0 holds the root of the tree. A key belongs to
+//! the deepest frame its path reaches: every key that passes a link lives below it, so the
+//! path at which a frame hangs never changes during the frame's life.
+//!
+//! - `node`: node layouts (N4/N16/N48/N256, leaves, links).
+//! - `write`: put and delete by path copying inside one frame.
+//! - `apply`: batches, conditions, latching and publication.
+//! - `split`: moving a subtree into a new frame, merging a small frame back.
+//! - `list`: ordered scans and delimiter listings that skip rolled-up subtrees.
+//! - `codec`: a frame's nodes to and from its on-disk bytes.
+//! - `frames`: checkpoint hooks (capture, mark clean) and opening from stored frames.
+
+mod apply;
+mod codec;
+mod frames;
+mod list;
+pub(crate) mod node;
+mod split;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::api::Entry;
+use crate::buffer::{BufferPool, FrameCell, FrameSource};
+use crate::error::Result;
+use crate::format::frame::HEADER_LEN;
+use crate::format::{FrameId, FRAME_SIZE};
+use node::{Cell, Inner, Leaf, Node};
+
+pub(crate) use apply::ApplyOutcome;
+pub(crate) use codec::encode_frame;
+pub(crate) use frames::CapturedFrame;
+pub(crate) use list::ListOutcome;
+
+/// Split a frame when its encoded size passes this (the whole frame minus its header).
+pub(crate) const FRAME_BUDGET_BYTES: usize = FRAME_SIZE - HEADER_LEN;
+
+pub(crate) struct Tree {
+    root: Arc<Cell>,
+    pool: BufferPool<Node>,
+    /// Every live frame, resident or not.
+    frames: Mutex<HashMap<FrameId, Arc<Cell>>>,
+    next_frame_id: AtomicU64,
+    /// A frame splits above this many encoded bytes (smaller than `FRAME_SIZE` only in tests).
+    frame_budget_bytes: usize,
+    keys: AtomicI64,
+}
+
+/// Where a key's walk inside one frame ends.
+pub(super) enum Walk<'a> {
+    /// In this frame: the leaf holding the key, if any.
+    Here(Option<&'a Leaf>),
+    /// The key's path continues in a child frame, whose root starts at this key depth.
+    Link(&'a Arc<Cell>, usize),
+}
+
+/// Walks `key` from `node`, whose prefix starts at `key[depth..]`, without leaving the frame.
+pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -> Walk<'a> {
+    loop {
+        match node {
+            Node::Leaf(l) => return Walk::Here((l.suffix() == &key[depth..]).then_some(l)),
+            Node::Link(cell) => return Walk::Link(cell, depth),
+            Node::Inner(inner) => {
+                let rest = &key[depth..];
+                let prefix = inner.prefix();
+                if !rest.starts_with(prefix) {
+                    return Walk::Here(None);
+                }
+                depth += prefix.len();
+                let Some(&b) = key.get(depth) else {
+                    return Walk::Here(inner.terminal().map(|t| &**t));
+                };
+                match inner.children().get(b) {
+                    Some(child) => {
+                        node = child;
+                        depth += 1;
+                    }
+                    None => return Walk::Here(None),
+                }
+            }
+        }
+    }
+}
+
+enum Lookup {
+    Found(Entry),
+    Missing,
+    Restart,
+}
+
+impl Tree {
+    /// An empty tree: frame 0 holds an empty root.
+    pub(crate) fn new(frame_budget_bytes: usize, memory_budget_bytes: usize) -> Tree {
+        let root_node = Arc::new(Node::Inner(Inner::empty()));
+        let size = HEADER_LEN + root_node.encoded_len();
+        let root = Arc::new(FrameCell::resident(FrameId::ROOT, root_node, size, true));
+        Tree::assemble(root, frame_budget_bytes, memory_budget_bytes, None, 0)
+    }
+
+    fn assemble(
+        root: Arc<Cell>,
+        frame_budget_bytes: usize,
+        memory_budget_bytes: usize,
+        source: Option<Arc<dyn FrameSource>>,
+        keys: u64,
+    ) -> Tree {
+        assert!(frame_budget_bytes <= FRAME_BUDGET_BYTES, "a frame must fit its on-disk size");
+        let pool = BufferPool::new(memory_budget_bytes, source, root.id);
+        if root.root.load().is_some() {
+            pool.admit(&root);
+        }
+        let mut frames = HashMap::new();
+        frames.insert(root.id, Arc::clone(&root));
+        Tree {
+            next_frame_id: AtomicU64::new(root.id.0 + 1),
+            root,
+            pool,
+            frames: Mutex::new(frames),
+            frame_budget_bytes,
+            keys: AtomicI64::new(keys as i64),
+        }
+    }
+
+    /// Number of keys stored.
+    pub(crate) fn key_count(&self) -> u64 {
+        self.keys.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The root of `cell`, loading the frame if it was evicted.
+    pub(super) fn load_root(&self, cell: &Arc<Cell>) -> Result<Arc<Node>> {
+        cell.touch();
+        match cell.root.load_full() {
+            Some(root) => Ok(root),
+            None => self.pool.load(cell, |bytes, location| self.decode_frame(cell, bytes, location)),
+        }
+    }
+
+    /// The value and version of `key`. Lock-free: restarts only if it meets a merged frame.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        loop {
+            match self.get_in(&self.root, key, 0)? {
+                Lookup::Found(entry) => return Ok(Some(entry)),
+                Lookup::Missing => return Ok(None),
+                Lookup::Restart => continue,
+            }
+        }
+    }
+
+    fn get_in(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Lookup> {
+        cell.touch();
+        let guard = cell.root.load();
+        let owned: Arc<Node>;
+        let root: &Node = match &*guard {
+            Some(root) => root,
+            None => {
+                owned = self.load_root(cell)?;
+                &owned
+            }
+        };
+        // Checked after loading the root: see the read protocol in `sync`.
+        if cell.is_retired() {
+            return Ok(Lookup::Restart);
+        }
+        match walk_frame(root, key, depth) {
+            Walk::Here(Some(leaf)) => Ok(Lookup::Found(Entry {
+                value: leaf.value().to_vec(),
+                version: crate::api::Version(leaf.version()),
+            })),
+            Walk::Here(None) => Ok(Lookup::Missing),
+            Walk::Link(child, depth) => self.get_in(child, key, depth),
+        }
+    }
+
+    /// The deepest frame on `key`'s path and the key depth at which its root starts.
+    pub(super) fn find_owner(&self, key: &[u8]) -> Result<(Arc<Cell>, usize)> {
+        'restart: loop {
+            let mut cell = Arc::clone(&self.root);
+            let mut depth = 0;
+            loop {
+                let root = self.load_root(&cell)?;
+                if cell.is_retired() {
+                    continue 'restart;
+                }
+                match walk_frame(&root, key, depth) {
+                    Walk::Here(_) => return Ok((cell, depth)),
+                    Walk::Link(child, d) => {
+                        let child = Arc::clone(child);
+                        cell = child;
+                        depth = d;
+                    }
+                }
+            }
+        }
+    }
+
+    fn new_frame_id(&self) -> FrameId {
+        FrameId(self.next_frame_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn frame_count(&self) -> usize {
+        self.frames.lock().len()
+    }
+
+    pub(crate) fn pool_stats(&self) -> crate::buffer::PoolStats {
+        self.pool.stats()
+    }
+}

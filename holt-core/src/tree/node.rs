@@ -1,0 +1,386 @@
+//! The nodes of the adaptive radix tree. Every node is immutable once published and shared
+//! through `Arc`; a write copies the path from its frame's root to the change.
+//!
+//! Invariants (checked by `Tree::check_invariants` in tests):
+//! - An inner node stores its whole compressed prefix (pessimistic path compression).
+//! - An inner node has at least two children, or one child and a terminal, or one child that
+//!   is a link (an inner node is never collapsed into another frame), except the empty root
+//!   (no prefix, no children, no terminal) that stands for an empty frame.
+//! - Child keys are distinct; small layouts keep them ascending.
+//! - A leaf stores only its key's suffix below its parent's child byte.
+
+use std::sync::Arc;
+
+use crate::buffer::FrameCell;
+use crate::format::node::{inner_len, leaf_len, link_len, InnerKind};
+
+pub(crate) type Cell = FrameCell<Node>;
+
+pub(crate) enum Node {
+    Leaf(Leaf),
+    Inner(Inner),
+    /// The child subtree lives in another frame.
+    Link(Arc<Cell>),
+}
+
+/// A key's suffix, its value and its version, in one allocation.
+pub(crate) struct Leaf {
+    bytes: Box<[u8]>,
+    suffix_len: u16,
+    version: u64,
+}
+
+impl Leaf {
+    pub(crate) fn new(suffix: &[u8], value: &[u8], version: u64) -> Leaf {
+        debug_assert!(suffix.len() <= crate::KEY_LEN_MAX);
+        let mut bytes = Vec::with_capacity(suffix.len() + value.len());
+        bytes.extend_from_slice(suffix);
+        bytes.extend_from_slice(value);
+        Leaf { bytes: bytes.into_boxed_slice(), suffix_len: suffix.len() as u16, version }
+    }
+    pub(crate) fn suffix(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.suffix_len)]
+    }
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.bytes[usize::from(self.suffix_len)..]
+    }
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+    /// The same value and version under another suffix.
+    pub(crate) fn with_suffix(&self, suffix: &[u8]) -> Leaf {
+        Leaf::new(suffix, self.value(), self.version)
+    }
+    pub(crate) fn encoded_len(&self) -> usize {
+        leaf_len(self.suffix().len(), self.value().len(), self.version)
+    }
+}
+
+/// Children keyed by the next byte of the key, in one of four layouts.
+pub(crate) enum Children {
+    /// N4 and N16: up to 16 ascending keys inline, pointers beside them.
+    Small { keys: [u8; 16], ptrs: Box<[Arc<Node>]> },
+    /// N48: a byte-indexed table of slot numbers (0 = none, i = ptrs[i - 1]).
+    N48 { index: Box<[u8; 256]>, ptrs: Box<[Arc<Node>]> },
+    /// N256: one pointer per byte value.
+    N256 { ptrs: Box<[Option<Arc<Node>>; 256]>, len: u16 },
+}
+
+pub(crate) struct Inner {
+    prefix: Box<[u8]>,
+    /// The value of the key that ends exactly after `prefix` (how K and K+0x00 coexist).
+    terminal: Option<Arc<Leaf>>,
+    kind: InnerKind,
+    children: Children,
+}
+
+/// The smallest kind that holds `len` children.
+fn fitting_kind(len: usize) -> InnerKind {
+    match len {
+        0..=4 => InnerKind::N4,
+        5..=16 => InnerKind::N16,
+        17..=48 => InnerKind::N48,
+        _ => InnerKind::N256,
+    }
+}
+
+/// Grows when full; shrinks only well below the next smaller capacity (hysteresis, so a node
+/// at a boundary does not flip layout on every insert/delete).
+pub(crate) fn next_kind(old: InnerKind, len: usize) -> InnerKind {
+    let shrink_at = match old {
+        InnerKind::N4 => 0,
+        InnerKind::N16 => 3,
+        InnerKind::N48 => 12,
+        InnerKind::N256 => 40,
+    };
+    if len > old.capacity() || len <= shrink_at {
+        fitting_kind(len)
+    } else {
+        old
+    }
+}
+
+impl Inner {
+    /// Builds a node of `kind` from ascending, distinct `entries`.
+    pub(crate) fn new(
+        prefix: &[u8],
+        terminal: Option<Arc<Leaf>>,
+        kind: InnerKind,
+        entries: Vec<(u8, Arc<Node>)>,
+    ) -> Inner {
+        debug_assert!(entries.len() <= kind.capacity());
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        let children = match kind {
+            InnerKind::N4 | InnerKind::N16 => {
+                let mut keys = [0u8; 16];
+                for (slot, (b, _)) in keys.iter_mut().zip(&entries) {
+                    *slot = *b;
+                }
+                Children::Small { keys, ptrs: entries.into_iter().map(|(_, n)| n).collect() }
+            }
+            InnerKind::N48 => {
+                let mut index = Box::new([0u8; 256]);
+                for (i, (b, _)) in entries.iter().enumerate() {
+                    index[usize::from(*b)] = (i + 1) as u8;
+                }
+                Children::N48 { index, ptrs: entries.into_iter().map(|(_, n)| n).collect() }
+            }
+            InnerKind::N256 => {
+                let len = entries.len() as u16;
+                let mut ptrs: Box<[Option<Arc<Node>>; 256]> = Box::new(std::array::from_fn(|_| None));
+                for (b, n) in entries {
+                    ptrs[usize::from(b)] = Some(n);
+                }
+                Children::N256 { ptrs, len }
+            }
+        };
+        Inner { prefix: prefix.into(), terminal, kind, children }
+    }
+
+    /// Builds a node choosing the kind from the old kind (hysteresis) or from scratch.
+    pub(crate) fn with_entries(
+        prefix: &[u8],
+        terminal: Option<Arc<Leaf>>,
+        old_kind: Option<InnerKind>,
+        entries: Vec<(u8, Arc<Node>)>,
+    ) -> Inner {
+        let kind = match old_kind {
+            Some(k) => next_kind(k, entries.len()),
+            None => fitting_kind(entries.len()),
+        };
+        Inner::new(prefix, terminal, kind, entries)
+    }
+
+    /// The node of an empty frame.
+    pub(crate) fn empty() -> Inner {
+        Inner::new(&[], None, InnerKind::N4, Vec::new())
+    }
+
+    pub(crate) fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+    pub(crate) fn terminal(&self) -> Option<&Arc<Leaf>> {
+        self.terminal.as_ref()
+    }
+    pub(crate) fn kind(&self) -> InnerKind {
+        self.kind
+    }
+    pub(crate) fn children(&self) -> &Children {
+        &self.children
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.terminal.is_none() && self.children.is_empty()
+    }
+
+    /// The same node under another prefix (children shared).
+    pub(crate) fn with_prefix(&self, prefix: &[u8]) -> Inner {
+        Inner::new(prefix, self.terminal.clone(), self.kind, self.children.entries())
+    }
+    /// The same node with another terminal.
+    pub(crate) fn with_terminal(&self, terminal: Option<Arc<Leaf>>) -> Inner {
+        Inner::new(&self.prefix, terminal, self.kind, self.children.entries())
+    }
+    /// The same node with child `b` set to `node` (added or replaced).
+    pub(crate) fn with_child(&self, b: u8, node: Arc<Node>) -> Inner {
+        let mut entries = self.children.entries();
+        match entries.binary_search_by_key(&b, |e| e.0) {
+            Ok(i) => entries[i].1 = node,
+            Err(i) => entries.insert(i, (b, node)),
+        }
+        Inner::with_entries(&self.prefix, self.terminal.clone(), Some(self.kind), entries)
+    }
+    /// The same node without child `b`.
+    pub(crate) fn without_child(&self, b: u8) -> Inner {
+        let mut entries = self.children.entries();
+        entries.retain(|e| e.0 != b);
+        Inner::with_entries(&self.prefix, self.terminal.clone(), Some(self.kind), entries)
+    }
+
+    /// Encoded size of this node's record plus its terminal's (children not included).
+    pub(crate) fn encoded_len(&self) -> usize {
+        inner_len(self.kind, self.prefix.len(), self.children.len())
+            + self.terminal.as_ref().map_or(0, |t| t.encoded_len())
+    }
+}
+
+impl Children {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Children::Small { ptrs, .. } | Children::N48 { ptrs, .. } => ptrs.len(),
+            Children::N256 { len, .. } => usize::from(*len),
+        }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub(crate) fn get(&self, b: u8) -> Option<&Arc<Node>> {
+        match self {
+            Children::Small { keys, ptrs } => {
+                keys[..ptrs.len()].iter().position(|&k| k == b).map(|i| &ptrs[i])
+            }
+            Children::N48 { index, ptrs } => {
+                let slot = usize::from(index[usize::from(b)]);
+                if slot == 0 {
+                    None
+                } else {
+                    ptrs.get(slot - 1)
+                }
+            }
+            Children::N256 { ptrs, .. } => ptrs[usize::from(b)].as_ref(),
+        }
+    }
+    /// Children in ascending key order.
+    pub(crate) fn iter(&self) -> ChildIter<'_> {
+        self.iter_from(0)
+    }
+    /// Children with key >= `b`, ascending.
+    pub(crate) fn iter_from(&self, b: u8) -> ChildIter<'_> {
+        let pos = match self {
+            Children::Small { keys, ptrs } => keys[..ptrs.len()].iter().take_while(|&&k| k < b).count(),
+            _ => usize::from(b),
+        };
+        ChildIter { children: self, pos }
+    }
+    /// Owned (key, child) pairs, ascending.
+    pub(crate) fn entries(&self) -> Vec<(u8, Arc<Node>)> {
+        let mut v = Vec::with_capacity(self.len() + 1);
+        v.extend(self.iter().map(|(b, n)| (b, Arc::clone(n))));
+        v
+    }
+}
+
+pub(crate) struct ChildIter<'a> {
+    children: &'a Children,
+    pos: usize,
+}
+
+impl<'a> Iterator for ChildIter<'a> {
+    type Item = (u8, &'a Arc<Node>);
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.children {
+            Children::Small { keys, ptrs } => {
+                let i = self.pos;
+                self.pos += 1;
+                ptrs.get(i).map(|p| (keys[i], p))
+            }
+            Children::N48 { index, ptrs } => {
+                while self.pos < 256 {
+                    let b = self.pos;
+                    self.pos += 1;
+                    let slot = usize::from(index[b]);
+                    if slot != 0 {
+                        return ptrs.get(slot - 1).map(|p| (b as u8, p));
+                    }
+                }
+                None
+            }
+            Children::N256 { ptrs, .. } => {
+                while self.pos < 256 {
+                    let b = self.pos;
+                    self.pos += 1;
+                    if let Some(p) = &ptrs[b] {
+                        return Some((b as u8, p));
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Node {
+    /// Encoded size of this node's own record(s), children excluded.
+    pub(crate) fn encoded_len(&self) -> usize {
+        match self {
+            Node::Leaf(l) => l.encoded_len(),
+            Node::Inner(i) => i.encoded_len(),
+            Node::Link(cell) => link_len(cell.id.0),
+        }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, Node::Inner(i) if i.is_empty())
+    }
+    /// This node re-rooted `extra` bytes higher: `extra` is prepended to its prefix or suffix.
+    /// Used when a parent collapses into its only child. Links cannot be re-rooted.
+    pub(crate) fn prepend(&self, extra: &[u8]) -> Option<Node> {
+        match self {
+            Node::Leaf(l) => Some(Node::Leaf(l.with_suffix(&[extra, l.suffix()].concat()))),
+            Node::Inner(i) => Some(Node::Inner(i.with_prefix(&[extra, i.prefix()].concat()))),
+            Node::Link(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(v: u8) -> Arc<Node> {
+        Arc::new(Node::Leaf(Leaf::new(&[], &[v], 1)))
+    }
+
+    fn values(inner: &Inner) -> Vec<(u8, u8)> {
+        inner
+            .children()
+            .iter()
+            .map(|(b, n)| match &**n {
+                Node::Leaf(l) => (b, l.value()[0]),
+                _ => panic!("unexpected node"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn grows_through_every_kind_and_shrinks_with_hysteresis() {
+        // Insert in a scrambled order so the small layouts must keep keys sorted.
+        let order: Vec<u8> = (0..=255u8).map(|i| i.wrapping_mul(167).wrapping_add(13)).collect();
+        let mut node = Inner::empty();
+        let mut seen_kinds = vec![node.kind()];
+        for (n, &b) in order.iter().enumerate() {
+            node = node.with_child(b, leaf(b));
+            let len = n + 1;
+            assert_eq!(node.children().len(), len);
+            let expected = match len {
+                0..=4 => InnerKind::N4,
+                5..=16 => InnerKind::N16,
+                17..=48 => InnerKind::N48,
+                _ => InnerKind::N256,
+            };
+            assert_eq!(node.kind(), expected, "after {len} inserts");
+            if seen_kinds.last() != Some(&node.kind()) {
+                seen_kinds.push(node.kind());
+            }
+            // Every child is found by lookup and the iteration is ascending.
+            for &k in &order[..len] {
+                assert!(matches!(node.children().get(k).map(|n| &**n), Some(Node::Leaf(l)) if l.value()[0] == k));
+            }
+            let vals = values(&node);
+            assert!(vals.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(vals.iter().all(|(b, v)| b == v));
+        }
+        assert_eq!(seen_kinds, [InnerKind::N4, InnerKind::N16, InnerKind::N48, InnerKind::N256]);
+
+        // Shrink: the kind changes only well below each capacity.
+        let mut shrink_points = Vec::new();
+        for (n, &b) in order.iter().enumerate() {
+            let before = node.kind();
+            node = node.without_child(b);
+            assert!(node.children().get(b).is_none());
+            if node.kind() != before {
+                shrink_points.push((256 - n - 1, node.kind()));
+            }
+        }
+        assert_eq!(shrink_points, [(40, InnerKind::N48), (12, InnerKind::N16), (3, InnerKind::N4)]);
+        assert!(node.is_empty());
+    }
+
+    #[test]
+    fn iter_from_skips_smaller_keys_in_every_layout() {
+        for count in [3usize, 10, 30, 200] {
+            let entries: Vec<(u8, Arc<Node>)> = (0..count).map(|i| ((i * 1) as u8, leaf(i as u8))).collect();
+            let node = Inner::with_entries(b"p", None, None, entries);
+            let from: Vec<u8> = node.children().iter_from(2).map(|(b, _)| b).collect();
+            assert_eq!(from, (2..count as u8).collect::<Vec<_>>(), "count {count}");
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Frame splits and merges.
+//!
+//! Split (under the frame's latch): while the frame's encoded size exceeds the budget, pick
+//! the subtree whose size is closest to half the frame, give it a new frame, and replace it
+//! in place with a link. The moved nodes are shared, not copied.
+//!
+//! Merge (latches on parent and child, in id order): a frame below a quarter of the budget
+//! whose parent has room goes back into its parent; the child is retired *before* the parent's
+//! new root is published, so a reader holding the old parent restarts (see `sync`).
+
+use std::sync::Arc;
+
+use super::node::{Cell, Inner, Node};
+use super::write::rebuild;
+use super::Tree;
+use crate::buffer::FrameCell;
+use crate::error::Result;
+use crate::format::frame::HEADER_LEN;
+use crate::sync::Latched;
+
+/// Upper bound on splits after one write. One write adds at most one leaf (under 70 KiB) to a
+/// frame, and every split moves a non-empty subtree out, so a few splits always suffice; the
+/// bound only guards against a frame made of nodes that cannot move.
+const SPLITS_PER_WRITE_MAX: usize = 4096;
+
+/// Encoded bytes of the frame rooted at `root` (header included; links count as links).
+pub(super) fn frame_encoded_size(root: &Node) -> usize {
+    let mut total = HEADER_LEN;
+    let mut stack: Vec<&Node> = vec![root];
+    while let Some(node) = stack.pop() {
+        total += node.encoded_len();
+        if let Node::Inner(inner) = node {
+            stack.extend(inner.children().iter().map(|(_, c)| &**c));
+        }
+    }
+    total
+}
+
+/// The byte path (from the frame root) and encoded size of the subtree closest to `target`
+/// bytes, among the non-root, non-link nodes of the frame no larger than `max` bytes.
+fn pick_subtree(root: &Node, target: usize, max: usize) -> Option<(Vec<u8>, usize)> {
+    struct Level<'a> {
+        children: Option<super::node::ChildIter<'a>>,
+        size: usize,
+    }
+    let mut best: Option<(Vec<u8>, usize)> = None;
+    let mut path: Vec<u8> = Vec::new();
+    let mut stack: Vec<Level<'_>> = vec![Level {
+        children: match root {
+            Node::Inner(i) => Some(i.children().iter()),
+            _ => None,
+        },
+        size: root.encoded_len(),
+    }];
+    // Post-order walk with an explicit stack (depth is bounded by the key length, but an
+    // explicit stack keeps deep frames off the thread's stack).
+    while let Some(top) = stack.last_mut() {
+        match top.children.as_mut().and_then(Iterator::next) {
+            Some((b, child)) => {
+                if let Node::Link(_) = &**child {
+                    top.size += child.encoded_len();
+                    continue;
+                }
+                path.push(b);
+                stack.push(Level {
+                    children: match &**child {
+                        Node::Inner(i) => Some(i.children().iter()),
+                        _ => None,
+                    },
+                    size: child.encoded_len(),
+                });
+            }
+            None => {
+                let Some(done) = stack.pop() else { break };
+                if let Some(parent) = stack.last_mut() {
+                    parent.size += done.size;
+                    let better = done.size <= max && match &best {
+                        None => true,
+                        Some((_, s)) => done.size.abs_diff(target) < s.abs_diff(target),
+                    };
+                    if better {
+                        best = Some((path.clone(), done.size));
+                    }
+                    path.pop();
+                }
+            }
+        }
+    }
+    best
+}
+
+/// The inner nodes along `path` from `root` (root first), each with the byte taken.
+fn steps_along<'a>(root: &'a Node, path: &[u8]) -> Option<(Vec<(&'a Inner, u8)>, &'a Arc<Node>)> {
+    let mut steps = Vec::with_capacity(path.len());
+    let mut node = root;
+    let mut last = None;
+    for &b in path {
+        let Node::Inner(inner) = node else { return None };
+        let child = inner.children().get(b)?;
+        steps.push((inner, b));
+        node = child;
+        last = Some(child);
+    }
+    last.map(|l| (steps, l))
+}
+
+/// Visits every link of the subtree at `node` inside its frame.
+fn for_each_link(node: &Node, mut f: impl FnMut(&Arc<Cell>)) {
+    let mut stack: Vec<&Node> = vec![node];
+    while let Some(n) = stack.pop() {
+        match n {
+            Node::Link(cell) => f(cell),
+            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(_, c)| &**c)),
+            Node::Leaf(_) => {}
+        }
+    }
+}
+
+/// The byte path from `root` to the link pointing at `target`, within one frame.
+fn path_to_link(root: &Node, target: &Arc<Cell>) -> Option<Vec<u8>> {
+    // Each entry: a node, its depth in bytes, and the byte that leads to it.
+    let mut stack: Vec<(&Node, usize, u8)> = vec![(root, 0, 0)];
+    let mut path: Vec<u8> = Vec::new();
+    while let Some((node, depth, byte)) = stack.pop() {
+        path.truncate(depth.saturating_sub(1));
+        if depth > 0 {
+            path.push(byte);
+        }
+        match node {
+            Node::Link(cell) if Arc::ptr_eq(cell, target) => return Some(path),
+            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(b, c)| (&**c, depth + 1, b))),
+            _ => {}
+        }
+    }
+    None
+}
+
+impl Tree {
+    /// Moves subtrees of `cell` into new frames until it fits the budget. Caller holds the
+    /// latch of `cell`, whose root is resident (it was just written).
+    pub(super) fn split_oversized(&self, cell: &Arc<Cell>) -> Result<()> {
+        for _ in 0..SPLITS_PER_WRITE_MAX {
+            let size = cell.size_bytes();
+            if size <= self.frame_budget_bytes {
+                return Ok(());
+            }
+            let root = self.load_root(cell)?;
+            let Some((path, moved)) = pick_subtree(&root, (size - HEADER_LEN) / 2, self.frame_budget_bytes - HEADER_LEN) else { return Ok(()) };
+            let Some((steps, subtree)) = steps_along(&root, &path) else { return Ok(()) };
+            let id = self.new_frame_id();
+            let child = Arc::new(FrameCell::resident(id, Arc::clone(subtree), HEADER_LEN + moved, true));
+            child.set_parent(cell);
+            for_each_link(subtree, |grandchild| grandchild.set_parent(&child));
+            let link = Arc::new(Node::Link(Arc::clone(&child)));
+            let link_len = link.encoded_len();
+            let (new_root, path_delta) = rebuild(&steps, Some(link));
+            let Some(new_root) = new_root else { return Ok(()) };
+            let new_size = (size as isize + path_delta + link_len as isize - moved as isize).max(0) as usize;
+            // The child frame is complete and registered before the link to it is published.
+            self.frames.lock().insert(id, Arc::clone(&child));
+            self.pool.admit(&child);
+            cell.set_size_bytes(new_size);
+            cell.root.store(Some(new_root));
+            cell.mark_dirty();
+            self.pool.resized(new_size as i64 - size as i64);
+            tracing::debug!(frame = %cell.id, new_frame = %id, moved, "frame split");
+        }
+        Ok(())
+    }
+
+    /// Merges `child` back into its parent frame when it is small and the parent has room.
+    /// Takes no latch of its own on entry; latches parent and child in id order.
+    pub(super) fn try_merge(&self, child: &Arc<Cell>) -> Result<()> {
+        let quarter = self.frame_budget_bytes / 4;
+        if child.id == self.root.id || child.is_retired() || child.size_bytes() >= quarter {
+            return Ok(());
+        }
+        let Some(parent) = child.parent() else { return Ok(()) };
+        let pair = [Arc::clone(&parent), Arc::clone(child)];
+        let _latched = Latched::acquire(&pair);
+        let still_linked = child.parent().is_some_and(|p| Arc::ptr_eq(&p, &parent));
+        if parent.is_retired() || child.is_retired() || !still_linked {
+            return Ok(());
+        }
+        let (parent_size, child_size) = (parent.size_bytes(), child.size_bytes());
+        // Hysteresis: the merged frame stays well below the split threshold.
+        if child_size >= quarter || parent_size + child_size > self.frame_budget_bytes / 4 * 3 {
+            return Ok(());
+        }
+        let parent_root = self.load_root(&parent)?;
+        let child_root = self.load_root(child)?;
+        let Some(path) = path_to_link(&parent_root, child) else { return Ok(()) };
+        let Some((steps, _link)) = steps_along(&parent_root, &path) else { return Ok(()) };
+        let bottom = if child_root.is_empty() { None } else { Some(Arc::clone(&child_root)) };
+        let (new_root, _) = rebuild(&steps, bottom);
+        let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
+        let new_size = frame_encoded_size(&new_root);
+        child.retire();
+        for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
+        parent.set_size_bytes(new_size);
+        parent.root.store(Some(new_root));
+        parent.mark_dirty();
+        self.frames.lock().remove(&child.id);
+        self.pool.resized(new_size as i64 - parent_size as i64 - child_size as i64);
+        tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
+        Ok(())
+    }
+}

@@ -1,0 +1,308 @@
+//! The flusher thread: drains the ring's published prefix into segment files, fdatasyncs
+//! (group commit), rolls segments, and keeps a preallocated spare segment ready.
+//!
+//! Disk space: writers may only reserve log positions below the ring's `limit`, which the
+//! flusher sets to what the current segment plus the spare (if one exists) can hold. A
+//! reservation that would need a segment that could not be preallocated fails with DiskFull
+//! before anything is applied; the flusher retries the preallocation periodically, so writes
+//! succeed again once space is freed.
+//!
+//! Unsynced bytes never exceed `WalConfig::window_bytes`: that bound is what lets recovery
+//! tell a torn tail from corruption.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::format::wal::{segment_name, SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::io::VfsFile;
+
+use super::{Resume, Shared};
+
+/// How often a failed segment preallocation is retried.
+const SPARE_RETRY: Duration = Duration::from_millis(100);
+
+struct Segment {
+    no: u64,
+    base_lsn: u64,
+    file: Arc<dyn VfsFile>,
+    header_written: bool,
+}
+
+pub(super) struct Flusher {
+    shared: Arc<Shared>,
+    cur: Segment,
+    spare: Option<(u64, Arc<dyn VfsFile>)>,
+    next_no: u64,
+    retry_spare_at: Instant,
+    /// Everything before `written` is in the segment files; before `synced`, durable.
+    written: u64,
+    synced: u64,
+    last_sync: Instant,
+    buf: Vec<u8>,
+    bounds: Vec<u64>,
+}
+
+fn io_err(op: &'static str, e: io::Error) -> Error {
+    Error::Io { op, source: e, may_have_applied: false }
+}
+
+/// Creates segment `no` preallocated to `bytes` and makes it (and its directory entry)
+/// durable, so writing into it later is an in-place overwrite and never grows a file.
+pub(super) fn create_segment(shared: &Shared, no: u64) -> io::Result<Arc<dyn VfsFile>> {
+    let name = segment_name(no);
+    let vfs = &shared.vfs;
+    let result = (|| {
+        fail::fail_point!("wal-segment-create", |_| Err(io::Error::other("failpoint wal-segment-create")));
+        let file = vfs.open(Path::new(&name), true)?;
+        file.allocate(shared.cfg.segment_bytes)?;
+        file.set_len(shared.cfg.segment_bytes)?;
+        file.sync_data()?;
+        vfs.sync_dir()?;
+        Ok(file)
+    })();
+    if result.is_err() {
+        // Best effort: a half-made spare is harmless (recovery removes empty segments).
+        let _ = vfs.remove(Path::new(&name));
+    }
+    result
+}
+
+impl Flusher {
+    pub(super) fn start(shared: Arc<Shared>, resume: Resume) -> Result<Flusher> {
+        let name = segment_name(resume.segment);
+        let file = if shared.vfs.exists(Path::new(&name)).map_err(|e| io_err("wal open", e))? {
+            shared.vfs.open(Path::new(&name), false).map_err(|e| io_err("wal open", e))?
+        } else {
+            create_segment(&shared, resume.segment).map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOSPC) => Error::DiskFull,
+                _ => io_err("wal segment create", e),
+            })?
+        };
+        let mut flusher = Flusher {
+            cur: Segment {
+                no: resume.segment,
+                base_lsn: resume.base_lsn,
+                file,
+                header_written: resume.header_written,
+            },
+            spare: None,
+            next_no: resume.segment + 1,
+            retry_spare_at: Instant::now(),
+            written: resume.next_lsn,
+            synced: resume.next_lsn,
+            last_sync: Instant::now(),
+            buf: Vec::with_capacity(shared.cfg.ring_bytes),
+            bounds: Vec::new(),
+            shared,
+        };
+        flusher.ensure_spare();
+        Ok(flusher)
+    }
+
+    fn seg_bytes(&self) -> u64 {
+        self.shared.cfg.segment_bytes
+    }
+
+    /// Log positions a reservation may end at: what the current segment and the spare hold.
+    fn update_limit(&self) {
+        let room = self.seg_bytes() - SEGMENT_HEADER_BYTES as u64;
+        let mut limit = self.cur.base_lsn + room;
+        if self.spare.is_some() {
+            // A size roll happens at the first record that does not fit, which wastes at most
+            // one record's worth of the current segment.
+            limit += room - self.shared.cfg.max_record_bytes() as u64;
+        }
+        self.shared.ring.set_limit(limit);
+    }
+
+    fn ensure_spare(&mut self) {
+        if self.spare.is_none() && Instant::now() >= self.retry_spare_at {
+            match create_segment(&self.shared, self.next_no) {
+                Ok(file) => {
+                    self.spare = Some((self.next_no, file));
+                    self.next_no += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot preallocate the next log segment; retrying");
+                    self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                }
+            }
+        }
+        self.update_limit();
+    }
+
+    pub(super) fn run(mut self) {
+        if let Err((op, e)) = self.run_inner() {
+            self.shared.poison(op, &e);
+        }
+    }
+
+    fn run_inner(&mut self) -> std::result::Result<(), (&'static str, io::Error)> {
+        let ring_bytes = self.shared.cfg.ring_bytes as u64;
+        loop {
+            let epoch = self.shared.ring.epoch();
+            if self.shared.ring.is_poisoned() {
+                return Ok(());
+            }
+            let open = self.shared.ring.is_open();
+            let mut buf = std::mem::take(&mut self.buf);
+            let mut bounds = std::mem::take(&mut self.bounds);
+            buf.clear();
+            bounds.clear();
+            self.shared.ring.drain(&mut buf, ring_bytes, |pos| bounds.push(pos));
+            // Read after draining: a roll request for a position inside this batch was made
+            // before those records were reserved, so it is visible here.
+            let roll_at = self.shared.roll.lock().request;
+            let wrote = !buf.is_empty();
+            let result = self.write_records(&buf, &bounds, roll_at);
+            self.buf = buf;
+            self.bounds = bounds;
+            result?;
+            if roll_at == Some(self.written) {
+                self.roll(self.written)?;
+            }
+
+            let wanted = self.shared.sync_wanted.load(Ordering::Acquire);
+            let interval = self.shared.cfg.flush_interval;
+            let due = self.written > self.synced
+                && (wanted > self.synced || !open || self.last_sync.elapsed() >= interval);
+            if due {
+                self.sync()?;
+            }
+            self.ensure_spare();
+
+            if !open && self.written == self.shared.ring.head() && self.synced == self.written {
+                let mut roll = self.shared.roll.lock();
+                if roll.request.take().is_some() {
+                    roll.answer = Some(Err(Error::Closed));
+                }
+                self.shared.roll_cv.notify_all();
+                return Ok(());
+            }
+            if !wrote && !due {
+                let mut timeout = if self.written > self.synced {
+                    interval.saturating_sub(self.last_sync.elapsed())
+                } else {
+                    Duration::from_secs(1)
+                };
+                if self.spare.is_none() {
+                    timeout = timeout.min(SPARE_RETRY);
+                }
+                self.shared.ring.sleep(epoch, Some(timeout.max(Duration::from_micros(50))));
+            }
+        }
+    }
+
+    /// Writes drained records (`bounds` holds each one's log position), rolling segments at
+    /// a requested position and where a record would not fit.
+    fn write_records(
+        &mut self,
+        buf: &[u8],
+        bounds: &[u64],
+        roll_at: Option<u64>,
+    ) -> std::result::Result<(), (&'static str, io::Error)> {
+        let Some(&first) = bounds.first() else { return Ok(()) };
+        debug_assert_eq!(first, self.written);
+        let end = first + buf.len() as u64;
+        let mut chunk_start = first;
+        for (i, &pos) in bounds.iter().enumerate() {
+            let next = bounds.get(i + 1).copied().unwrap_or(end);
+            let over = SEGMENT_HEADER_BYTES as u64 + next - self.cur.base_lsn > self.seg_bytes();
+            if (roll_at == Some(pos) || over) && pos != self.cur.base_lsn {
+                self.write_chunk(&buf[(chunk_start - first) as usize..(pos - first) as usize])?;
+                chunk_start = pos;
+                self.roll(pos)?;
+            } else if roll_at == Some(pos) {
+                self.answer_roll(pos);
+            }
+        }
+        self.write_chunk(&buf[(chunk_start - first) as usize..])
+    }
+
+    fn write_chunk(&mut self, chunk: &[u8]) -> std::result::Result<(), (&'static str, io::Error)> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if self.written - self.synced + chunk.len() as u64 > self.shared.cfg.window_bytes() {
+            self.sync()?;
+        }
+        let offset = SEGMENT_HEADER_BYTES as u64 + self.written - self.cur.base_lsn;
+        let file = self.cur.file.clone();
+        let result = (|| {
+            fail::fail_point!("wal-append-write", |_| Err(io::Error::other("failpoint wal-append-write")));
+            if self.cur.header_written {
+                file.write_all_at(chunk, offset)
+            } else {
+                // The header goes out with the first records, in one write.
+                let header = SegmentHeader { segment: self.cur.no, base_lsn: self.cur.base_lsn }.encode();
+                file.write_all_at(&[&header[..], chunk].concat(), 0)
+            }
+        })();
+        result.map_err(|e| ("wal write", e))?;
+        self.cur.header_written = true;
+        self.written += chunk.len() as u64;
+        self.shared.bytes_written.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::result::Result<(), (&'static str, io::Error)> {
+        if self.written == self.synced {
+            return Ok(());
+        }
+        let file = self.cur.file.clone();
+        (|| {
+            fail::fail_point!("wal-fdatasync", |_| Err(io::Error::other("failpoint wal-fdatasync")));
+            file.sync_data()
+        })()
+        .map_err(|e| ("wal fdatasync", e))?;
+        self.synced = self.written;
+        self.last_sync = Instant::now();
+        self.shared.syncs.fetch_add(1, Ordering::Relaxed);
+        self.shared.ring.set_durable(self.synced);
+        Ok(())
+    }
+
+    /// Starts the spare segment at log position `pos` (a record boundary; everything before
+    /// it is written). The old segment is synced first, so the durable log is always a prefix.
+    fn roll(&mut self, pos: u64) -> std::result::Result<(), (&'static str, io::Error)> {
+        debug_assert_eq!(pos, self.written);
+        if pos == self.cur.base_lsn {
+            self.answer_roll(pos);
+            return Ok(());
+        }
+        if self.spare.is_none() {
+            self.retry_spare_at = Instant::now();
+            self.ensure_spare();
+        }
+        let Some((no, file)) = self.spare.take() else {
+            // No space for a new segment: a checkpoint's roll fails (and is retried later);
+            // a size roll cannot happen here, because the limit kept writers out.
+            let mut roll = self.shared.roll.lock();
+            if roll.request == Some(pos) {
+                roll.request = None;
+                roll.answer = Some(Err(Error::DiskFull));
+                self.shared.roll_cv.notify_all();
+            }
+            return Ok(());
+        };
+        fail::fail_point!("wal-segment-roll", |_| Err(("wal segment roll", io::Error::other("failpoint"))));
+        self.sync()?;
+        self.cur = Segment { no, base_lsn: pos, file, header_written: false };
+        self.ensure_spare();
+        self.answer_roll(pos);
+        Ok(())
+    }
+
+    fn answer_roll(&self, pos: u64) {
+        let mut roll = self.shared.roll.lock();
+        if roll.request == Some(pos) {
+            roll.request = None;
+            roll.answer = Some(Ok(self.cur.no));
+            self.shared.roll_cv.notify_all();
+        }
+    }
+}

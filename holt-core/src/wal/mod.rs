@@ -1,0 +1,297 @@
+//! The write-ahead log: record codec (`format::wal`), the lock-free ring (`ring`), the flusher
+//! and its segment files (`flusher`), and replay on open (`replay`).
+//!
+//! A write calls [`Wal::append`] while it holds its frame latches, so for any key the log
+//! order is the apply order. The record's log position is its lsn (and the value's version):
+//! positions are byte offsets in the log stream, so one atomic reservation assigns both the
+//! place in the ring and the sequence number.
+
+mod flusher;
+pub(crate) mod replay;
+pub(crate) mod ring;
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::api::{BatchOp, Durability};
+use crate::error::{Error, Result};
+use crate::format::wal::{encode_record, padded_len, record_len, SEGMENT_HEADER_BYTES};
+use crate::io::Vfs;
+use ring::{Ring, RingError};
+
+/// Fresh logs start at this position (so no record has lsn 0).
+pub(crate) const FIRST_LSN: u64 = 8;
+
+/// Sizes and timing of the log.
+#[derive(Debug, Clone)]
+pub(crate) struct WalConfig {
+    /// Ring capacity (a power of two).
+    pub ring_bytes: usize,
+    /// Size each segment file is preallocated to. At least 4 × ring_bytes (see `limit`).
+    pub segment_bytes: u64,
+    /// Longest time an async record stays unsynced.
+    pub flush_interval: Duration,
+}
+
+impl WalConfig {
+    pub(crate) fn new(ring_bytes: usize, segment_bytes: u64, flush_interval: Duration) -> WalConfig {
+        let ring_bytes = ring_bytes.clamp(4096, 1 << 30).next_power_of_two();
+        let segment_bytes = segment_bytes.max(4 * ring_bytes as u64 + SEGMENT_HEADER_BYTES as u64);
+        WalConfig { ring_bytes, segment_bytes, flush_interval }
+    }
+
+    /// Largest record (padded) the log accepts: half the ring, so two always fit.
+    pub(crate) fn max_record_bytes(&self) -> usize {
+        self.ring_bytes / 2
+    }
+
+    /// Most bytes the flusher writes without an fdatasync: a torn tail lies within this many
+    /// bytes of the first bad record (recovery's corruption/torn-tail boundary).
+    pub(crate) fn window_bytes(&self) -> u64 {
+        2 * self.ring_bytes as u64
+    }
+}
+
+/// Where the log continues after recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resume {
+    pub segment: u64,
+    pub base_lsn: u64,
+    /// Whether the segment's header is on disk (it is written with the first records).
+    pub header_written: bool,
+    pub next_lsn: u64,
+}
+
+/// A logged record: its lsn (the write's version) and the position after it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket {
+    pub lsn: u64,
+    pub end: u64,
+}
+
+/// Why the log stopped accepting writes.
+#[derive(Debug, Clone)]
+struct Failure {
+    op: &'static str,
+    kind: io::ErrorKind,
+    raw_os_error: Option<i32>,
+    message: String,
+}
+
+impl Failure {
+    fn to_io(&self) -> io::Error {
+        match self.raw_os_error {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::new(self.kind, self.message.clone()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct RollState {
+    /// Roll to a new segment at this log position (set under the checkpoint gate).
+    request: Option<u64>,
+    /// The flusher's answer: the segment that starts at the requested position.
+    answer: Option<std::result::Result<u64, Error>>,
+}
+
+pub(crate) struct Shared {
+    ring: Ring,
+    vfs: Arc<dyn Vfs>,
+    cfg: WalConfig,
+    /// Highest log position a sync writer waits for: the flusher fdatasyncs while it is
+    /// beyond what is durable.
+    sync_wanted: AtomicU64,
+    failure: Mutex<Option<Failure>>,
+    roll: Mutex<RollState>,
+    roll_cv: Condvar,
+    bytes_written: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl Shared {
+    /// Records the first failure and poisons the ring: no later write is accepted, and every
+    /// waiter gets an error. A failed fsync is never retried (the kernel may have dropped the
+    /// dirty pages and a retry would report success for lost data).
+    fn poison(&self, op: &'static str, err: &io::Error) {
+        {
+            let mut failure = self.failure.lock();
+            if failure.is_none() {
+                tracing::error!(op, error = %err, "write-ahead log failed; refusing writes until reopened");
+                *failure = Some(Failure {
+                    op,
+                    kind: err.kind(),
+                    raw_os_error: err.raw_os_error(),
+                    message: err.to_string(),
+                });
+            }
+        }
+        self.ring.poison();
+        let mut roll = self.roll.lock();
+        if roll.request.take().is_some() {
+            roll.answer = Some(Err(Error::Poisoned));
+        }
+        self.roll_cv.notify_all();
+    }
+}
+
+/// The write-ahead log handle.
+pub(crate) struct Wal {
+    shared: Arc<Shared>,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+thread_local! {
+    /// Each writer thread encodes into its own reused buffer: no allocation per record.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Wal {
+    /// Starts the log at `resume` (from recovery, or a fresh log) and its flusher thread.
+    pub(crate) fn open(vfs: Arc<dyn Vfs>, cfg: WalConfig, resume: Resume) -> Result<Wal> {
+        let shared = Arc::new(Shared {
+            ring: Ring::new(cfg.ring_bytes, resume.next_lsn),
+            vfs,
+            cfg,
+            sync_wanted: AtomicU64::new(0),
+            failure: Mutex::new(None),
+            roll: Mutex::new(RollState::default()),
+            roll_cv: Condvar::new(),
+            bytes_written: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+        });
+        let flusher = flusher::Flusher::start(shared.clone(), resume)?;
+        let handle = std::thread::Builder::new()
+            .name("holt-wal-flusher".into())
+            .spawn(move || flusher.run())
+            .map_err(|e| Error::Io { op: "spawn wal flusher", source: e, may_have_applied: false })?;
+        Ok(Wal { shared, flusher: Mutex::new(Some(handle)) })
+    }
+
+    /// Appends the redo record of `ops` to the ring and returns its lsn. Called once per
+    /// batch, with the batch's frame latches held. Refuses (before anything is applied) when
+    /// the log is poisoned, closed, or out of disk space.
+    pub(crate) fn append(&self, ops: &[BatchOp], durability: Durability) -> Result<Ticket> {
+        let len = padded_len(record_len(ops));
+        if len > self.shared.cfg.max_record_bytes() {
+            return Err(Error::BatchTooLarge { bytes: len });
+        }
+        let ring = &self.shared.ring;
+        let lsn = ring.reserve(len as u64).map_err(|e| self.ring_error(e, false))?;
+        let end = lsn + len as u64;
+        SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            encode_record(ops, lsn, &mut buf);
+            if durability == Durability::Sync {
+                // Before publishing: the flusher reads this after draining the record.
+                self.shared.sync_wanted.fetch_max(end, Ordering::AcqRel);
+            }
+            ring.publish(lsn, &buf);
+        });
+        Ok(Ticket { lsn, end })
+    }
+
+    /// Waits until the record of `ticket` is durable (group commit: one fdatasync covers every
+    /// record drained before it).
+    pub(crate) fn wait(&self, ticket: Ticket) -> Result<()> {
+        self.shared.ring.wait_durable(ticket.end).map_err(|e| self.ring_error(e, true))
+    }
+
+    fn ring_error(&self, e: RingError, reserved: bool) -> Error {
+        match e {
+            RingError::DiskFull => Error::DiskFull,
+            RingError::TooLarge => Error::BatchTooLarge { bytes: self.shared.cfg.ring_bytes },
+            RingError::Closed => Error::Closed,
+            RingError::Poisoned if reserved => match self.shared.failure.lock().as_ref() {
+                Some(f) => Error::Io { op: f.op, source: f.to_io(), may_have_applied: true },
+                None => Error::Poisoned,
+            },
+            RingError::Poisoned => Error::Poisoned,
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let head = self.shared.ring.head();
+        self.shared.sync_wanted.fetch_max(head, Ordering::AcqRel);
+        self.shared.ring.wake_flusher();
+        self.wait(Ticket { lsn: head, end: head })
+    }
+
+    /// The next lsn to be assigned: every record before it has been reserved.
+    pub(crate) fn head(&self) -> u64 {
+        self.shared.ring.head()
+    }
+
+    pub(crate) fn durable(&self) -> u64 {
+        self.shared.ring.durable()
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.shared.ring.is_poisoned()
+    }
+
+    pub(crate) fn config(&self) -> &WalConfig {
+        &self.shared.cfg
+    }
+
+    /// Poisons the log from outside (a checkpoint's directory fsync failed).
+    pub(crate) fn poison(&self, op: &'static str, err: &io::Error) {
+        self.shared.poison(op, err);
+    }
+
+    /// Asks the flusher to start a new segment at `lsn`. Call with the checkpoint gate held
+    /// exclusively (so `lsn == head()` and no record at or after it has been reserved yet).
+    pub(crate) fn request_roll(&self, lsn: u64) {
+        let mut roll = self.shared.roll.lock();
+        roll.request = Some(lsn);
+        roll.answer = None;
+        drop(roll);
+        self.shared.ring.wake_flusher();
+    }
+
+    /// Waits for the flusher's answer to `request_roll`: the segment starting at the lsn.
+    pub(crate) fn wait_roll(&self) -> Result<u64> {
+        let mut roll = self.shared.roll.lock();
+        loop {
+            if let Some(answer) = roll.answer.take() {
+                return answer;
+            }
+            if roll.request.is_none() {
+                return Err(if self.is_poisoned() { Error::Poisoned } else { Error::Closed });
+            }
+            self.shared.roll_cv.wait_for(&mut roll, Duration::from_millis(100));
+        }
+    }
+
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.shared.bytes_written.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting records, lets the flusher write and sync what was reserved, and joins
+    /// it. Returns the log's failure, if it failed.
+    pub(crate) fn shutdown(&self) -> Result<()> {
+        self.shared.ring.close();
+        if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+        match self.shared.failure.lock().as_ref() {
+            Some(f) => Err(Error::Io { op: f.op, source: f.to_io(), may_have_applied: true }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}

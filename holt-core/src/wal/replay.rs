@@ -1,0 +1,178 @@
+//! Reading the log back on open: segments in order, records in order, the torn tail cut off.
+//!
+//! Torn tail versus corruption: the flusher never has more than `window` bytes written but
+//! not synced, so after a crash the damage from unsynced writes lies within `window` bytes
+//! after the first bad record. A bad record with no valid record `window` or more bytes past
+//! it is a torn tail: its bytes (and the unsynced fragments after it) are zeroed and synced,
+//! so later appends never land behind garbage. A valid record further on means synced data
+//! went bad: that is `Error::Corruption` naming the file and offset, never a silent drop.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Location, Result};
+use crate::format::wal::{decode_record, parse_segment_name, Record, RecordError, SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::io::Vfs;
+
+use super::Resume;
+
+/// What replay found.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    pub resume: Resume,
+    /// Segments to delete: older than the checkpoint's, or empty ones after the last used.
+    pub stale_segments: Vec<String>,
+    pub records: u64,
+    /// Where a torn tail was cut, if one was.
+    pub truncated_at: Option<(String, u64)>,
+}
+
+fn corruption(file: &str, offset: u64, reason: impl Into<String>) -> Error {
+    Error::Corruption {
+        location: Location { file: PathBuf::from(file), frame: None, offset },
+        reason: reason.into(),
+    }
+}
+
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Io { op, source, may_have_applied: false }
+}
+
+/// Replays the log from segment `first_segment`, whose first record has lsn `checkpoint_lsn`,
+/// calling `apply` with every record in log order.
+pub(crate) fn replay(
+    vfs: &dyn Vfs,
+    first_segment: u64,
+    checkpoint_lsn: u64,
+    window: u64,
+    max_record: usize,
+    mut apply: impl FnMut(Record) -> Result<()>,
+) -> Result<Replayed> {
+    let mut segments: Vec<(u64, String)> = Vec::new();
+    let mut stale = Vec::new();
+    for name in vfs.list().map_err(io("wal list"))? {
+        if let Some(no) = parse_segment_name(&name) {
+            if no < first_segment {
+                stale.push(name);
+            } else {
+                segments.push((no, name));
+            }
+        }
+    }
+    segments.sort();
+    let mut resume = Resume { segment: first_segment, base_lsn: checkpoint_lsn, header_written: false, next_lsn: checkpoint_lsn };
+    let mut ended = false;
+    let mut records = 0u64;
+    let mut truncated_at = None;
+    let mut expect_no = first_segment;
+    for (idx, (no, name)) in segments.iter().enumerate() {
+        let file = vfs.open(Path::new(name), false).map_err(io("wal open"))?;
+        let len = file.len().map_err(io("wal read"))?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(&mut bytes, 0).map_err(io("wal read"))?;
+        let header = SegmentHeader::decode(&bytes).map_err(|reason| corruption(name, 0, reason))?;
+        let Some(header) = header else {
+            // Preallocated, never written: the end of the log. Only the checkpoint's own
+            // segment may be empty and still be where the log continues.
+            if *no != first_segment {
+                stale.push(name.clone());
+            }
+            ended = true;
+            continue;
+        };
+        if ended {
+            return Err(corruption(name, 0, "log segment with records after the end of the log"));
+        }
+        if header.segment != *no || *no != expect_no || header.base_lsn != resume.next_lsn {
+            return Err(corruption(
+                name,
+                0,
+                format!(
+                    "segment {} starts at lsn {}, expected segment {expect_no} at lsn {}",
+                    header.segment, header.base_lsn, resume.next_lsn
+                ),
+            ));
+        }
+        expect_no = no + 1;
+        let mut off = SEGMENT_HEADER_BYTES;
+        let mut pos = header.base_lsn;
+        loop {
+            match decode_record(bytes.get(off..).unwrap_or(&[]), max_record) {
+                Ok(rec) if rec.lsn == pos => {
+                    off += rec.padded_len;
+                    pos += rec.padded_len as u64;
+                    records += 1;
+                    apply(rec)?;
+                }
+                other => {
+                    let reason = match other {
+                        Ok(_) => "record carries the wrong lsn",
+                        Err(e) => e.describe(),
+                    };
+                    // The first position without a valid record: the end of this segment's
+                    // records. Anything valid after it decides torn tail versus corruption.
+                    let later_segment = segments[idx + 1..].iter().any(|(_, n)| has_header(vfs, n));
+                    if let Some(at) = valid_record_after(&bytes, off, max_record) {
+                        if at - off as u64 >= window || later_segment {
+                            return Err(corruption(
+                                name,
+                                off as u64,
+                                format!("{reason}, but a valid record follows at offset {at}"),
+                            ));
+                        }
+                    }
+                    if !matches!(other, Err(RecordError::Empty)) || has_nonzero(&bytes[off.min(bytes.len())..]) {
+                        if later_segment {
+                            return Err(corruption(name, off as u64, format!("{reason} in a segment that was rolled")));
+                        }
+                        cut_torn_tail(&*file, &bytes, off).map_err(io("wal truncate"))?;
+                        tracing::warn!(file = %name, offset = off, reason, "cut torn log tail");
+                        truncated_at = Some((name.clone(), off as u64));
+                        ended = true;
+                    }
+                    break;
+                }
+            }
+        }
+        resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
+    }
+    Ok(Replayed { resume, stale_segments: stale, records, truncated_at })
+}
+
+fn has_header(vfs: &dyn Vfs, name: &str) -> bool {
+    let mut head = [0u8; SEGMENT_HEADER_BYTES];
+    vfs.open(Path::new(name), false)
+        .and_then(|f| f.read_exact_at(&mut head, 0))
+        .map(|()| matches!(SegmentHeader::decode(&head), Ok(Some(_))))
+        .unwrap_or(false)
+}
+
+fn has_nonzero(bytes: &[u8]) -> bool {
+    bytes.iter().any(|&b| b != 0)
+}
+
+/// The file offset of the first valid record strictly after `off`, if any.
+fn valid_record_after(bytes: &[u8], off: usize, max_record: usize) -> Option<u64> {
+    let mut at = off + 8;
+    while at + 8 <= bytes.len() {
+        if bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes()
+            && decode_record(&bytes[at..], max_record).is_ok()
+        {
+            return Some(at as u64);
+        }
+        at += 8;
+    }
+    None
+}
+
+/// Zeroes everything from `off` to the last non-zero byte and syncs: the torn tail is gone
+/// from the file before any new record is appended at `off`.
+fn cut_torn_tail(file: &dyn crate::io::VfsFile, bytes: &[u8], off: usize) -> std::io::Result<()> {
+    fail::fail_point!("wal-truncate", |_| Err(std::io::Error::other("failpoint wal-truncate")));
+    let Some(last) = bytes.iter().rposition(|&b| b != 0) else { return Ok(()) };
+    if last < off {
+        return Ok(());
+    }
+    let zeros = vec![0u8; last + 1 - off];
+    file.write_all_at(&zeros, off as u64)?;
+    file.sync_data()
+}

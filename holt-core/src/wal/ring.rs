@@ -1,0 +1,443 @@
+//! The log ring: a bounded byte ring shared by every writer, drained by one flusher.
+//!
+//! Protocol (each step names the invariant it keeps):
+//!
+//! 1. **Reserve.** A writer claims `len` bytes with ONE compare-and-swap on `head`, after
+//!    checking that the range fits in the ring (`head + len - tail <= capacity`) and under the
+//!    disk-space limit (`head + len <= limit`). Reservations therefore tile the log stream with
+//!    no gaps and no overlaps, and a record's byte position is its place in the log order.
+//! 2. **Copy.** Writers copy their records into their own ranges in parallel. The ring is an
+//!    array of `AtomicU64` words, so copying is plain relaxed word stores: no `unsafe`, and a
+//!    flusher can never observe a torn word.
+//! 3. **Publish.** The writer stores the record's first word (never zero: it holds the magic and
+//!    the length) LAST, with `Release`. A zero first word means "reserved or free, not published".
+//! 4. **Drain.** The single flusher reads first words at `tail` with `Acquire`. It takes records
+//!    while they are published and stops at the first unpublished one: it only ever copies the
+//!    CONTIGUOUS published prefix, never a reserved-but-unpublished gap. It zeroes every word it
+//!    takes (so a stale word can never look published on the next lap) and only then advances
+//!    `tail` with `Release`, which hands the space back to writers.
+//! 5. **Durable.** After the flusher's write (and fdatasync in sync mode) it advances `durable`
+//!    and wakes writers waiting for it; concurrent writers share one fdatasync (group commit).
+//!
+//! Bounded memory: a writer that does not fit parks on a condition variable until the flusher
+//! frees space; the ring never grows.
+//!
+//! Wake-ups use an event count (`epoch`): a writer that wants the flusher awake bumps it with
+//! an RMW, and the flusher goes to sleep only by CAS-ing the epoch it saw when it last found no
+//! work to one with the SLEEPING bit. RMWs on one location are totally ordered, so either the
+//! CAS fails (the flusher rescans) or the writer's RMW sees the bit and notifies under the lock
+//! the flusher holds until it waits: no lost wake-up, without relying on SeqCst fences.
+//!
+//! This file is self-contained (std or loom only) so `tests/loom_ring.rs` can model-check it.
+
+#[cfg(loom)]
+use loom::sync::{
+    atomic::{AtomicU64, AtomicU8, Ordering},
+    Condvar, Mutex, MutexGuard,
+};
+#[cfg(not(loom))]
+use std::sync::{
+    atomic::{AtomicU64, AtomicU8, Ordering},
+    Condvar, Mutex, MutexGuard,
+};
+
+use std::time::Duration;
+
+/// The ring accepts reservations.
+const STATE_OPEN: u8 = 0;
+/// An fsync failed: refuse new reservations, wake every waiter with an error.
+const STATE_POISONED: u8 = 1;
+/// Closing: refuse new reservations; the flusher drains what is left and exits.
+const STATE_CLOSED: u8 = 2;
+
+/// Low bit of `epoch`: the flusher is asleep (or about to sleep) and must be notified.
+const SLEEPING: u64 = 1;
+
+/// Why a reservation or a wait did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingError {
+    /// The reservation would pass the disk-space limit: refused, nothing reserved.
+    DiskFull,
+    /// The ring was poisoned by a failed fsync.
+    Poisoned,
+    /// The ring is closed.
+    Closed,
+    /// The record is larger than the ring could ever hold.
+    TooLarge,
+}
+
+/// The bytes of a unit's first word hold its length in the upper 32 bits (the WAL record's
+/// `len` field); units occupy that length rounded up to 8 bytes.
+pub fn unit_padded_len(first_word: u64) -> u64 {
+    ((first_word >> 32) + 7) & !7
+}
+
+/// The shared log ring. Positions are byte offsets in the log stream (monotonic, 8-aligned);
+/// the ring index of position `p` is `(p / 8) & mask`.
+pub struct Ring {
+    words: Box<[AtomicU64]>,
+    mask: u64,
+    capacity_bytes: u64,
+    /// Next position to reserve.
+    head: AtomicU64,
+    /// Everything before `tail` has been copied out by the flusher; space before it is free.
+    tail: AtomicU64,
+    /// Reservations must end at or before this position (disk space available in the log).
+    limit: AtomicU64,
+    /// Everything before `durable` is on disk (or, in async mode, written and synced).
+    durable: AtomicU64,
+    /// Event count for flusher wake-ups (see the module docs): publications << 1 | SLEEPING.
+    epoch: AtomicU64,
+    state: AtomicU8,
+    lock: Mutex<()>,
+    flusher_cv: Condvar,
+    space_cv: Condvar,
+    durable_cv: Condvar,
+}
+
+impl Ring {
+    /// A ring of `capacity_bytes` (a power of two, at least 64) whose stream starts at `start`.
+    pub fn new(capacity_bytes: usize, start: u64) -> Ring {
+        assert!(capacity_bytes.is_power_of_two() && capacity_bytes >= 64, "ring capacity {capacity_bytes}");
+        assert_eq!(start % 8, 0, "log positions are 8-aligned");
+        let words: Vec<AtomicU64> = (0..capacity_bytes / 8).map(|_| AtomicU64::new(0)).collect();
+        Ring {
+            words: words.into_boxed_slice(),
+            mask: (capacity_bytes / 8 - 1) as u64,
+            capacity_bytes: capacity_bytes as u64,
+            head: AtomicU64::new(start),
+            tail: AtomicU64::new(start),
+            limit: AtomicU64::new(u64::MAX),
+            durable: AtomicU64::new(start),
+            epoch: AtomicU64::new(0),
+            state: AtomicU8::new(STATE_OPEN),
+            lock: Mutex::new(()),
+            flusher_cv: Condvar::new(),
+            space_cv: Condvar::new(),
+            durable_cv: Condvar::new(),
+        }
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    /// Next position to be reserved: every record before it has been reserved.
+    pub fn head(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.tail.load(Ordering::Acquire)
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Sets the disk-space limit (only the flusher calls this).
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Ordering::Release);
+        // Writers do not wait on the limit (they fail with DiskFull), so no wake-up is needed.
+    }
+
+    fn guard(&self) -> MutexGuard<'_, ()> {
+        // The mutex protects no data (only the wait/notify handshake), so a panic while it was
+        // held cannot have left anything inconsistent: ignore poisoning.
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_state(&self) -> Result<(), RingError> {
+        match self.state.load(Ordering::Acquire) {
+            STATE_OPEN => Ok(()),
+            STATE_POISONED => Err(RingError::Poisoned),
+            _ => Err(RingError::Closed),
+        }
+    }
+
+    /// Reserves `len` bytes (a multiple of 8) and returns the start position. Parks while the
+    /// ring is full. Fails without reserving when the disk limit would be passed.
+    pub fn reserve(&self, len: u64) -> Result<u64, RingError> {
+        debug_assert!(len % 8 == 0 && len >= 8);
+        if len > self.capacity_bytes {
+            return Err(RingError::TooLarge);
+        }
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            self.check_state()?;
+            // Acquire pairs with the flusher's Release store of `tail`: its zeroing of the
+            // freed words happens before our stores into them.
+            let tail = self.tail.load(Ordering::Acquire);
+            if head + len - tail > self.capacity_bytes {
+                self.wait_for_space(head, len);
+                head = self.head.load(Ordering::Relaxed);
+                continue;
+            }
+            if head + len > self.limit.load(Ordering::Acquire) {
+                return Err(RingError::DiskFull);
+            }
+            match self.head.compare_exchange_weak(head, head + len, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Ok(head),
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    fn wait_for_space(&self, head: u64, len: u64) {
+        let mut guard = self.guard();
+        // The flusher advances `tail` before taking the lock to notify, so checking under the
+        // lock cannot miss its wake-up.
+        while self.state.load(Ordering::Acquire) == STATE_OPEN
+            && self.head.load(Ordering::Relaxed) == head
+            && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
+        {
+            // Ask the flusher to drain: the ring is full of published records.
+            self.bump_locked();
+            guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Copies `unit` (a multiple of 8 bytes whose first word is non-zero) into the range
+    /// reserved at `pos`, publishing it with its first word, and wakes the flusher if it
+    /// sleeps. Every publication wakes it, async ones included: a sync record published behind
+    /// an async one must not wait for the async flush interval.
+    pub fn publish(&self, pos: u64, unit: &[u8]) {
+        debug_assert!(unit.len() % 8 == 0 && !unit.is_empty());
+        let mut words = unit.chunks_exact(8).map(|c| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            u64::from_le_bytes(w)
+        });
+        let first = words.next().unwrap_or(0);
+        debug_assert!(first != 0 && unit_padded_len(first) == unit.len() as u64);
+        let base = pos / 8;
+        for (i, w) in words.enumerate() {
+            self.words[((base + 1 + i as u64) & self.mask) as usize].store(w, Ordering::Relaxed);
+        }
+        // Publication: Release orders every word above before the first word.
+        self.words[(base & self.mask) as usize].store(first, Ordering::Release);
+        self.wake_flusher();
+    }
+
+    /// Wakes the flusher if it sleeps (also used for roll requests and shutdown).
+    pub fn wake_flusher(&self) {
+        let before = self.epoch.fetch_add(2, Ordering::AcqRel);
+        if before & SLEEPING != 0 {
+            let _guard = self.guard();
+            self.flusher_cv.notify_one();
+        }
+    }
+
+    fn bump_locked(&self) {
+        let before = self.epoch.fetch_add(2, Ordering::AcqRel);
+        if before & SLEEPING != 0 {
+            self.flusher_cv.notify_one();
+        }
+    }
+
+    /// Flusher: a snapshot of the event count, taken BEFORE looking for work.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire) & !SLEEPING
+    }
+
+    /// Flusher: whether the record at `tail` is published.
+    pub fn has_published(&self) -> bool {
+        let tail = self.tail.load(Ordering::Relaxed);
+        self.words[((tail / 8) & self.mask) as usize].load(Ordering::Acquire) != 0
+    }
+
+    /// Flusher: sleeps until woken or `timeout`, unless the event count moved since `epoch`
+    /// (then something happened after the caller last looked: it must look again).
+    pub fn sleep(&self, epoch: u64, timeout: Option<Duration>) {
+        let guard = self.guard();
+        if self.epoch.compare_exchange(epoch, epoch | SLEEPING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        let guard = match timeout {
+            Some(t) => self.flusher_cv.wait_timeout(guard, t).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0),
+            None => self.flusher_cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
+        };
+        self.epoch.fetch_and(!SLEEPING, Ordering::AcqRel);
+        drop(guard);
+    }
+
+    /// Flusher: copies the contiguous published prefix starting at `tail` (at most `max_bytes`,
+    /// but always at least one record if one is published) onto `out`, calling `boundary` with
+    /// each record's start position. Frees the space and returns the new tail.
+    pub fn drain(&self, out: &mut Vec<u8>, max_bytes: u64, mut boundary: impl FnMut(u64)) -> u64 {
+        let start = self.tail.load(Ordering::Relaxed);
+        let mut pos = start;
+        loop {
+            let idx = ((pos / 8) & self.mask) as usize;
+            // Acquire pairs with the writer's Release publication of this first word.
+            let first = self.words[idx].load(Ordering::Acquire);
+            if first == 0 {
+                break;
+            }
+            let len = unit_padded_len(first);
+            assert!(len >= 8 && len <= self.capacity_bytes, "ring unit length {len} at {pos}");
+            if pos > start && pos + len - start > max_bytes {
+                break;
+            }
+            boundary(pos);
+            out.extend_from_slice(&first.to_le_bytes());
+            self.words[idx].store(0, Ordering::Relaxed);
+            for i in 1..len / 8 {
+                let j = ((pos / 8 + i) & self.mask) as usize;
+                out.extend_from_slice(&self.words[j].swap(0, Ordering::Relaxed).to_le_bytes());
+            }
+            pos += len;
+        }
+        if pos != start {
+            // Release: the zeroing above happens before any writer reuses these words.
+            self.tail.store(pos, Ordering::Release);
+            let _guard = self.guard();
+            self.space_cv.notify_all();
+        }
+        pos
+    }
+
+    /// Flusher: everything before `pos` is durable; wakes the writers waiting for it.
+    pub fn set_durable(&self, pos: u64) {
+        self.durable.fetch_max(pos, Ordering::AcqRel);
+        let _guard = self.guard();
+        self.durable_cv.notify_all();
+    }
+
+    /// Writer: waits until everything before `end` is durable.
+    pub fn wait_durable(&self, end: u64) -> Result<(), RingError> {
+        if self.durable.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let mut guard = self.guard();
+        loop {
+            if self.durable.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            // A closing flusher still drains and syncs everything reserved before it exits
+            // (or poisons the ring if it cannot), so only poisoning ends this wait early.
+            if self.state.load(Ordering::Acquire) == STATE_POISONED {
+                return Err(RingError::Poisoned);
+            }
+            guard = self.durable_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Refuses new reservations and wakes every waiter with an error (after a failed fsync).
+    pub fn poison(&self) {
+        self.set_state(STATE_POISONED);
+    }
+
+    /// Refuses new reservations; the flusher drains what was already reserved.
+    pub fn close(&self) {
+        let _ = self.state.compare_exchange(STATE_OPEN, STATE_CLOSED, Ordering::AcqRel, Ordering::Acquire);
+        self.notify_all_waiters();
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.state.load(Ordering::Acquire) == STATE_POISONED
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state.load(Ordering::Acquire) == STATE_OPEN
+    }
+
+    fn set_state(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        self.notify_all_waiters();
+    }
+
+    fn notify_all_waiters(&self) {
+        self.epoch.fetch_add(2, Ordering::AcqRel);
+        let _guard = self.guard();
+        self.flusher_cv.notify_all();
+        self.space_cv.notify_all();
+        self.durable_cv.notify_all();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn unit(tag: u8, len: usize) -> Vec<u8> {
+        let padded = (len + 7) & !7;
+        let mut v = vec![tag; padded];
+        v[0..4].copy_from_slice(&[0xAA, tag, 0, 0]);
+        v[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        v
+    }
+
+    #[test]
+    fn drain_stops_at_unpublished_gap() {
+        let ring = Ring::new(256, 8);
+        let a = ring.reserve(16).unwrap();
+        let b = ring.reserve(24).unwrap();
+        let c = ring.reserve(16).unwrap();
+        assert_eq!((a, b, c), (8, 24, 48));
+        ring.publish(a, &unit(1, 16));
+        ring.publish(c, &unit(3, 16));
+        let mut out = Vec::new();
+        assert_eq!(ring.drain(&mut out, 1 << 20, |_| {}), 24, "must stop before the unpublished record");
+        assert_eq!(out, unit(1, 16));
+        ring.publish(b, &unit(2, 20));
+        out.clear();
+        assert_eq!(ring.drain(&mut out, 1 << 20, |_| {}), 64);
+        assert_eq!(out, [unit(2, 20), unit(3, 16)].concat());
+    }
+
+    #[test]
+    fn limit_refuses_without_reserving() {
+        let ring = Ring::new(256, 0);
+        ring.set_limit(32);
+        assert_eq!(ring.reserve(24), Ok(0));
+        assert_eq!(ring.reserve(16), Err(RingError::DiskFull));
+        assert_eq!(ring.head(), 24);
+        assert_eq!(ring.reserve(512), Err(RingError::TooLarge));
+    }
+
+    #[test]
+    fn threads_wrap_many_laps_in_order() {
+        let ring = Arc::new(Ring::new(128, 0));
+        let writers: Vec<_> = (0..4u8)
+            .map(|t| {
+                let ring = ring.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2000usize {
+                        let u = unit(t + 1, 8 + (i % 5) * 8);
+                        let pos = ring.reserve(u.len() as u64).unwrap();
+                        ring.publish(pos, &u);
+                    }
+                })
+            })
+            .collect();
+        let mut total = 0u64;
+        let mut out = Vec::new();
+        let expected: u64 = 4 * (0..2000u64).map(|i| 8 + (i % 5) * 8).sum::<u64>();
+        while total < expected {
+            let e = ring.epoch();
+            out.clear();
+            let before = ring.tail();
+            let after = ring.drain(&mut out, 64, |_| {});
+            // Every drained unit is whole and self-consistent.
+            let mut off = 0;
+            while off < out.len() {
+                let first = u64::from_le_bytes(out[off..off + 8].try_into().unwrap());
+                let len = unit_padded_len(first) as usize;
+                let tag = out[off + 1];
+                assert!(out[off + 8..off + len].iter().all(|&b| b == tag), "torn unit at {off}");
+                off += len;
+            }
+            total += after - before;
+            ring.set_durable(after);
+            if after == before {
+                ring.sleep(e, Some(Duration::from_millis(1)));
+            }
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(ring.head(), expected);
+    }
+}

@@ -1,0 +1,309 @@
+//! How each client is pointed at a gateway: path-style addressing, SigV4, region us-east-1,
+//! and a private HOME/config so nothing from the user's own setup leaks in.
+//!
+//! The configurations here are the ones the README documents; if one changes, change both.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::data::write_file;
+use crate::exec::{Cmd, Outcome};
+use crate::gateway::{Gateway, REGION, USER1_ACCESS_KEY, USER1_SECRET_KEY, USER2_ACCESS_KEY, USER2_SECRET_KEY};
+use crate::tools::{crate_file, Tool};
+
+/// Which of the two configured users a client signs as.
+#[derive(Clone, Copy, Debug)]
+pub enum User {
+    One,
+    Two,
+}
+
+impl User {
+    fn keys(self) -> (&'static str, &'static str) {
+        match self {
+            User::One => (USER1_ACCESS_KEY, USER1_SECRET_KEY),
+            User::Two => (USER2_ACCESS_KEY, USER2_SECRET_KEY),
+        }
+    }
+}
+
+/// A per-client private HOME under the gateway's work dir.
+fn client_home(gw: &Gateway, name: &str) -> PathBuf {
+    let home = gw.work_dir().join(format!("home-{name}"));
+    std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("mkdir {}: {e}", home.display()));
+    home
+}
+
+/// aws-cli v1: `--endpoint-url`, keys in the environment, path-style and s3v4 in a config file
+/// (presigned URLs are SigV4 only with `signature_version = s3v4`).
+pub struct Aws {
+    bin: PathBuf,
+    home: PathBuf,
+    endpoint: String,
+    user: User,
+}
+
+impl Aws {
+    pub fn new(gw: &Gateway) -> Aws {
+        Aws::as_user(gw, User::One)
+    }
+
+    pub fn as_user(gw: &Gateway, user: User) -> Aws {
+        let home = client_home(gw, "aws");
+        write_file(
+            &home.join("config"),
+            format!(
+                "[default]\nregion = {REGION}\noutput = json\ns3 =\n    addressing_style = path\n    \
+                 signature_version = s3v4\n"
+            )
+            .as_bytes(),
+        );
+        Aws { bin: Tool::Aws.path(), home, endpoint: gw.endpoint(), user }
+    }
+
+    fn base(&self) -> Cmd {
+        let (access, secret) = self.user.keys();
+        Cmd::new("aws-cli", &self.bin)
+            .env("HOME", &self.home)
+            .env("AWS_CONFIG_FILE", self.home.join("config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", self.home.join("no-credentials"))
+            .env("AWS_ACCESS_KEY_ID", access)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("AWS_DEFAULT_REGION", REGION)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .arg("--endpoint-url")
+            .arg(&self.endpoint)
+    }
+
+    /// `aws s3 ...` (high-level commands).
+    pub fn s3(&self, args: &[&str]) -> Cmd {
+        self.base().arg("s3").args(args)
+    }
+
+    /// `aws s3api ...` (one API call per command, JSON output).
+    pub fn s3api(&self, args: &[&str]) -> Cmd {
+        self.base().arg("s3api").args(args)
+    }
+}
+
+/// boto3 through `py/s3ops.py` in the client venv.
+pub struct Boto3 {
+    python: PathBuf,
+    endpoint: String,
+    user: User,
+}
+
+impl Boto3 {
+    pub fn new(gw: &Gateway) -> Boto3 {
+        Boto3::as_user(gw, User::One)
+    }
+
+    pub fn as_user(gw: &Gateway, user: User) -> Boto3 {
+        Boto3 { python: Tool::Python.path(), endpoint: gw.endpoint(), user }
+    }
+
+    /// `s3ops.py OP ARGS`; see the script's docstring for the operations.
+    pub fn op(&self, op: &str, args: &Value) -> Cmd {
+        let (access, secret) = self.user.keys();
+        Cmd::new("boto3", &self.python)
+            .env("AWS_ACCESS_KEY_ID", access)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("AWS_CONFIG_FILE", "/nonexistent")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .arg(crate_file("py/s3ops.py"))
+            .arg("--endpoint")
+            .arg(&self.endpoint)
+            .arg(op)
+            .arg(args.to_string())
+    }
+
+    /// Call one S3 client method, e.g. `call("head_object", json!({"Bucket": b, "Key": k}))`.
+    pub fn call(&self, method: &str, kwargs: Value) -> Cmd {
+        self.op("call", &serde_json::json!({ "method": method, "kwargs": kwargs }))
+    }
+}
+
+/// The S3 error code boto3 reported (exit code 3 and `{"error": {"Code": ...}}`).
+#[track_caller]
+pub fn boto3_error_code(outcome: &Outcome) -> String {
+    outcome.check_eq(outcome.code, Some(3), "boto3 exit code for an S3 error");
+    let value = outcome.json();
+    value["error"]["Code"].as_str().unwrap_or("").to_string()
+}
+
+/// s3cmd with a generated config: path-style (`host_bucket` without `%(bucket)s`), plain HTTP,
+/// SigV4.
+pub struct S3cmd {
+    bin: PathBuf,
+    home: PathBuf,
+    config: PathBuf,
+}
+
+impl S3cmd {
+    pub fn new(gw: &Gateway) -> S3cmd {
+        let home = client_home(gw, "s3cmd");
+        let config = home.join("s3cfg");
+        write_file(
+            &config,
+            format!(
+                "[default]\naccess_key = {USER1_ACCESS_KEY}\nsecret_key = {USER1_SECRET_KEY}\n\
+                 host_base = {addr}\nhost_bucket = {addr}\nbucket_location = {REGION}\n\
+                 use_https = False\nsignature_v2 = False\ncheck_ssl_certificate = False\n\
+                 progress_meter = False\nsocket_timeout = 60\n",
+                addr = gw.addr()
+            )
+            .as_bytes(),
+        );
+        S3cmd { bin: Tool::S3cmd.path(), home, config }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Cmd {
+        Cmd::new("s3cmd", &self.bin)
+            .env("HOME", &self.home)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--no-progress")
+            .args(args)
+    }
+}
+
+/// mc with the default config dir (`~/.mc`) under a private HOME and an alias `holt` set with
+/// `--api s3v4 --path on`.
+pub struct Mc {
+    bin: PathBuf,
+    home: PathBuf,
+}
+
+impl Mc {
+    pub const ALIAS: &'static str = "holt";
+
+    pub fn new(gw: &Gateway) -> Mc {
+        let mc = Mc { bin: Tool::Mc.path(), home: client_home(gw, "mc") };
+        mc.raw(&[
+            "alias",
+            "set",
+            Mc::ALIAS,
+            &gw.endpoint(),
+            USER1_ACCESS_KEY,
+            USER1_SECRET_KEY,
+            "--api",
+            "s3v4",
+            "--path",
+            "on",
+        ])
+        .run("alias set")
+        .ok();
+        mc
+    }
+
+    fn raw(&self, args: &[&str]) -> Cmd {
+        Cmd::new("mc", &self.bin).env("HOME", &self.home).env("MC_DISABLE_PAGER", "1").args(args)
+    }
+
+    /// `mc --json --no-color ARGS`.
+    pub fn cmd(&self, args: &[&str]) -> Cmd {
+        self.raw(&["--json", "--no-color"]).args(args)
+    }
+
+    /// `holt/<path>`.
+    pub fn target(path: &str) -> String {
+        format!("{}/{path}", Mc::ALIAS)
+    }
+}
+
+/// rclone with a generated config: `provider = Other`, path-style (`force_path_style = true`),
+/// region us-east-1.
+pub struct Rclone {
+    bin: PathBuf,
+    config: PathBuf,
+}
+
+impl Rclone {
+    pub const REMOTE: &'static str = "holt";
+
+    pub fn new(gw: &Gateway) -> Rclone {
+        let config = client_home(gw, "rclone").join("rclone.conf");
+        write_file(
+            &config,
+            format!(
+                "[{remote}]\ntype = s3\nprovider = Other\naccess_key_id = {USER1_ACCESS_KEY}\n\
+                 secret_access_key = {USER1_SECRET_KEY}\nendpoint = {endpoint}\nregion = {REGION}\n\
+                 force_path_style = true\n",
+                remote = Rclone::REMOTE,
+                endpoint = gw.endpoint()
+            )
+            .as_bytes(),
+        );
+        Rclone { bin: Tool::Rclone.path(), config }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Cmd {
+        Cmd::new("rclone", &self.bin)
+            .arg("--config")
+            .arg(&self.config)
+            // Fail fast instead of retrying for minutes: a failed step is what we want to see.
+            .args(["--retries", "1", "--low-level-retries", "2", "--contimeout", "10s", "--timeout", "60s"])
+            .args(args)
+    }
+
+    /// `holt:<path>`.
+    pub fn target(path: &str) -> String {
+        format!("{}:{path}", Rclone::REMOTE)
+    }
+}
+
+/// k6 running a script from `k6/` with the endpoint and user 1's keys in `-e` variables.
+pub struct K6 {
+    bin: PathBuf,
+    endpoint: String,
+    work: PathBuf,
+}
+
+impl K6 {
+    pub fn new(gw: &Gateway) -> K6 {
+        K6 { bin: Tool::K6.path(), endpoint: gw.endpoint(), work: client_home(gw, "k6") }
+    }
+
+    /// `k6 run` of `k6/<script>`; the summary is written to `summary_path()` as JSON.
+    pub fn run_script(&self, script: &str, extra_env: &[(&str, &str)]) -> Cmd {
+        let mut cmd = Cmd::new("k6", &self.bin)
+            .env("HOME", &self.work)
+            .env("K6_NO_USAGE_REPORT", "true")
+            .cwd(&self.work)
+            .args(["run", "--quiet", "--no-color", "--no-usage-report"])
+            .arg("-e")
+            .arg(format!("S3_ENDPOINT={}", self.endpoint))
+            .arg("-e")
+            .arg(format!("S3_ACCESS_KEY={USER1_ACCESS_KEY}"))
+            .arg("-e")
+            .arg(format!("S3_SECRET_KEY={USER1_SECRET_KEY}"))
+            .arg("-e")
+            .arg(format!("S3_REGION={REGION}"))
+            .arg("-e")
+            .arg(format!("SUMMARY_PATH={}", self.summary_path().display()));
+        for (key, value) in extra_env {
+            cmd = cmd.arg("-e").arg(format!("{key}={value}"));
+        }
+        cmd.arg(crate_file(&format!("k6/{script}")))
+    }
+
+    pub fn summary_path(&self) -> PathBuf {
+        self.work.join("summary.json")
+    }
+}
+
+/// `curl` GET of a URL into `out`; returns the outcome with the HTTP status on stdout.
+pub fn curl_get(url: &str, out: &Path) -> Outcome {
+    Cmd::new("curl", Tool::Curl.path())
+        .args(["--silent", "--show-error", "--globoff", "--max-time", "60", "--output"])
+        .arg(out)
+        .args(["--write-out", "%{http_code}"])
+        .arg(url)
+        .run("presigned GET with curl")
+}

@@ -1,0 +1,129 @@
+//! Test data: deterministic payloads, MD5s, and keys that break naive servers.
+
+use md5::{Digest, Md5};
+use std::path::Path;
+
+/// Bytes of a payload derived from `seed`: the same seed always gives the same bytes, so a
+/// failure replays exactly. (xorshift64*: fast, and not compressible by accident.)
+pub fn payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A seed for this run: `HOLT_COMPAT_SEED` if set (to replay), else derived from the clock.
+/// Callers print it.
+pub fn run_seed() -> u64 {
+    if let Some(seed) = std::env::var("HOLT_COMPAT_SEED").ok().and_then(|s| s.parse().ok()) {
+        return seed;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5EED)
+}
+
+pub fn md5_hex(bytes: &[u8]) -> String {
+    let digest = Md5::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The multipart ETag S3 computes: md5 of the concatenated binary part MD5s, then `-N`.
+pub fn multipart_etag(bytes: &[u8], part_size: usize) -> String {
+    let mut concat = Vec::new();
+    let mut parts = 0;
+    for chunk in bytes.chunks(part_size) {
+        concat.extend_from_slice(&Md5::digest(chunk));
+        parts += 1;
+    }
+    format!("{}-{parts}", md5_hex(&concat))
+}
+
+/// Write a file and panic with its path if that fails.
+pub fn write_file(path: &Path, bytes: &[u8]) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("mkdir {}: {e}", parent.display()));
+    }
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+pub fn read_file(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// Compare downloaded bytes without dumping megabytes into the failure message.
+pub fn same_bytes(actual: &[u8], expected: &[u8]) -> Result<(), String> {
+    if actual.len() != expected.len() {
+        return Err(format!("length {} != expected {}", actual.len(), expected.len()));
+    }
+    match actual.iter().zip(expected).position(|(a, b)| a != b) {
+        None => Ok(()),
+        Some(at) => Err(format!("first differing byte at offset {at} (md5 {} != {})", md5_hex(actual), md5_hex(expected))),
+    }
+}
+
+/// Keys that break servers that build paths, parse query strings or XML by hand.
+/// Each is uploaded with a body equal to its own UTF-8 bytes, except the `dir/` marker which is
+/// zero bytes long.
+pub const TRICKY_KEYS: &[&str] = &[
+    "with space/file name.txt",
+    "plus+sign/a+b=c.txt",
+    "percent%2F/100%.txt",
+    "amp&ersand/a&b=c&d",
+    "angle<bracket>/x<y>z",
+    "quotes\"and'apostrophes/it's \"here\"",
+    "utf8/h\u{e9}llo/\u{65e5}\u{672c}\u{8a9e}/\u{1f600}.txt",
+    "double//slash/x",
+    "dots/../up/./here",
+    "question?mark#hash",
+];
+
+/// The zero-byte directory marker.
+pub const DIR_MARKER_KEY: &str = "marker-dir/";
+
+/// A key of exactly `len` bytes under `prefix`, padded with `k`.
+pub fn key_of_len(prefix: &str, len: usize) -> String {
+    assert!(prefix.len() <= len, "prefix longer than the key");
+    let mut key = prefix.to_string();
+    key.extend(std::iter::repeat_n('k', len - prefix.len()));
+    key
+}
+
+/// The longest legal key (1024 bytes) and one byte too many.
+pub fn longest_key() -> String {
+    key_of_len("long/", 1024)
+}
+
+pub fn too_long_key() -> String {
+    key_of_len("long/", 1025)
+}
+
+/// Keys for the pagination tests: `count` keys spread over a few prefixes so both recursive and
+/// delimited listings have something to page through.
+pub fn pagination_keys(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("page/{:02}/obj-{i:05}", i % 7)).collect()
+}
+
+/// A small tree for root / prefix / recursive listings. Bodies are the keys' bytes.
+pub const TREE_KEYS: &[&str] = &["top.txt", "tree/a.txt", "tree/sub/b.txt", "tree/sub/deeper/c.txt"];
+
+/// Sort keys the way S3 lists them: by UTF-8 bytes (Rust's `str` order is exactly that).
+pub fn sorted(mut keys: Vec<String>) -> Vec<String> {
+    keys.sort();
+    keys
+}
+
+/// Write each key's body (its own bytes) under `dir`, using the key as the relative path, and
+/// return the local paths. Only for keys that are valid relative file paths.
+pub fn write_tree(dir: &Path, keys: &[String]) {
+    for key in keys {
+        write_file(&dir.join(key), key.as_bytes());
+    }
+}

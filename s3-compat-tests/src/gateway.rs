@@ -1,0 +1,321 @@
+//! One `holt-gateway` process per test: a fresh data directory, a credentials file with two
+//! users, a free loopback port read back from the start-up line.
+//!
+//! Invariants:
+//! - The gateway only ever listens on 127.0.0.1 (tests never send traffic anywhere else).
+//! - The data directory outlives restarts and kills: only dropping the [`Gateway`] removes it.
+//! - Dropping a [`Gateway`] kills the process (SIGKILL) and reaps it, so no test leaks a server.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::tools::workspace_root;
+
+/// The first user: owns every bucket the scenarios create.
+pub const USER1_ACCESS_KEY: &str = "AKIAHOLTCOMPAT1";
+pub const USER1_SECRET_KEY: &str = "compat-secret-one-0123456789abcdef";
+/// The second user: used to check that buckets are private to their owner.
+pub const USER2_ACCESS_KEY: &str = "AKIAHOLTCOMPAT2";
+pub const USER2_SECRET_KEY: &str = "compat-secret-two-fedcba9876543210";
+pub const REGION: &str = "us-east-1";
+
+/// How long a gateway may take to print its start-up line (it replays its WAL first).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a SIGTERM'd gateway may take to drain and close the engine.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+const STARTUP_LINE_PREFIX: &str = "holt-gateway listening on http://";
+
+pub struct Gateway {
+    /// Scratch root: `data/`, `credentials.toml`, `gateway.log`, and whatever the test puts in
+    /// `work_dir()` (client configs, files to upload, downloads).
+    root: tempfile::TempDir,
+    child: Option<Child>,
+    addr: String,
+    label: String,
+}
+
+impl Gateway {
+    /// Start a gateway for the test named `label` (used in messages and the log file name).
+    pub fn start(label: &str) -> Gateway {
+        let root = tempfile::Builder::new()
+            .prefix(&format!("holt-compat-{label}-"))
+            .tempdir()
+            .unwrap_or_else(|e| panic!("[{label}] cannot create a temp dir: {e}"));
+        let credentials = format!(
+            "[[users]]\naccess_key = \"{USER1_ACCESS_KEY}\"\nsecret_key = \"{USER1_SECRET_KEY}\"\n\n\
+             [[users]]\naccess_key = \"{USER2_ACCESS_KEY}\"\nsecret_key = \"{USER2_SECRET_KEY}\"\n"
+        );
+        let credentials_path = root.path().join("credentials.toml");
+        fs::write(&credentials_path, credentials)
+            .unwrap_or_else(|e| panic!("[{label}] cannot write {}: {e}", credentials_path.display()));
+        fs::create_dir_all(root.path().join("work"))
+            .unwrap_or_else(|e| panic!("[{label}] cannot create the work dir: {e}"));
+        let mut gateway = Gateway { root, child: None, addr: String::new(), label: label.to_string() };
+        gateway.spawn();
+        gateway
+    }
+
+    /// `http://127.0.0.1:PORT`, the endpoint every client is pointed at.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// A directory for the test's own files; it lives as long as the gateway.
+    pub fn work_dir(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.root.path().join("gateway.log")
+    }
+
+    /// The last `max_bytes` of the gateway's log, for failure messages.
+    pub fn log_tail(&self, max_bytes: usize) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = File::open(self.log_path()) {
+            let mut bytes = Vec::new();
+            if file.read_to_end(&mut bytes).is_ok() {
+                let start = bytes.len().saturating_sub(max_bytes);
+                text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+            }
+        }
+        text
+    }
+
+    /// Stop the gateway with SIGTERM (a clean shutdown must exit 0) and start it again on the
+    /// same data directory. The port changes; clients are configured per command from
+    /// [`Gateway::endpoint`].
+    pub fn restart(&mut self) {
+        let status = self.terminate();
+        assert!(
+            status.success(),
+            "[{}] holt-gateway did not exit 0 after SIGTERM: {status}\n--- gateway log ---\n{}",
+            self.label,
+            self.log_tail(4000)
+        );
+        self.spawn();
+    }
+
+    /// SIGKILL the gateway (no chance to flush anything) and wait for it to be gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // std's kill() is SIGKILL on Unix: exactly the crash model we want.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start a gateway again after [`Gateway::kill9`].
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "[{}] start_again() while the gateway is running", self.label);
+        self.spawn();
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap_or_else(|| panic!("[{}] gateway is not running", self.label));
+        let pid = child.id().to_string();
+        // std has no SIGTERM; the `kill` utility keeps this crate free of unsafe code.
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(
+            matches!(sent, Ok(s) if s.success()),
+            "[{}] could not send SIGTERM to pid {pid}: {sent:?}",
+            self.label
+        );
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "[{}] holt-gateway still running {SHUTDOWN_TIMEOUT:?} after SIGTERM\n--- gateway log ---\n{}",
+                        self.label,
+                        self.log_tail(4000)
+                    );
+                }
+                Err(e) => panic!("[{}] waiting for holt-gateway failed: {e}", self.label),
+            }
+        }
+    }
+
+    fn spawn(&mut self) {
+        let bin = gateway_binary();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap_or_else(|e| panic!("[{}] cannot open the gateway log: {e}", self.label));
+        let log_for_stderr =
+            log.try_clone().unwrap_or_else(|e| panic!("[{}] cannot clone the log handle: {e}", self.label));
+        let mut child = Command::new(&bin)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--credentials-file")
+            .arg(self.root.path().join("credentials.toml"))
+            .arg("--region")
+            .arg(REGION)
+            .env_remove("HOLT_CONFIG")
+            .env_remove("HOLT_ACCESS_KEY")
+            .env_remove("HOLT_SECRET_KEY")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_for_stderr))
+            .spawn()
+            .unwrap_or_else(|e| panic!("[{}] cannot start {}: {e}", self.label, bin.display()));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("[{}] gateway stdout not piped", self.label));
+        let (tx, rx) = mpsc::channel::<String>();
+        // The reader keeps draining stdout into the log after the start-up line so the gateway
+        // never blocks on a full pipe.
+        thread::spawn(move || copy_stdout(stdout, log, tx));
+        let found = wait_for_startup(&rx, &mut child);
+        match found {
+            Ok(addr) => {
+                assert!(
+                    addr.starts_with("127.0.0.1:"),
+                    "[{}] gateway bound to {addr}, expected loopback",
+                    self.label
+                );
+                self.addr = addr;
+                self.child = Some(child);
+            }
+            Err(why) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "[{}] holt-gateway ({}) did not start: {why}\n--- gateway log ---\n{}",
+                    self.label,
+                    bin.display(),
+                    self.log_tail(4000)
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn copy_stdout(stdout: impl Read, mut log: File, tx: mpsc::Sender<String>) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    let mut announced = false;
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let _ = log.write_all(line.as_bytes());
+                if !announced {
+                    if let Some(rest) = line.trim_end().strip_prefix(STARTUP_LINE_PREFIX) {
+                        announced = true;
+                        let _ = tx.send(rest.trim_end_matches('/').to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn wait_for_startup(rx: &mpsc::Receiver<String>, child: &mut Child) -> Result<String, String> {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(addr) => return Ok(addr),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                return Err(format!("exited ({status}) before printing '{STARTUP_LINE_PREFIX}ADDR'"));
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            // Give the reader a moment to deliver a line printed just before exiting.
+            if let Ok(addr) = rx.recv_timeout(Duration::from_millis(200)) {
+                return Ok(addr);
+            }
+            return Err(format!("exited ({status}) before printing '{STARTUP_LINE_PREFIX}ADDR'"));
+        }
+    }
+    Err(format!("no '{STARTUP_LINE_PREFIX}ADDR' line within {STARTUP_TIMEOUT:?}"))
+}
+
+/// `HOLT_GATEWAY_BIN`, else `$CARGO_TARGET_DIR/debug/holt-gateway`, else
+/// `<workspace>/target/debug/holt-gateway`. Cargo cannot hand another package's binary to these
+/// tests, so `scripts/test.sh` builds it first.
+pub fn gateway_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("HOLT_GATEWAY_BIN") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "HOLT_GATEWAY_BIN={} does not exist", path.display());
+        return path;
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let path = target.join("debug").join("holt-gateway");
+    assert!(
+        path.is_file(),
+        "{} not found: build it with `cargo build -p gateway --bin holt-gateway` \
+         (scripts/test.sh does this) or set HOLT_GATEWAY_BIN",
+        path.display()
+    );
+    warn_if_stale(&path);
+    path
+}
+
+/// A binary older than the gateway's sources means the suite would test yesterday's code: say so.
+fn warn_if_stale(bin: &Path) {
+    let Ok(bin_time) = fs::metadata(bin).and_then(|m| m.modified()) else { return };
+    let newest = newest_mtime(&workspace_root().join("gateway").join("src"), 0);
+    if let Some(src_time) = newest {
+        if src_time > bin_time {
+            eprintln!(
+                "warning: {} is older than gateway/src; run `cargo build -p gateway --bin holt-gateway`",
+                bin.display()
+            );
+        }
+    }
+}
+
+fn newest_mtime(dir: &Path, depth: u32) -> Option<std::time::SystemTime> {
+    // Bounded recursion: the source tree is a few levels deep.
+    if depth > 8 {
+        return None;
+    }
+    let mut newest = None;
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_mtime(&path, depth + 1)
+        } else {
+            entry.metadata().ok().and_then(|m| m.modified().ok())
+        };
+        newest = newest.max(time);
+    }
+    newest
+}

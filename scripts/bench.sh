@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks: holt-core against embedded engines (process per engine, medians of
+# repetitions, ratios to holt-core) and the gateway against MinIO and a bare axum server.
+# Writes benches/RESULTS.md, benches/results/ (raw numbers) and benches/results/headline.png.
+# Method and targets: shared PERFORMANCE.md. Everything runs on loopback, bounded in time.
+set -euo pipefail
+
+usage() {
+    cat <<'USAGE'
+usage: scripts/bench.sh [options]
+
+  --keys N          keys in the engine data set (default 1000000; 10000000 for the large run)
+  --quick           5x fewer operations per phase, 1 repetition, 1 s per fsync level (CI-sized)
+  --reps R          repetitions per engine (default 3; medians are quoted)
+  --engines LIST    comma-separated engines (default: all; see below)
+  --skip-engines    do not run the engine comparison
+  --skip-gateway    do not run the gateway comparison
+  --objects N       objects loaded into each S3 server (default 100000)
+  --gw-seconds S    seconds per gateway load point (default 8)
+  --no-build        use the binaries already built
+  -h, --help        this text
+
+engines: holt-core (durable, async log), holt-core-mem (in memory, reads only), holt-0.9.2,
+         lmdb, redb, rocksdb, sqlite, fjall
+Builds run under `nice -n 19` so they only take idle CPU.
+USAGE
+}
+
+KEYS=1000000
+QUICK=0
+REPS=3
+ENGINES="holt-core,holt-core-mem,holt-0.9.2,lmdb,redb,rocksdb,sqlite,fjall"
+RUN_ENGINES=1
+RUN_GATEWAY=1
+OBJECTS=100000
+GW_SECONDS=8
+BUILD=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --keys) KEYS="$2"; shift 2 ;;
+        --quick) QUICK=1; REPS=1; shift ;;
+        --reps) REPS="$2"; shift 2 ;;
+        --engines) ENGINES="$2"; shift 2 ;;
+        --skip-engines) RUN_ENGINES=0; shift ;;
+        --skip-gateway) RUN_GATEWAY=0; shift ;;
+        --objects) OBJECTS="$2"; shift 2 ;;
+        --gw-seconds) GW_SECONDS="$2"; shift 2 ;;
+        --no-build) BUILD=0; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCHES="$ROOT/benches"
+OUT="$BENCHES/results"
+RUN_DIR="$BENCHES/target/bench-run"
+DATA_DIR="${TMPDIR:-/tmp}/holt-bench-data"
+mkdir -p "$OUT" "$RUN_DIR"
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# --- system packages: RocksDB from Debian (the bundled C++ build takes ~25 min), and libclang
+# for the crate's generated bindings.
+need_pkgs=()
+dpkg -s librocksdb-dev >/dev/null 2>&1 || need_pkgs+=(librocksdb-dev)
+dpkg -s libclang-dev >/dev/null 2>&1 || need_pkgs+=(libclang-dev)
+if [[ ${#need_pkgs[@]} -gt 0 ]]; then
+    log "installing ${need_pkgs[*]}"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need_pkgs[@]}"
+fi
+
+if [[ $BUILD -eq 1 ]]; then
+    log "building benches (release)"
+    (cd "$BENCHES" && nice -n 19 cargo build --release --bins)
+fi
+BIN="$BENCHES/target/release"
+
+# --- engine comparison ------------------------------------------------------------------
+ENGINE_CMD="$BIN/bench_driver --keys $KEYS --reps $REPS --engines $ENGINES --out $RUN_DIR/engines --data-dir $DATA_DIR"
+[[ $QUICK -eq 1 ]] && ENGINE_CMD+=" --quick"
+if [[ $RUN_ENGINES -eq 1 ]]; then
+    rm -rf "$RUN_DIR/engines"
+    log "engine comparison: $ENGINE_CMD"
+    $ENGINE_CMD
+    cp "$RUN_DIR/engines/raw.jsonl" "$OUT/engines-raw.jsonl"
+    cp "$RUN_DIR/engines/tables.md" "$OUT/engines-tables.md"
+    cp "$RUN_DIR/engines/headline.csv" "$OUT/engines-headline.csv"
+fi
+
+# --- gateway comparison -----------------------------------------------------------------
+# Each server is started on a free loopback port, loaded with the same objects through the S3
+# API, then measured at 1/16/64 connections per operation; it is stopped afterwards.
+GW_RAW="$RUN_DIR/gateway.jsonl"
+GW_NOTES="$RUN_DIR/gateway-notes.md"
+: > "$GW_NOTES"
+
+wait_for_line() { # file pattern seconds
+    local i
+    for ((i = 0; i < $3 * 10; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+load_server() { # name endpoint pid access secret
+    local name=$1 endpoint=$2 pid=$3 ak=$4 sk=$5
+    log "$name: loading $OBJECTS objects"
+    "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op prepare --objects "$OBJECTS" \
+        --access-key "$ak" --secret-key "$sk" | sed "s/^{/{\"server\":\"$name\",/" >> "$GW_RAW"
+    for op in head list get put mixed; do
+        for c in 1 16 64; do
+            "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op "$op" --connections "$c" \
+                --duration-s "$GW_SECONDS" --objects "$OBJECTS" --server-pid "$pid" \
+                --access-key "$ak" --secret-key "$sk" | sed "s/^{/{\"server\":\"$name\",/" >> "$GW_RAW" \
+                || echo "- $name $op x$c: s3load failed" >> "$GW_NOTES"
+        done
+    done
+}
+
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+if [[ $RUN_GATEWAY -eq 1 ]]; then
+    : > "$GW_RAW"
+    # holt-gateway
+    GW_BIN="$ROOT/target/release/holt-gateway"
+    if [[ $BUILD -eq 1 ]]; then
+        (cd "$ROOT" && nice -n 19 cargo build --release -p gateway) || echo "- holt-gateway did not build" >> "$GW_NOTES"
+    fi
+    if [[ -x "$GW_BIN" ]]; then
+        rm -rf "$DATA_DIR/gateway"; mkdir -p "$DATA_DIR/gateway"
+        "$GW_BIN" --data-dir "$DATA_DIR/gateway" --listen 127.0.0.1:0 --durability sync \
+            > "$RUN_DIR/gateway.log" 2>&1 &
+        GW_PID=$!
+        if wait_for_line "$RUN_DIR/gateway.log" "listening on http://" 30; then
+            ADDR=$(grep -o 'listening on http://[0-9.:]*' "$RUN_DIR/gateway.log" | head -1 | sed 's/listening on //')
+            load_server holt-gateway "$ADDR" "$GW_PID" holtadmin holtadmin-secret-key \
+                || echo "- holt-gateway: load run failed" >> "$GW_NOTES"
+        else
+            echo "- holt-gateway did not start (see benches/target/bench-run/gateway.log)" >> "$GW_NOTES"
+        fi
+        stop_pid "$GW_PID"
+    else
+        echo "- holt-gateway binary not available: gateway not measured" >> "$GW_NOTES"
+    fi
+
+    # MinIO, built from source with the Go toolchain (pinned module version).
+    MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+    MINIO_BIN="$(go env GOPATH 2>/dev/null)/bin/minio"
+    if [[ ! -x "$MINIO_BIN" ]] && command -v go >/dev/null; then
+        log "building MinIO $MINIO_VERSION with $(go version)"
+        nice -n 19 go install "github.com/minio/minio@$MINIO_VERSION" \
+            || echo "- MinIO $MINIO_VERSION did not build with $(go version)" >> "$GW_NOTES"
+    fi
+    if [[ -x "$MINIO_BIN" ]]; then
+        rm -rf "$DATA_DIR/minio"; mkdir -p "$DATA_DIR/minio"
+        PORT=$((20000 + RANDOM % 20000))
+        MINIO_ROOT_USER=benchadmin MINIO_ROOT_PASSWORD=bench-secret-key MINIO_BROWSER=off \
+            "$MINIO_BIN" server "$DATA_DIR/minio" --address "127.0.0.1:$PORT" --console-address "127.0.0.1:$((PORT + 1))" \
+            > "$RUN_DIR/minio.log" 2>&1 &
+        MINIO_PID=$!
+        if wait_for_line "$RUN_DIR/minio.log" "API:" 60; then
+            sleep 1
+            load_server minio "http://127.0.0.1:$PORT" "$MINIO_PID" benchadmin bench-secret-key \
+                || echo "- minio: load run failed" >> "$GW_NOTES"
+        else
+            echo "- MinIO did not start (see benches/target/bench-run/minio.log)" >> "$GW_NOTES"
+        fi
+        stop_pid "$MINIO_PID"
+    else
+        echo "- MinIO not available: not measured" >> "$GW_NOTES"
+    fi
+
+    # The bare axum ceiling, answering each operation with the gateway's mean response size.
+    for op in head list get; do
+        BYTES=$(python3 - "$GW_RAW" "$op" <<'PY'
+import json, sys
+sizes = [r.get("mean_response_bytes", 0) for r in map(json.loads, open(sys.argv[1]))
+         if r.get("server") == "holt-gateway" and r.get("op") == sys.argv[2]]
+print(int(max(sizes)) if sizes else {"list": 150000, "get": 1024}.get(sys.argv[2], 0))
+PY
+)
+        "$BIN/bare_axum" --listen 127.0.0.1:0 --body-bytes "$BYTES" > "$RUN_DIR/axum.log" 2>&1 &
+        AX_PID=$!
+        if wait_for_line "$RUN_DIR/axum.log" "listening on http://" 10; then
+            ADDR=$(grep -o 'http://[0-9.:]*' "$RUN_DIR/axum.log" | head -1)
+            for c in 1 16 64; do
+                "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op "$op" --connections "$c" \
+                    --duration-s "$GW_SECONDS" --server-pid "$AX_PID" \
+                    | sed "s/^{/{\"server\":\"bare-axum\",\"body_bytes\":$BYTES,/" >> "$GW_RAW" || true
+            done
+        fi
+        stop_pid "$AX_PID"
+    done
+    cp "$GW_RAW" "$OUT/gateway-raw.jsonl"
+    cp "$GW_NOTES" "$OUT/gateway-notes.md"
+fi
+
+# --- report -----------------------------------------------------------------------------
+VENV="$ROOT/.cache/bench-venv"
+if [[ ! -x "$VENV/bin/python" ]]; then
+    python3 -m venv "$VENV" && "$VENV/bin/pip" install -q 'matplotlib==3.10.*' \
+        || log "matplotlib unavailable: no chart"
+fi
+PY="$VENV/bin/python"; [[ -x "$PY" ]] || PY=python3
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with uncommitted changes)" || true)
+"$PY" "$BENCHES/report.py" \
+    --results "$OUT" \
+    --out "$BENCHES/RESULTS.md" \
+    --chart "$OUT/headline.png" \
+    --commit "$COMMIT$DIRTY" \
+    --engine-command "$ENGINE_CMD" \
+    --script-command "scripts/bench.sh --keys $KEYS --reps $REPS$([[ $QUICK -eq 1 ]] && echo ' --quick')" \
+    --machine "$(nproc) cores; $(free -h | awk '/^Mem:/ {print $2 " RAM"}'); kernel $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')"
+log "wrote benches/RESULTS.md"
