@@ -17,8 +17,13 @@ pub enum ChecksumAlgo {
     Sha256,
 }
 
-pub const ALL_ALGOS: [ChecksumAlgo; 5] =
-    [ChecksumAlgo::Crc32, ChecksumAlgo::Crc32c, ChecksumAlgo::Crc64Nvme, ChecksumAlgo::Sha1, ChecksumAlgo::Sha256];
+pub const ALL_ALGOS: [ChecksumAlgo; 5] = [
+    ChecksumAlgo::Crc32,
+    ChecksumAlgo::Crc32c,
+    ChecksumAlgo::Crc64Nvme,
+    ChecksumAlgo::Sha1,
+    ChecksumAlgo::Sha256,
+];
 
 impl ChecksumAlgo {
     /// The lower-case header name, `x-amz-checksum-<algo>`.

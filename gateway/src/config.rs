@@ -83,7 +83,8 @@ impl Config {
     pub fn resolve(cli: Cli) -> Result<Config, String> {
         let file = match &cli.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                let text =
+                    std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
                 toml::from_str::<FileConfig>(&text).map_err(|e| format!("parsing {}: {e}", path.display()))?
             }
             None => FileConfig::default(),
@@ -112,7 +113,11 @@ impl Config {
         if memory_budget_mib == 0 {
             return Err("--memory-budget-mib must be at least 1".into());
         }
-        let domain = cli.domain.or(file.domain).map(|d| d.trim_matches('.').to_ascii_lowercase()).filter(|d| !d.is_empty());
+        let domain = cli
+            .domain
+            .or(file.domain)
+            .map(|d| d.trim_matches('.').to_ascii_lowercase())
+            .filter(|d| !d.is_empty());
         Ok(Config {
             data_dir: cli.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./holt-data")),
             listen,
@@ -146,8 +151,10 @@ mod tests {
 
     #[test]
     fn flags_beat_file() {
-        let file: FileConfig =
-            toml::from_str("listen = \"0.0.0.0:1\"\nregion = \"eu-west-1\"\nmax_inflight = 5\ndurability = \"async\"").unwrap();
+        let file: FileConfig = toml::from_str(
+            "listen = \"0.0.0.0:1\"\nregion = \"eu-west-1\"\nmax_inflight = 5\ndurability = \"async\"",
+        )
+        .unwrap();
         let cli = Cli { region: Some("us-west-2".into()), ..Default::default() };
         let c = Config::merge(cli, file).unwrap();
         assert_eq!(c.region, "us-west-2");

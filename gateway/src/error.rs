@@ -106,7 +106,10 @@ impl S3ErrorCode {
         use S3ErrorCode::*;
         match self {
             NotModified => StatusCode::NOT_MODIFIED,
-            AccessDenied | InvalidAccessKeyId | RequestTimeTooSkewed | SignatureDoesNotMatch
+            AccessDenied
+            | InvalidAccessKeyId
+            | RequestTimeTooSkewed
+            | SignatureDoesNotMatch
             | ExpiredToken => StatusCode::FORBIDDEN,
             NoSuchBucket | NoSuchKey | NoSuchUpload => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -117,11 +120,25 @@ impl S3ErrorCode {
             InternalError => StatusCode::INTERNAL_SERVER_ERROR,
             NotImplemented => StatusCode::NOT_IMPLEMENTED,
             SlowDown | ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            BadDigest | EntityTooLarge | EntityTooSmall | IncompleteBody | InvalidArgument
-            | InvalidBucketName | InvalidDigest | InvalidPart | InvalidPartOrder | InvalidRequest
-            | InvalidStorageClass | KeyTooLongError | MalformedXML | MetadataTooLarge
-            | MissingSecurityHeader | RequestHeaderSectionTooLarge | XAmzContentSHA256Mismatch
-            | AuthorizationHeaderMalformed | AuthorizationQueryParametersError => StatusCode::BAD_REQUEST,
+            BadDigest
+            | EntityTooLarge
+            | EntityTooSmall
+            | IncompleteBody
+            | InvalidArgument
+            | InvalidBucketName
+            | InvalidDigest
+            | InvalidPart
+            | InvalidPartOrder
+            | InvalidRequest
+            | InvalidStorageClass
+            | KeyTooLongError
+            | MalformedXML
+            | MetadataTooLarge
+            | MissingSecurityHeader
+            | RequestHeaderSectionTooLarge
+            | XAmzContentSHA256Mismatch
+            | AuthorizationHeaderMalformed
+            | AuthorizationQueryParametersError => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -131,11 +148,15 @@ impl S3ErrorCode {
             AccessDenied => "Access Denied",
             BadDigest => "The Content-MD5 or checksum you specified did not match what we received.",
             BucketAlreadyExists => "The requested bucket name is not available.",
-            BucketAlreadyOwnedByYou => "Your previous request to create the named bucket succeeded and you already own it.",
+            BucketAlreadyOwnedByYou => {
+                "Your previous request to create the named bucket succeeded and you already own it."
+            }
             BucketNotEmpty => "The bucket you tried to delete is not empty",
             EntityTooLarge => "Your proposed upload exceeds the maximum allowed object size.",
             EntityTooSmall => "Your proposed upload is smaller than the minimum allowed object size.",
-            IncompleteBody => "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+            IncompleteBody => {
+                "You did not provide the number of bytes specified by the Content-Length HTTP header."
+            }
             InternalError => "We encountered an internal error. Please try again.",
             InvalidAccessKeyId => "The AWS Access Key Id you provided does not exist in our records.",
             InvalidArgument => "Invalid Argument",
@@ -148,7 +169,9 @@ impl S3ErrorCode {
             InvalidRequest => "Invalid Request",
             InvalidStorageClass => "The storage class you specified is not valid",
             KeyTooLongError => "Your key is too long",
-            MalformedXML => "The XML you provided was not well-formed or did not validate against our published schema",
+            MalformedXML => {
+                "The XML you provided was not well-formed or did not validate against our published schema"
+            }
             MetadataTooLarge => "Your metadata headers exceed the maximum allowed metadata size",
             MethodNotAllowed => "The specified method is not allowed against this resource.",
             MissingContentLength => "You must provide the Content-Length HTTP header.",
@@ -160,10 +183,16 @@ impl S3ErrorCode {
             NotModified => "Not Modified",
             PreconditionFailed => "At least one of the pre-conditions you specified did not hold",
             RequestHeaderSectionTooLarge => "Your request header section exceeds the maximum allowed size.",
-            RequestTimeTooSkewed => "The difference between the request time and the server's time is too large.",
-            SignatureDoesNotMatch => "The request signature we calculated does not match the signature you provided.",
+            RequestTimeTooSkewed => {
+                "The difference between the request time and the server's time is too large."
+            }
+            SignatureDoesNotMatch => {
+                "The request signature we calculated does not match the signature you provided."
+            }
             SlowDown => "Please reduce your request rate.",
-            XAmzContentSHA256Mismatch => "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            XAmzContentSHA256Mismatch => {
+                "The provided 'x-amz-content-sha256' header does not match what was computed."
+            }
             ExpiredToken => "The provided token has expired.",
             AuthorizationHeaderMalformed => "The authorization header is malformed.",
             AuthorizationQueryParametersError => "The authorization query parameters are malformed.",
@@ -185,7 +214,12 @@ pub type S3Result<T> = Result<T, S3Error>;
 
 impl S3Error {
     pub fn new(code: S3ErrorCode) -> Self {
-        S3Error { code, message: code.default_message().to_owned(), resource: String::new(), request_id: String::new() }
+        S3Error {
+            code,
+            message: code.default_message().to_owned(),
+            resource: String::new(),
+            request_id: String::new(),
+        }
     }
 
     pub fn with_message(code: S3ErrorCode, message: impl Into<String>) -> Self {
@@ -245,7 +279,9 @@ impl From<holt_core::Error> for S3Error {
                 tracing::error!("engine refused a write: disk full");
                 S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is out of disk space.")
             }
-            E::Closed => S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is shutting down."),
+            E::Closed => {
+                S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is shutting down.")
+            }
             other => S3Error::internal("engine", other),
         }
     }
@@ -265,7 +301,8 @@ impl IntoResponse for S3Error {
         let mut resp = Response::new(Body::from(body));
         *resp.status_mut() = status;
         if status != StatusCode::NOT_MODIFIED {
-            resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+            resp.headers_mut()
+                .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
         }
         if let Ok(v) = HeaderValue::from_str(&self.request_id) {
             resp.headers_mut().insert("x-amz-request-id", v);

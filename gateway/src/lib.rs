@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod routing;
 pub mod server;
 pub mod storage;
+pub mod time;
 pub mod xml;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http::{HeaderValue, Method, StatusCode};
+use tracing::Instrument as _;
 
 use error::{S3Error, S3ErrorCode};
 use storage::Store;
@@ -104,12 +106,11 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
     let request_id = new_request_id();
     let started = Instant::now();
     let is_head = req.method() == Method::HEAD;
-    let span = tracing::info_span!("request", id = %request_id, method = %req.method(), path = %req.uri().path());
-    let _enter = span.enter();
-    drop(_enter);
+    let span =
+        tracing::info_span!("request", id = %request_id, method = %req.method(), path = %req.uri().path());
     let (op_name, mut resp) = match Arc::clone(&state.0.inflight).try_acquire_owned() {
         Ok(permit) => {
-            let result = serve(&state, req, &request_id).await;
+            let result = serve(&state, req, &request_id).instrument(span.clone()).await;
             drop(permit);
             result
         }
@@ -155,19 +156,21 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
     if let Err(e) = check_request_head(&parts) {
         return ("Invalid", error_response(e, request_id));
     }
-    let (route, query) = match routing::route(&parts.method, &parts.uri, &parts.headers, state.0.settings.domain.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return ("Invalid", error_response(e, request_id)),
-    };
+    let (route, query) =
+        match routing::route(&parts.method, &parts.uri, &parts.headers, state.0.settings.domain.as_deref()) {
+            Ok(r) => r,
+            Err(e) => return ("Invalid", error_response(e, request_id)),
+        };
     let op_name = route.op.name();
     let resource = parts.uri.path().to_owned();
-    let authenticated = match auth::authenticate(&parts, &state.0.credentials, &state.0.auth_config, SystemTime::now()) {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
-            return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
-        }
-    };
+    let authenticated =
+        match auth::authenticate(&parts, &state.0.credentials, &state.0.auth_config, SystemTime::now()) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
+                return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
+            }
+        };
     let ctx = handlers::ReqCtx {
         state: state.clone(),
         request_id: request_id.to_owned(),

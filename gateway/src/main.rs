@@ -11,7 +11,6 @@ use gateway::storage::bodies::INLINE_MAX_DEFAULT;
 use gateway::storage::Store;
 use gateway::{app, server, AppState, Settings};
 
-
 fn main() -> ExitCode {
     let config = match Config::resolve(Cli::parse()) {
         Ok(c) => c,
@@ -72,7 +71,8 @@ async fn run(config: Config) -> Result<(), String> {
     std::fs::create_dir_all(&meta_dir).map_err(|e| format!("creating {}: {e}", meta_dir.display()))?;
     let options = holt_core::Options {
         durability: config.durability,
-        memory_budget_bytes: usize::try_from(config.memory_budget_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        memory_budget_bytes: usize::try_from(config.memory_budget_mib.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX),
         ..holt_core::Options::default()
     };
     let db = tokio::task::spawn_blocking(move || holt_core::Db::open(&meta_dir, options))
@@ -91,15 +91,17 @@ async fn run(config: Config) -> Result<(), String> {
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);
-    let listener =
-        tokio::net::TcpListener::bind(config.listen).await.map_err(|e| format!("binding {}: {e}", config.listen))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("binding {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| format!("local address: {e}"))?;
     println!("holt-gateway listening on http://{addr}");
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "accepting connections");
     server::serve(listener, app(state.clone()), server::shutdown_signal()).await;
 
     // Every connection is closed: the state's last holder is this function.
-    let inner = std::sync::Arc::try_unwrap(state.0).map_err(|_| "requests still hold the engine at shutdown".to_owned())?;
+    let inner = std::sync::Arc::try_unwrap(state.0)
+        .map_err(|_| "requests still hold the engine at shutdown".to_owned())?;
     let db = inner.store.into_db().ok_or_else(|| "the engine is still shared at shutdown".to_owned())?;
     tokio::task::spawn_blocking(move || db.close())
         .await

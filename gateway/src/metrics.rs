@@ -62,11 +62,19 @@ impl Metrics {
             out.push_str("# TYPE holt_request_duration_seconds histogram\n");
             for (op, h) in &s.latency {
                 for (bound, n) in LATENCY_BUCKETS_S.iter().zip(h.buckets.iter()) {
-                    let _ = writeln!(out, "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"{bound}\"}} {n}");
+                    let _ = writeln!(
+                        out,
+                        "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"{bound}\"}} {n}"
+                    );
                 }
-                let _ = writeln!(out, "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"+Inf\"}} {}", h.count);
+                let _ = writeln!(
+                    out,
+                    "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"+Inf\"}} {}",
+                    h.count
+                );
                 let _ = writeln!(out, "holt_request_duration_seconds_sum{{operation=\"{op}\"}} {}", h.sum_s);
-                let _ = writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
+                let _ =
+                    writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
             }
         }
         let engine: [(&str, &str, u64); 12] = [

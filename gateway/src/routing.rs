@@ -94,10 +94,9 @@ impl Query {
 
 fn decode_query_component(s: &str) -> S3Result<String> {
     let plus_as_space = s.replace('+', " ");
-    percent_decode(plus_as_space.as_bytes())
-        .decode_utf8()
-        .map(|c| c.into_owned())
-        .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "query parameter is not valid UTF-8"))
+    percent_decode(plus_as_space.as_bytes()).decode_utf8().map(|c| c.into_owned()).map_err(|_| {
+        S3Error::with_message(S3ErrorCode::InvalidArgument, "query parameter is not valid UTF-8")
+    })
 }
 
 /// Subresources we recognise but do not implement: answered with 501 rather than being
@@ -163,7 +162,9 @@ pub fn bucket_and_key(
             .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "object key is not valid UTF-8"))
     };
     let path = path.strip_prefix('/').unwrap_or(path);
-    if let (Some(domain), Some(host)) = (domain, headers.get(http::header::HOST).and_then(|h| h.to_str().ok())) {
+    if let (Some(domain), Some(host)) =
+        (domain, headers.get(http::header::HOST).and_then(|h| h.to_str().ok()))
+    {
         let host = host_without_port(host).to_ascii_lowercase();
         if let Some(bucket) = host.strip_suffix(domain).and_then(|b| b.strip_suffix('.')) {
             if !bucket.is_empty() {
@@ -183,7 +184,13 @@ pub fn bucket_and_key(
 }
 
 /// Chooses the operation for a request whose bucket and key are already known.
-pub fn operation(method: &Method, has_bucket: bool, has_key: bool, q: &Query, headers: &HeaderMap) -> S3Result<Operation> {
+pub fn operation(
+    method: &Method,
+    has_bucket: bool,
+    has_key: bool,
+    q: &Query,
+    headers: &HeaderMap,
+) -> S3Result<Operation> {
     use Operation::*;
     let not_allowed = || Err(S3Error::new(S3ErrorCode::MethodNotAllowed));
     let unimplemented_sub = UNIMPLEMENTED_SUBRESOURCES.iter().any(|s| q.has(s));
@@ -237,7 +244,12 @@ pub fn operation(method: &Method, has_bucket: bool, has_key: bool, q: &Query, he
 }
 
 /// Routes a request.
-pub fn route(method: &Method, uri: &http::Uri, headers: &HeaderMap, domain: Option<&str>) -> S3Result<(Route, Query)> {
+pub fn route(
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    domain: Option<&str>,
+) -> S3Result<(Route, Query)> {
     let query = Query::parse(uri.query())?;
     let (bucket, key) = bucket_and_key(uri.path(), headers, domain)?;
     let op = operation(method, bucket.is_some(), key.is_some(), &query, headers)?;
@@ -288,7 +300,10 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-amz-copy-source", HeaderValue::from_static("/a/b"));
         assert_eq!(r_with(Method::PUT, "/b/k", h.clone(), None).op, Operation::CopyObject);
-        assert_eq!(r_with(Method::PUT, "/b/k?partNumber=2&uploadId=x", h, None).op, Operation::UploadPartCopy);
+        assert_eq!(
+            r_with(Method::PUT, "/b/k?partNumber=2&uploadId=x", h, None).op,
+            Operation::UploadPartCopy
+        );
     }
 
     #[test]
@@ -308,8 +323,14 @@ mod tests {
     #[test]
     fn bad_method_and_bad_utf8() {
         let uri: http::Uri = "/".parse().unwrap();
-        assert_eq!(route(&Method::DELETE, &uri, &HeaderMap::new(), None).unwrap_err().code, S3ErrorCode::MethodNotAllowed);
+        assert_eq!(
+            route(&Method::DELETE, &uri, &HeaderMap::new(), None).unwrap_err().code,
+            S3ErrorCode::MethodNotAllowed
+        );
         let uri: http::Uri = "/b/%FF".parse().unwrap();
-        assert_eq!(route(&Method::GET, &uri, &HeaderMap::new(), None).unwrap_err().code, S3ErrorCode::InvalidArgument);
+        assert_eq!(
+            route(&Method::GET, &uri, &HeaderMap::new(), None).unwrap_err().code,
+            S3ErrorCode::InvalidArgument
+        );
     }
 }

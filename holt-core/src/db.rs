@@ -5,17 +5,23 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::api::*;
+use crate::checkpoint::Durable;
 use crate::error::{Error, Result};
+use crate::io::{StdFs, Vfs};
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
 
 /// A database handle. Cheap to share: wrap it in an `Arc` (all methods take `&self`).
 /// `Db` is `Send + Sync`; readers never wait for writers.
 pub struct Db {
-    tree: Tree,
+    tree: Arc<Tree>,
     /// The last sequence number handed out (memory mode: the log is a counter).
     last_lsn: AtomicU64,
+    /// The log, frames file and checkpointer of a directory-backed database.
+    durable: Option<Arc<Durable>>,
+    default_durability: Durability,
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -29,17 +35,73 @@ impl Db {
     /// Opens (or creates) the database in `dir`, taking an exclusive lock on the directory and
     /// recovering from the manifest, the frames and the write-ahead log.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let _ = (dir.as_ref(), options);
-        Err(Error::InvalidArgument("on-disk databases are not wired yet".into()))
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { op: "create directory", source, may_have_applied: false })?;
+        Self::open_on(Arc::new(StdFs::new(dir)), options, dir)
+    }
+
+    /// Opens a database stored in any [`Vfs`] (the simulated one in crash tests).
+    #[doc(hidden)]
+    pub fn open_with_vfs(vfs: Arc<dyn Vfs>, options: Options) -> Result<Db> {
+        Self::open_on(vfs, options, Path::new("<vfs>"))
+    }
+
+    fn open_on(vfs: Arc<dyn Vfs>, options: Options, dir: &Path) -> Result<Db> {
+        let opened = crate::recovery::open(vfs, &options, dir)?;
+        opened.durable.start_background(Arc::clone(&opened.tree));
+        Ok(Db {
+            tree: opened.tree,
+            last_lsn: AtomicU64::new(0),
+            durable: Some(opened.durable),
+            default_durability: options.durability,
+        })
     }
 
     /// A database that lives in memory only (no files, no log).
     pub fn open_in_memory(options: Options) -> Result<Db> {
-        Ok(Db { tree: Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes), last_lsn: AtomicU64::new(0) })
+        Ok(Db {
+            tree: Arc::new(Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes)),
+            last_lsn: AtomicU64::new(0),
+            durable: None,
+            default_durability: Durability::Memory,
+        })
     }
 
-    fn apply(&self, ops: &[BatchOp]) -> Result<crate::tree::ApplyOutcome> {
-        self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1))
+    /// Applies a batch: conditions checked and the record logged with the batch's frames
+    /// latched (so for every key, log order is apply order), then, for `Sync`, waits for the
+    /// group fdatasync that covers the record. With a log, `Memory` durability is logged like
+    /// `Async` (an unlogged write would break replay's ordering of versions).
+    fn apply(&self, ops: &[BatchOp], options: WriteOptions) -> Result<crate::tree::ApplyOutcome> {
+        let Some(durable) = &self.durable else {
+            return self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1));
+        };
+        let durability = options.durability.unwrap_or(self.default_durability);
+        let mut ticket = None;
+        let result = {
+            let _gate = durable.gate.read();
+            self.tree.apply(ops, &mut || {
+                let t = durable.wal.append(ops, durability)?;
+                ticket = Some(t);
+                Ok(t.lsn)
+            })
+        };
+        match (result, ticket) {
+            (Ok(outcome), Some(ticket)) => {
+                if durability == Durability::Sync {
+                    durable.wal.wait(ticket)?;
+                }
+                Ok(outcome)
+            }
+            (Ok(outcome), None) => Ok(outcome),
+            (Err(e), None) => Err(e),
+            (Err(e), Some(_)) => {
+                // Logged but not applied: memory and log disagree. Refuse further writes;
+                // reopening replays the log, where the write is present.
+                let source = std::io::Error::other(e.to_string());
+                durable.wal.poison("apply after log", &source);
+                Err(Error::Io { op: "apply after log", source, may_have_applied: true })
+            }
+        }
     }
 
     /// The value and version stored under `key`.
@@ -56,9 +118,8 @@ impl Db {
     /// Stores `value` under `key` if `condition` holds (checked atomically with the write);
     /// otherwise returns `Error::ConditionFailed` and changes nothing.
     pub fn put_with(&self, key: &[u8], value: &[u8], condition: Condition, options: WriteOptions) -> Result<Version> {
-        let _ = options;
         let op = BatchOp::Put { key: key.to_vec(), value: value.to_vec(), condition };
-        Ok(Version(self.apply(std::slice::from_ref(&op))?.version))
+        Ok(Version(self.apply(std::slice::from_ref(&op), options)?.version))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -68,17 +129,15 @@ impl Db {
 
     /// Deletes `key` if `condition` holds; returns whether it existed.
     pub fn delete_with(&self, key: &[u8], condition: Condition, options: WriteOptions) -> Result<bool> {
-        let _ = options;
         let op = BatchOp::Delete { key: key.to_vec(), condition };
-        let outcome = self.apply(std::slice::from_ref(&op))?;
+        let outcome = self.apply(std::slice::from_ref(&op), options)?;
         Ok(outcome.existed.first().copied().unwrap_or(false))
     }
 
     /// Applies every operation of `batch` atomically (one log record): if any condition fails,
     /// nothing is applied and `Error::ConditionFailed` is returned. Returns the batch's version.
     pub fn write_batch(&self, batch: &Batch, options: WriteOptions) -> Result<Version> {
-        let _ = options;
-        Ok(Version(self.apply(&batch.ops)?.version))
+        Ok(Version(self.apply(&batch.ops, options)?.version))
     }
 
     /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most
@@ -104,13 +163,32 @@ impl Db {
 
     /// Writes every dirty frame to fresh slots, switches the manifest and truncates the log.
     pub fn checkpoint(&self) -> Result<()> {
-        Err(Error::InvalidArgument("checkpoints need an on-disk database, which is not wired yet".into()))
+        match &self.durable {
+            Some(durable) => durable.checkpoint(&self.tree),
+            None => Ok(()),
+        }
     }
 
     /// Operator counters.
     pub fn stats(&self) -> Stats {
         let pool = self.tree.pool_stats();
         let last = self.last_lsn.load(Ordering::Acquire);
+        if let Some(d) = &self.durable {
+            return Stats {
+                keys: self.tree.key_count(),
+                frames: self.tree.frame_count() as u64,
+                frames_cached: pool.frames_cached,
+                cache_bytes: pool.cache_bytes,
+                frame_reads: pool.frame_reads,
+                frame_evictions: pool.frame_evictions,
+                wal_bytes_written: d.wal.bytes_written(),
+                wal_syncs: d.wal.syncs(),
+                checkpoints: d.checkpoints(),
+                checkpoint_stall_max_us: d.stall_max_us(),
+                last_lsn: d.wal.head(),
+                durable_lsn: d.wal.durable(),
+            };
+        }
         Stats {
             keys: self.tree.key_count(),
             frames: self.tree.frame_count() as u64,
@@ -126,6 +204,22 @@ impl Db {
 
     /// Flushes the log, checkpoints, and releases the directory lock.
     pub fn close(self) -> Result<()> {
-        Ok(())
+        let Some(durable) = &self.durable else { return Ok(()) };
+        durable.stop_background();
+        durable.wal.flush()?;
+        durable.checkpoint(&self.tree)?;
+        durable.wal.shutdown()
+        // Dropping `self` releases the directory lock.
+    }
+}
+
+impl Drop for Db {
+    /// Without `close`: the log is flushed and synced (nothing reserved is dropped), but no
+    /// checkpoint is taken; the next open replays the log.
+    fn drop(&mut self) {
+        if let Some(durable) = &self.durable {
+            durable.stop_background();
+            let _ = durable.wal.shutdown();
+        }
     }
 }

@@ -29,11 +29,15 @@
 
 mod api;
 mod buffer;
+mod checkpoint;
 mod db;
 mod error;
 mod format;
 pub mod io;
+mod recovery;
 mod sync;
+#[doc(hidden)]
+pub mod testing;
 mod tree;
 mod wal;
 

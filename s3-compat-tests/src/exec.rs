@@ -237,6 +237,15 @@ impl Outcome {
         }
     }
 
+    /// Assert two key lists are equal, in order; on failure show the counts, the first
+    /// difference and a sample of missing and unexpected keys instead of thousands of keys.
+    #[track_caller]
+    pub fn check_keys(&self, actual: &[String], expected: &[String], what: &str) {
+        if let Some(diff) = describe_key_difference(actual, expected) {
+            self.fail(&format!("{what}: {diff}"));
+        }
+    }
+
     /// Fail the test with the client, the step, the command and everything it printed.
     #[track_caller]
     pub fn fail(&self, why: &str) -> ! {
@@ -273,4 +282,26 @@ pub fn floor_boundary(text: &str, index: usize) -> usize {
         index -= 1;
     }
     index
+}
+
+/// `None` if equal; otherwise a short description of how two ordered key lists differ.
+pub fn describe_key_difference(actual: &[String], expected: &[String]) -> Option<String> {
+    if actual == expected {
+        return None;
+    }
+    use std::collections::BTreeSet;
+    let want: BTreeSet<&String> = expected.iter().collect();
+    let got: BTreeSet<&String> = actual.iter().collect();
+    let missing: Vec<&&String> = want.difference(&got).take(8).collect();
+    let extra: Vec<&&String> = got.difference(&want).take(8).collect();
+    let first = actual.iter().zip(expected).position(|(a, e)| a != e).unwrap_or(actual.len().min(expected.len()));
+    Some(format!(
+        "{} keys, expected {}; first difference at index {first}: got {:?}, expected {:?}; \
+         missing (first 8): {missing:?}; unexpected (first 8): {extra:?}; duplicates: {}",
+        actual.len(),
+        expected.len(),
+        actual.get(first),
+        expected.get(first),
+        actual.len() - got.len()
+    ))
 }

@@ -23,6 +23,8 @@ struct Args {
     out: PathBuf,
     data_dir: PathBuf,
     seed: u64,
+    /// Raw results of an earlier run to merge into the tables (engines not run this time).
+    include: Vec<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::from("target/bench-out"),
         data_dir: std::env::temp_dir().join("holt-engine-bench"),
         seed: 0x5EED_2026,
+        include: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,8 +51,9 @@ fn parse_args() -> Result<Args, String> {
             "--engines" => a.engines = value()?.split(',').map(str::to_string).collect(),
             "--out" => a.out = PathBuf::from(value()?),
             "--data-dir" => a.data_dir = PathBuf::from(value()?),
+            "--include" => a.include.push(PathBuf::from(value()?)),
             "--help" | "-h" => {
-                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S]");
+                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S] [--include RAW.jsonl]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -117,8 +121,26 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             let _ = std::fs::remove_dir_all(args.data_dir.join(engine));
         }
     }
+    // Earlier results for engines not run now (marked in their rows' `included_from`).
+    let mut engines_in_tables = args.engines.clone();
+    for path in &args.include {
+        let text = std::fs::read_to_string(path)?;
+        for line in text.lines() {
+            let Ok(mut v) = serde_json::from_str::<Value>(line) else { continue };
+            let Some(engine) = v["engine"].as_str().map(str::to_string) else { continue };
+            if args.engines.contains(&engine) {
+                continue;
+            }
+            v["included_from"] = Value::from(path.display().to_string());
+            writeln!(raw, "{v}")?;
+            if !engines_in_tables.contains(&engine) {
+                engines_in_tables.push(engine.clone());
+            }
+            results.entry(engine).or_default().push(v);
+        }
+    }
     let medians = medians(&results);
-    std::fs::write(args.out.join("tables.md"), tables(args, &results, &medians))?;
+    std::fs::write(args.out.join("tables.md"), tables(args, &engines_in_tables, &results, &medians))?;
     std::fs::write(args.out.join("headline.csv"), headline_csv(&medians))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
@@ -248,8 +270,11 @@ fn table(out: &mut String, metrics: &[Metric], medians: &Medians, engines: &[Str
                                 let _ = write!(out, " {shown} |");
                             }
                         },
-                        _ => {
+                        Some(_) => {
                             let _ = write!(out, " **{shown}** |");
+                        }
+                        None => {
+                            let _ = write!(out, " {shown} |");
                         }
                     }
                 }
@@ -260,7 +285,7 @@ fn table(out: &mut String, metrics: &[Metric], medians: &Medians, engines: &[Str
     }
 }
 
-fn tables(args: &Args, results: &BTreeMap<String, Vec<Value>>, medians: &Medians) -> String {
+fn tables(args: &Args, engines: &[String], results: &BTreeMap<String, Vec<Value>>, medians: &Medians) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -274,12 +299,12 @@ fn tables(args: &Args, results: &BTreeMap<String, Vec<Value>>, medians: &Medians
         if args.quick { ", quick mode (5× fewer operations per phase)" } else { "" }
     );
     out.push_str("### Reads, listings, writes with the log in the page cache, space, memory\n\n");
-    table(&mut out, MAIN, medians, &args.engines);
+    table(&mut out, MAIN, medians, engines);
     out.push_str("\n### fsync-durable overwrites (each write its own commit)\n\n");
-    table(&mut out, FSYNC, medians, &args.engines);
+    table(&mut out, FSYNC, medians, engines);
     out.push_str("\n### Deferred work behind the amortized overwrite figure\n\n");
     out.push_str("| engine | put only (µs) | finish (s) | amortized (µs) | disk / logical | fsync 64 ÷ 1 writer |\n|---|---|---|---|---|---|\n");
-    for engine in &args.engines {
+    for engine in engines {
         let Some(e) = medians.get(engine) else { continue };
         let get = |k: &str| e.get(k).map(|v| fmt(*v)).unwrap_or_else(|| "—".into());
         let density = match (e.get("disk_bytes"), e.get("logical_bytes")) {
@@ -300,7 +325,7 @@ fn tables(args: &Args, results: &BTreeMap<String, Vec<Value>>, medians: &Medians
     }
     out.push_str("\n### Listing pages (shape and agreement)\n\n");
     out.push_str("| engine | key-heavy: prefixes + keys | bucket root | wide root | digests (key-heavy / bucket / wide) |\n|---|---|---|---|---|\n");
-    for engine in &args.engines {
+    for engine in engines {
         let Some(first) = results.get(engine).and_then(|r| r.iter().find(|v| v["metrics"].get("list_key_heavy_keys").is_some())) else {
             continue;
         };
@@ -320,7 +345,7 @@ fn tables(args: &Args, results: &BTreeMap<String, Vec<Value>>, medians: &Medians
     }
     out.push_str("\n### Failures and skipped phases\n\n");
     let mut any = false;
-    for engine in &args.engines {
+    for engine in engines {
         for run in results.get(engine).into_iter().flatten() {
             for (kind, field) in [("failed", "errors"), ("skipped", "skipped")] {
                 if let Some(map) = run[field].as_object() {
@@ -332,6 +357,12 @@ fn tables(args: &Args, results: &BTreeMap<String, Vec<Value>>, medians: &Medians
                     }
                 }
             }
+        }
+    }
+    for engine in engines {
+        if let Some(from) = results.get(engine).and_then(|r| r.iter().find_map(|v| v["included_from"].as_str())) {
+            any = true;
+            let _ = writeln!(out, "- {engine}: figures merged from an earlier run ({from}), not from this one");
         }
     }
     if !any {

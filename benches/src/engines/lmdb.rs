@@ -5,13 +5,13 @@ use std::ops::Bound;
 use std::path::Path;
 
 use heed::types::Bytes;
-use heed::{Database, Env, EnvFlags, EnvOpenOptions};
+use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions};
 
 use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
 
 pub struct Lmdb {
     env: Env,
-    db: Database<Bytes, Bytes>,
+    db: Database<'static, Bytes, Bytes>,
 }
 
 impl Lmdb {
@@ -29,9 +29,13 @@ impl Lmdb {
         // SAFETY: the directory is private to this process for the benchmark's lifetime, so
         // nothing else maps or truncates the file.
         let env = unsafe { options.open(dir)? };
-        let mut wtxn = env.write_txn()?;
-        let db: Database<Bytes, Bytes> = env.create_database(&mut wtxn, None)?;
-        wtxn.commit()?;
+        let wtxn = env.write_txn()?;
+        let db = match env.create_databases_and_commit(wtxn, |opener, wtxn| {
+            opener.create_database::<Bytes, Bytes>(wtxn, None).map(CommitOrAbort::<_, ()>::Commit)
+        })? {
+            CommitOrAbort::Commit(db) => db,
+            CommitOrAbort::Abort(()) => return Err("LMDB database creation aborted".into()),
+        };
         Ok(Lmdb { env, db })
     }
 }

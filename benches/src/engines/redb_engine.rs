@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
 use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
 

@@ -51,11 +51,17 @@ enum State {
     /// Reading a chunk header line into `line`.
     ChunkHeader,
     /// Passing through the data of the current chunk.
-    Data { remaining: u64 },
+    Data {
+        remaining: u64,
+    },
     /// Expecting the CRLF that ends a chunk's data; `seen` of its two bytes consumed so far.
-    DataEnd { seen: u8 },
+    DataEnd {
+        seen: u8,
+    },
     /// After the final chunk of a form without trailers: expecting its (empty) data's CRLF.
-    FinalEnd { seen: u8 },
+    FinalEnd {
+        seen: u8,
+    },
     /// Reading trailer lines into `line` until a blank line.
     Trailer,
     Done,
@@ -168,12 +174,15 @@ impl ChunkedDecoder {
                     self.decoded_bytes += take as u64;
                     input = rest;
                     let remaining = remaining - take as u64;
-                    self.state = if remaining == 0 { State::DataEnd { seen: 0 } } else { State::Data { remaining } };
+                    self.state =
+                        if remaining == 0 { State::DataEnd { seen: 0 } } else { State::Data { remaining } };
                 }
                 State::DataEnd { seen } | State::FinalEnd { seen } => {
                     let expected = if seen == 0 { b'\r' } else { b'\n' };
                     if input[0] != expected {
-                        return Err(AuthError::InvalidRequest("aws-chunked chunk data is not followed by CRLF"));
+                        return Err(AuthError::InvalidRequest(
+                            "aws-chunked chunk data is not followed by CRLF",
+                        ));
                     }
                     input = &input[1..];
                     let is_final = matches!(self.state, State::FinalEnd { .. });
@@ -344,7 +353,8 @@ impl ChunkedDecoder {
         let Some(signing) = &self.spec.signing else {
             return Ok(());
         };
-        let (Some(claimed), Some(previous)) = (self.trailer_signature.as_ref(), self.previous.as_ref()) else {
+        let (Some(claimed), Some(previous)) = (self.trailer_signature.as_ref(), self.previous.as_ref())
+        else {
             return Err(AuthError::SignatureDoesNotMatch);
         };
         let mut canonical = String::new();

@@ -104,7 +104,8 @@ impl Credentials {
 
     /// Parses a TOML credentials document (`[[users]]` tables).
     pub fn from_toml_str(text: &str) -> Result<Self, CredentialsError> {
-        let file: CredentialsFile = toml::from_str(text).map_err(|e| CredentialsError::Toml(e.to_string()))?;
+        let file: CredentialsFile =
+            toml::from_str(text).map_err(|e| CredentialsError::Toml(e.to_string()))?;
         Self::try_new(file.users.into_iter().map(|u| (u.access_key, u.secret_key)).collect())
     }
 

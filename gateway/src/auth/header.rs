@@ -98,8 +98,8 @@ pub(crate) fn authenticate_header(
     let scope = CredentialScope::parse(parsed.credential)
         .ok_or_else(|| malformed("the Credential must be AK/date/region/s3/aws4_request"))?;
     let signed_headers = parse_signed_headers(parsed.signed_headers).map_err(malformed)?;
-    let signature =
-        Signature::from_hex(parsed.signature).ok_or_else(|| malformed("the Signature must be 64 hex digits"))?;
+    let signature = Signature::from_hex(parsed.signature)
+        .ok_or_else(|| malformed("the Signature must be 64 hex digits"))?;
 
     let timestamp = request_timestamp(parts)?;
     scope.check(cfg, &timestamp).map_err(AuthError::AuthorizationHeaderMalformed)?;

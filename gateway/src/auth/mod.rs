@@ -81,9 +81,9 @@ pub fn has_authentication(parts: &Parts) -> bool {
         return true;
     }
     let query = parts.uri.query().unwrap_or("");
-    canonical::parse_query(query)
-        .iter()
-        .any(|(name, _)| presigned::is_presigned_param(name) || name == b"Signature" || name == b"AWSAccessKeyId")
+    canonical::parse_query(query).iter().any(|(name, _)| {
+        presigned::is_presigned_param(name) || name == b"Signature" || name == b"AWSAccessKeyId"
+    })
 }
 
 /// Verifies the request head. `now` is injected so tests control the clock.

@@ -128,9 +128,8 @@ const ALLOWED_TRAILERS: [&str; 5] = [
 pub(crate) fn declared_trailers(headers: &HeaderMap) -> Result<Vec<String>, AuthError> {
     let mut names = Vec::new();
     for value in headers.get_all("x-amz-trailer") {
-        let text = value
-            .to_str()
-            .map_err(|_| AuthError::InvalidRequest("x-amz-trailer is not valid ASCII"))?;
+        let text =
+            value.to_str().map_err(|_| AuthError::InvalidRequest("x-amz-trailer is not valid ASCII"))?;
         for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let name = name.to_ascii_lowercase();
             if !ALLOWED_TRAILERS.contains(&name.as_str()) {
@@ -223,14 +222,20 @@ mod tests {
     #[test]
     fn trailer_declarations() {
         let mut headers = HeaderMap::new();
-        headers.insert("x-amz-trailer", http::HeaderValue::from_static("x-amz-checksum-crc32, X-Amz-Checksum-Sha256"));
+        headers.insert(
+            "x-amz-trailer",
+            http::HeaderValue::from_static("x-amz-checksum-crc32, X-Amz-Checksum-Sha256"),
+        );
         assert_eq!(
             declared_trailers(&headers),
             Ok(vec!["x-amz-checksum-crc32".to_owned(), "x-amz-checksum-sha256".to_owned()])
         );
         headers.insert("x-amz-trailer", http::HeaderValue::from_static("x-amz-meta-evil"));
         assert!(declared_trailers(&headers).is_err());
-        headers.insert("x-amz-trailer", http::HeaderValue::from_static("x-amz-checksum-crc32,x-amz-checksum-crc32"));
+        headers.insert(
+            "x-amz-trailer",
+            http::HeaderValue::from_static("x-amz-checksum-crc32,x-amz-checksum-crc32"),
+        );
         assert!(declared_trailers(&headers).is_err());
     }
 

@@ -60,8 +60,9 @@ pub(crate) fn authenticate_presigned(
     let scope = CredentialScope::parse(credential).ok_or_else(|| {
         query_error("Error parsing the X-Amz-Credential parameter; it must be AK/date/region/s3/aws4_request")
     })?;
-    let timestamp = AmzDate::parse(date)
-        .ok_or_else(|| query_error("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""))?;
+    let timestamp = AmzDate::parse(date).ok_or_else(|| {
+        query_error("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
+    })?;
     let expires_secs = parse_expires(expires)?;
     let signed_headers = parse_signed_headers(signed_headers).map_err(query_error)?;
     let signature =

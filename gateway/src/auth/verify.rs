@@ -52,7 +52,10 @@ impl<'a> CredentialScope<'a> {
             return Err(format!("incorrect service '{}'. This endpoint belongs to 's3'.", self.service));
         }
         if self.terminal != "aws4_request" {
-            return Err(format!("incorrect terminal '{}'. This endpoint uses 'aws4_request'.", self.terminal));
+            return Err(format!(
+                "incorrect terminal '{}'. This endpoint uses 'aws4_request'.",
+                self.terminal
+            ));
         }
         if self.date != timestamp.date_part() {
             return Err("Invalid credential date. Date is not the same as X-Amz-Date.".to_owned());
@@ -64,7 +67,8 @@ impl<'a> CredentialScope<'a> {
 /// `host` must be signed, and so must every `x-amz-*` header the request carries: an unsigned
 /// `x-amz-copy-source`, `x-amz-meta-*` or `x-amz-content-sha256` could be changed in flight.
 pub(crate) fn check_signed_header_policy(parts: &Parts, signed: &[String]) -> Result<(), AuthError> {
-    let not_signed = AuthError::AccessDenied("There were headers present in the request which were not signed");
+    let not_signed =
+        AuthError::AccessDenied("There were headers present in the request which were not signed");
     if !signed.iter().any(|n| n == "host") {
         return Err(not_signed);
     }

@@ -49,11 +49,9 @@ impl DecodedBody {
     /// `require_length`: PutObject and UploadPart need a length (411 otherwise).
     pub fn new(ctx: &ReqCtx, body: Body, max: u64, require_length: bool) -> S3Result<Self> {
         let content_length = match ctx.header("content-length") {
-            Some(v) => Some(
-                v.trim()
-                    .parse::<u64>()
-                    .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "Content-Length is not a number"))?,
-            ),
+            Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                S3Error::with_message(S3ErrorCode::InvalidArgument, "Content-Length is not a number")
+            })?),
             None => None,
         };
         let chunked_te = ctx.headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -65,13 +63,17 @@ impl DecodedBody {
                 }
                 (Mode::Chunked(Box::new(ChunkedDecoder::new(spec.clone(), max))), Some(decoded))
             }
-            Payload::Sha256(hex) => (Mode::Plain { sha256: Some((Sha256::new(), hex.clone())) }, content_length),
+            Payload::Sha256(hex) => {
+                (Mode::Plain { sha256: Some((Sha256::new(), hex.clone())) }, content_length)
+            }
             Payload::Unsigned => (Mode::Plain { sha256: None }, content_length),
         };
         if let Mode::Plain { .. } = mode {
             match content_length {
                 Some(n) if n > max => return Err(too_large()),
-                None if require_length && !chunked_te => return Err(S3Error::new(S3ErrorCode::MissingContentLength)),
+                None if require_length && !chunked_te => {
+                    return Err(S3Error::new(S3ErrorCode::MissingContentLength))
+                }
                 _ => {}
             }
         }
@@ -107,7 +109,10 @@ impl DecodedBody {
                 return Err(too_large());
             }
             if self.expected.is_some_and(|n| self.received > n) {
-                return Err(S3Error::with_message(S3ErrorCode::IncompleteBody, "The body is longer than announced."));
+                return Err(S3Error::with_message(
+                    S3ErrorCode::IncompleteBody,
+                    "The body is longer than announced.",
+                ));
             }
             if data.is_empty() {
                 continue;
@@ -188,7 +193,8 @@ fn check_content_md5(expected: Option<[u8; 16]>, actual: [u8; 16]) -> S3Result<(
 /// `x-amz-checksum-algorithm` / `x-amz-sdk-checksum-algorithm`, by a declared trailer, or
 /// required by the upload (`extra`).
 pub fn requested_algos(ctx: &ReqCtx, extra: Option<ChecksumAlgo>) -> Vec<ChecksumAlgo> {
-    let mut algos: Vec<ChecksumAlgo> = ALL_ALGOS.into_iter().filter(|a| ctx.headers.contains_key(a.header())).collect();
+    let mut algos: Vec<ChecksumAlgo> =
+        ALL_ALGOS.into_iter().filter(|a| ctx.headers.contains_key(a.header())).collect();
     for h in ["x-amz-checksum-algorithm", "x-amz-sdk-checksum-algorithm"] {
         if let Some(a) = ctx.header(h).and_then(ChecksumAlgo::from_name) {
             algos.push(a);

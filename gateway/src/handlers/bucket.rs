@@ -41,7 +41,8 @@ pub fn valid_bucket_name(name: &str) -> bool {
     }
     const RESERVED_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
     const RESERVED_SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
-    !RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) && !RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s))
+    !RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+        && !RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s))
 }
 
 pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
@@ -119,11 +120,11 @@ pub async fn handle_get_bucket_versioning(ctx: &ReqCtx) -> S3Result<Response> {
 pub async fn handle_list_buckets(ctx: &ReqCtx) -> S3Result<Response> {
     let limit = match ctx.query.get("max-buckets") {
         None => MAX_BUCKETS_LIMIT,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_BUCKETS_LIMIT).contains(n))
-            .ok_or_else(|| S3Error::with_message(S3ErrorCode::InvalidArgument, "max-buckets must be 1 to 10000"))?,
+        Some(v) => {
+            v.parse::<usize>().ok().filter(|n| (1..=MAX_BUCKETS_LIMIT).contains(n)).ok_or_else(|| {
+                S3Error::with_message(S3ErrorCode::InvalidArgument, "max-buckets must be 1 to 10000")
+            })?
+        }
     };
     let name_prefix = ctx.query.get("prefix").unwrap_or("");
     let index_prefix = schema::owned_buckets_prefix(&ctx.user);
@@ -187,7 +188,21 @@ mod tests {
         for ok in ["abc", "my-bucket.1", "a".repeat(63).as_str(), "1-2-3"] {
             assert!(valid_bucket_name(ok), "{ok}");
         }
-        for bad in ["ab", "Abc", "a_b", "-ab", "ab-", "a..b", "a.-b", "a-.b", "192.168.1.1", "xn--abc", "ab-s3alias", &"a".repeat(64), "a b"] {
+        for bad in [
+            "ab",
+            "Abc",
+            "a_b",
+            "-ab",
+            "ab-",
+            "a..b",
+            "a.-b",
+            "a-.b",
+            "192.168.1.1",
+            "xn--abc",
+            "ab-s3alias",
+            &"a".repeat(64),
+            "a b",
+        ] {
             assert!(!valid_bucket_name(bad), "{bad}");
         }
     }

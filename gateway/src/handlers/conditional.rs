@@ -26,7 +26,12 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// Evaluates the four conditional headers (with names `prefix` + `if-match`, …) against an
 /// object. `not_modified_code` is NotModified for GET/HEAD and PreconditionFailed for copies.
-fn evaluate(headers: &HeaderMap, prefix: &str, meta: &ObjectMeta, not_modified_code: S3ErrorCode) -> S3Result<()> {
+fn evaluate(
+    headers: &HeaderMap,
+    prefix: &str,
+    meta: &ObjectMeta,
+    not_modified_code: S3ErrorCode,
+) -> S3Result<()> {
     let etag = meta.etag();
     // HTTP dates have second precision.
     let modified_s = meta.last_modified_ms / 1000;
@@ -36,7 +41,8 @@ fn evaluate(headers: &HeaderMap, prefix: &str, meta: &ObjectMeta, not_modified_c
         if !etag_matches(list, &etag) {
             return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
         }
-    } else if let Some(since) = header(headers, &name("if-unmodified-since")).and_then(time::parse_http_date) {
+    } else if let Some(since) = header(headers, &name("if-unmodified-since")).and_then(time::parse_http_date)
+    {
         if modified_s > since / 1000 {
             return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
         }
@@ -101,13 +107,22 @@ mod tests {
         let before = time::http_date(1_000_000_500 - 10_000);
         let after = time::http_date(1_000_000_500 + 10_000);
         assert_eq!(code(check_get(&h(&[("if-match", &etag)]), &m)), None);
-        assert_eq!(code(check_get(&h(&[("if-match", "\"other\"")]), &m)), Some(S3ErrorCode::PreconditionFailed));
+        assert_eq!(
+            code(check_get(&h(&[("if-match", "\"other\"")]), &m)),
+            Some(S3ErrorCode::PreconditionFailed)
+        );
         // If-Match true wins over a failing If-Unmodified-Since.
         assert_eq!(code(check_get(&h(&[("if-match", "*"), ("if-unmodified-since", &before)]), &m)), None);
-        assert_eq!(code(check_get(&h(&[("if-unmodified-since", &before)]), &m)), Some(S3ErrorCode::PreconditionFailed));
+        assert_eq!(
+            code(check_get(&h(&[("if-unmodified-since", &before)]), &m)),
+            Some(S3ErrorCode::PreconditionFailed)
+        );
         assert_eq!(code(check_get(&h(&[("if-none-match", &etag)]), &m)), Some(S3ErrorCode::NotModified));
         // If-None-Match false with If-Modified-Since "not modified": If-None-Match decides.
-        assert_eq!(code(check_get(&h(&[("if-none-match", "\"x\""), ("if-modified-since", &after)]), &m)), None);
+        assert_eq!(
+            code(check_get(&h(&[("if-none-match", "\"x\""), ("if-modified-since", &after)]), &m)),
+            None
+        );
         assert_eq!(code(check_get(&h(&[("if-modified-since", &after)]), &m)), Some(S3ErrorCode::NotModified));
         assert_eq!(code(check_get(&h(&[("if-modified-since", &before)]), &m)), None);
         assert_eq!(

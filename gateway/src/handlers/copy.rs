@@ -27,7 +27,10 @@ pub fn parse_copy_source(value: &str) -> S3Result<(String, String)> {
             match pair.split_once('=') {
                 Some(("versionId", "null")) => {}
                 Some(("versionId", _)) => {
-                    return Err(S3Error::with_message(S3ErrorCode::NoSuchKey, "The specified version does not exist."))
+                    return Err(S3Error::with_message(
+                        S3ErrorCode::NoSuchKey,
+                        "The specified version does not exist.",
+                    ))
                 }
                 _ => return Err(bad()),
             }
@@ -86,7 +89,9 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
         None => false,
         Some(d) if d.eq_ignore_ascii_case("COPY") => false,
         Some(d) if d.eq_ignore_ascii_case("REPLACE") => true,
-        Some(_) => return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Unknown metadata directive.")),
+        Some(_) => {
+            return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Unknown metadata directive."))
+        }
     };
     let same = src_bucket == bucket && src_key == key;
     if same && !replace && !ctx.headers.contains_key("x-amz-storage-class") {
@@ -113,13 +118,19 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
         part_sizes: Vec::new(),
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
-    Ok(xml_response(response::copy_result("CopyObjectResult", &meta.etag(), &time::iso8601(meta.last_modified_ms))))
+    Ok(xml_response(response::copy_result(
+        "CopyObjectResult",
+        &meta.etag(),
+        &time::iso8601(meta.last_modified_ms),
+    )))
 }
 
 /// `x-amz-copy-source-range: bytes=first-last` (both required, inclusive, within the source).
 fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
     let Some(v) = value else { return Ok(ByteRange { start: 0, len: size }) };
-    let bad = || S3Error::with_message(S3ErrorCode::InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let bad = || {
+        S3Error::with_message(S3ErrorCode::InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+    };
     let spec = v.trim().strip_prefix("bytes=").ok_or_else(bad)?;
     let (a, b) = spec.split_once('-').ok_or_else(bad)?;
     let (first, last) = (a.parse::<u64>().map_err(|_| bad())?, b.parse::<u64>().map_err(|_| bad())?);
@@ -127,7 +138,10 @@ fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
         return Err(bad());
     }
     if last >= size {
-        return Err(S3Error::with_message(S3ErrorCode::InvalidRange, "Range specified is not valid for source object"));
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRange,
+            "Range specified is not valid for source object",
+        ));
     }
     Ok(ByteRange { start: first, len: last - first + 1 })
 }
@@ -148,7 +162,11 @@ pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     let (body, md5, checksums) = copy_body(ctx, &src.body, range, &algos).await?;
     let part = PartMeta { size: range.len, md5, last_modified_ms: time::now_ms(), checksums, body };
     store_part(ctx, bucket, key, id, number, &part).await?;
-    Ok(xml_response(response::copy_result("CopyPartResult", &part.etag(), &time::iso8601(part.last_modified_ms))))
+    Ok(xml_response(response::copy_result(
+        "CopyPartResult",
+        &part.etag(),
+        &time::iso8601(part.last_modified_ms),
+    )))
 }
 
 #[cfg(test)]

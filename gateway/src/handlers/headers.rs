@@ -38,8 +38,9 @@ pub fn object_headers_from_request(ctx: &ReqCtx) -> S3Result<ObjectHeaders> {
                 Ok(v) => v.to_owned(),
                 // Non-ASCII header bytes: keep them if they are UTF-8 (clients that send raw
                 // UTF-8 read it back the same way).
-                Err(_) => String::from_utf8(value.as_bytes().to_vec())
-                    .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "metadata is not UTF-8"))?,
+                Err(_) => String::from_utf8(value.as_bytes().to_vec()).map_err(|_| {
+                    S3Error::with_message(S3ErrorCode::InvalidArgument, "metadata is not UTF-8")
+                })?,
             };
             meta_bytes += short.len() + value.len();
             user_meta.push((short.to_owned(), value));
@@ -72,8 +73,11 @@ pub fn object_headers_from_request(ctx: &ReqCtx) -> S3Result<ObjectHeaders> {
 /// `response-*` query overrides.
 pub fn write_object_headers(ctx: &ReqCtx, resp: &mut Response, meta: &ObjectMeta) {
     let h = &meta.headers;
-    let pick = |query: &str, stored: &Option<String>| ctx.query.get(query).map(str::to_owned).or_else(|| stored.clone());
-    let content_type = pick("response-content-type", &h.content_type).unwrap_or_else(|| "binary/octet-stream".into());
+    let pick = |query: &str, stored: &Option<String>| {
+        ctx.query.get(query).map(str::to_owned).or_else(|| stored.clone())
+    };
+    let content_type =
+        pick("response-content-type", &h.content_type).unwrap_or_else(|| "binary/octet-stream".into());
     set_header(resp, "content-type", &content_type);
     for (name, query, stored) in [
         ("content-encoding", "response-content-encoding", &h.content_encoding),
@@ -90,9 +94,10 @@ pub fn write_object_headers(ctx: &ReqCtx, resp: &mut Response, meta: &ObjectMeta
     set_header(resp, "last-modified", &time::http_date(meta.last_modified_ms));
     set_header(resp, "accept-ranges", "bytes");
     for (k, v) in &h.user_meta {
-        if let (Ok(name), Ok(value)) =
-            (http::HeaderName::from_bytes(format!("x-amz-meta-{k}").as_bytes()), http::HeaderValue::from_str(v))
-        {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(format!("x-amz-meta-{k}").as_bytes()),
+            http::HeaderValue::from_str(v),
+        ) {
             resp.headers_mut().append(name, value);
         }
     }

@@ -20,7 +20,8 @@ pub const MAX_KEYS_LIMIT: usize = 1000;
 
 /// `encoding-type=url`: everything but unreserved characters and `/` is percent-encoded
 /// (so `+` is `%2B` and a space `%20`).
-const URL_ENCODE_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
+const URL_ENCODE_SET: &AsciiSet =
+    &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
 
 pub fn url_encode(s: &str) -> String {
     utf8_percent_encode(s, URL_ENCODE_SET).to_string()
@@ -46,7 +47,10 @@ pub fn parse_encoding(ctx: &ReqCtx) -> S3Result<bool> {
     match ctx.query.get("encoding-type") {
         None | Some("") => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("url") => Ok(true),
-        Some(_) => Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Invalid Encoding Method specified in Request")),
+        Some(_) => Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "Invalid Encoding Method specified in Request",
+        )),
     }
 }
 
@@ -72,7 +76,14 @@ struct Page {
 
 /// One engine call: entries of `bucket` under `prefix`, rolled up at `delimiter`, strictly
 /// after `start_after`, at most `max` of them.
-async fn list_page(ctx: &ReqCtx, bucket: &str, prefix: &str, delimiter: &str, start_after: &str, max: usize) -> S3Result<Page> {
+async fn list_page(
+    ctx: &ReqCtx,
+    bucket: &str,
+    prefix: &str,
+    delimiter: &str,
+    start_after: &str,
+    max: usize,
+) -> S3Result<Page> {
     if max == 0 {
         return Ok(Page { entries: Vec::new(), truncated: false });
     }
@@ -90,7 +101,9 @@ async fn list_page(ctx: &ReqCtx, bucket: &str, prefix: &str, delimiter: &str, st
     let mut entries = Vec::with_capacity(page.items.len());
     for item in page.items {
         let strip = |k: &[u8]| -> S3Result<String> {
-            let rest = k.strip_prefix(ns.as_slice()).ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
+            let rest = k
+                .strip_prefix(ns.as_slice())
+                .ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
             String::from_utf8(rest.to_vec()).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
         };
         match item {

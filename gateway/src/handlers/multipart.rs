@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::response::Response;
 use futures_util::StreamExt;
 use holt_core::{Batch, Condition};
-use md5::{Digest as _, Md5};
 use http::StatusCode;
+use md5::{Digest as _, Md5};
 
 use super::body::{ingest, read_small, COMPLETE_BODY_BYTES_MAX};
 use super::headers::object_headers_from_request;
@@ -48,7 +48,10 @@ pub fn part_number(ctx: &ReqCtx) -> S3Result<u32> {
         .and_then(|n| n.parse::<u32>().ok())
         .filter(|n| (1..=PART_NUMBER_MAX).contains(n))
         .ok_or_else(|| {
-            S3Error::with_message(S3ErrorCode::InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
+            S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "Part number must be an integer between 1 and 10000, inclusive",
+            )
         })
 }
 
@@ -64,7 +67,8 @@ pub async fn load_parts(ctx: &ReqCtx, id: &str) -> S3Result<Vec<(u32, PartMeta)>
     let rows = ctx.store().scan(schema::parts_prefix(id), Vec::new(), PART_NUMBER_MAX as usize).await?;
     let mut parts = Vec::with_capacity(rows.len());
     for (k, e) in rows {
-        let n = schema::part_number_from_key(&k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
+        let n =
+            schema::part_number_from_key(&k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
         let m = PartMeta::decode(&e.value).ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
         parts.push((n, m));
     }
@@ -93,7 +97,14 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
 }
 
 /// Records a new part body, replacing (and reclaiming) an earlier upload of the same number.
-pub async fn store_part(ctx: &ReqCtx, bucket: &str, key: &str, id: &str, number: u32, part: &PartMeta) -> S3Result<()> {
+pub async fn store_part(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    number: u32,
+    part: &PartMeta,
+) -> S3Result<()> {
     let pkey = schema::part(id, number);
     let previous = ctx.store().get(pkey.clone()).await?;
     if let Err(e) = ctx.store().put(pkey.clone(), part.encode(), Condition::None).await {
@@ -145,7 +156,13 @@ fn strip_quotes(s: &str) -> &str {
 }
 
 /// Removes an upload's records (one batch) and then the bodies of its parts.
-async fn remove_upload(ctx: &ReqCtx, bucket: &str, key: &str, id: &str, parts: &[(u32, PartMeta)]) -> S3Result<()> {
+async fn remove_upload(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    parts: &[(u32, PartMeta)],
+) -> S3Result<()> {
     let mut batch = Batch::new();
     batch.delete(schema::upload(bucket, key, id));
     for (n, _) in parts {
@@ -187,7 +204,10 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
         if i + 1 < listed.len() && part.size < PART_BYTES_MIN {
             return Err(S3Error::with_message(
                 S3ErrorCode::EntityTooSmall,
-                format!("Part {} is {} bytes; every part but the last must be at least 5 MiB.", p.part_number, part.size),
+                format!(
+                    "Part {} is {} bytes; every part but the last must be at least 5 MiB.",
+                    p.part_number, part.size
+                ),
             ));
         }
         chosen.push(part);

@@ -36,9 +36,10 @@ pub fn put_condition(ctx: &ReqCtx) -> S3Result<PutCondition> {
             "If-Match and If-None-Match together are not supported on writes.",
         )),
         (Some(v), None) if v.trim() == "*" => Ok(PutCondition::Absent),
-        (Some(_), None) => {
-            Err(S3Error::with_message(S3ErrorCode::NotImplemented, "If-None-Match on writes supports only '*'."))
-        }
+        (Some(_), None) => Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "If-None-Match on writes supports only '*'.",
+        )),
         (None, Some(list)) => Ok(PutCondition::Match(list.to_owned())),
         (None, None) => Ok(PutCondition::None),
     }
@@ -84,10 +85,9 @@ async fn commit_inner(
         // body we will reclaim (and on the client's precondition).
         let current = ctx.store().get(okey.clone()).await?;
         let old = match &current {
-            Some(e) => Some(
-                ObjectMeta::decode(&e.value)
-                    .ok_or_else(|| S3Error::internal("object record", format!("undecodable record for {bucket}/{key}")))?,
-            ),
+            Some(e) => Some(ObjectMeta::decode(&e.value).ok_or_else(|| {
+                S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
+            })?),
             None => None,
         };
         let engine_condition = match (condition, &current, &old) {
@@ -138,7 +138,8 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
 /// Loads an object's metadata; NoSuchKey if absent.
 pub async fn load_object(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<ObjectMeta> {
     let entry = ctx.store().get(schema::object(bucket, key)).await?;
-    let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchKey).resource(format!("/{bucket}/{key}")))?;
+    let entry =
+        entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchKey).resource(format!("/{bucket}/{key}")))?;
     ObjectMeta::decode(&entry.value)
         .ok_or_else(|| S3Error::internal("object record", format!("undecodable record for {bucket}/{key}")))
 }
@@ -160,7 +161,10 @@ pub fn parse_range(header: Option<&str>, size: u64) -> S3Result<Option<ByteRange
     }
     let Some((a, b)) = spec.trim().split_once('-') else { return Ok(None) };
     let unsatisfiable = || {
-        S3Error::with_message(S3ErrorCode::InvalidRange, format!("The requested range is not satisfiable (size {size})"))
+        S3Error::with_message(
+            S3ErrorCode::InvalidRange,
+            format!("The requested range is not satisfiable (size {size})"),
+        )
     };
     let (a, b) = (a.trim(), b.trim());
     let range = if a.is_empty() {
@@ -215,7 +219,11 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
         set_header(&mut resp, "content-length", &len.to_string());
         if let Some(r) = range {
             *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
-            set_header(&mut resp, "content-range", &format!("bytes {}-{}/{}", r.start, r.start + r.len - 1, meta.size));
+            set_header(
+                &mut resp,
+                "content-range",
+                &format!("bytes {}-{}/{}", r.start, r.start + r.len - 1, meta.size),
+            );
         }
         if part_number.is_some() && meta.parts > 0 {
             set_header(&mut resp, "x-amz-mp-parts-count", &meta.parts.to_string());
@@ -230,19 +238,25 @@ fn select_range(ctx: &ReqCtx, meta: &ObjectMeta) -> S3Result<(Option<ByteRange>,
         return Ok((parse_range(ctx.header("range"), meta.size)?, None));
     };
     if ctx.headers.contains_key("range") {
-        return Err(S3Error::with_message(S3ErrorCode::InvalidRequest, "Cannot specify both Range header and partNumber."));
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "Cannot specify both Range header and partNumber.",
+        ));
     }
-    let n: u32 = pn
-        .parse()
-        .ok()
-        .filter(|n| (1..=10_000).contains(n))
-        .ok_or_else(|| S3Error::with_message(S3ErrorCode::InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"))?;
+    let n: u32 = pn.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(|| {
+        S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive",
+        )
+    })?;
     if meta.parts == 0 {
         // A single-part object is its own part 1.
         return if n == 1 { Ok((None, Some(1))) } else { Err(S3Error::new(S3ErrorCode::InvalidPartNumber)) };
     }
     let idx = (n - 1) as usize;
-    let Some(&len) = meta.part_sizes.get(idx) else { return Err(S3Error::new(S3ErrorCode::InvalidPartNumber)) };
+    let Some(&len) = meta.part_sizes.get(idx) else {
+        return Err(S3Error::new(S3ErrorCode::InvalidPartNumber));
+    };
     let start: u64 = meta.part_sizes[..idx].iter().sum();
     Ok((Some(ByteRange { start, len }), Some(n)))
 }

@@ -26,16 +26,21 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
     let max = parse_max(ctx, "max-parts", MAX_PARTS_LIMIT)?;
     let marker: u32 = match ctx.query.get("part-number-marker").filter(|m| !m.is_empty()) {
         None => 0,
-        Some(m) => m
-            .parse()
-            .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "part-number-marker must be an integer"))?,
+        Some(m) => m.parse().map_err(|_| {
+            S3Error::with_message(S3ErrorCode::InvalidArgument, "part-number-marker must be an integer")
+        })?,
     };
     let start_after = if marker == 0 { Vec::new() } else { schema::part(id, marker) };
-    let rows = if max == 0 { Vec::new() } else { ctx.store().scan(schema::parts_prefix(id), start_after, max + 1).await? };
+    let rows = if max == 0 {
+        Vec::new()
+    } else {
+        ctx.store().scan(schema::parts_prefix(id), start_after, max + 1).await?
+    };
     let truncated = rows.len() > max;
     let mut parts = Vec::new();
     for (k, e) in rows.into_iter().take(max) {
-        let n = schema::part_number_from_key(&k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
+        let n =
+            schema::part_number_from_key(&k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
         let m = PartMeta::decode(&e.value).ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
         parts.push((n, m));
     }
@@ -121,15 +126,20 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                 }
             }
             let rest = &k[ns.len()..];
-            let (key_bytes, id) =
-                schema::split_upload_suffix(rest).ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
-            let key = String::from_utf8(key_bytes.to_vec()).map_err(|_| S3Error::internal("upload record", "key not UTF-8"))?;
+            let (key_bytes, id) = schema::split_upload_suffix(rest)
+                .ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
+            let key = String::from_utf8(key_bytes.to_vec())
+                .map_err(|_| S3Error::internal("upload record", "key not UTF-8"))?;
             if entries.len() == max {
                 truncated = true;
                 break 'outer;
             }
             let rolled = (!delimiter.is_empty())
-                .then(|| key[prefix.len()..].find(delimiter).map(|i| key[..prefix.len() + i + delimiter.len()].to_owned()))
+                .then(|| {
+                    key[prefix.len()..]
+                        .find(delimiter)
+                        .map(|i| key[..prefix.len() + i + delimiter.len()].to_owned())
+                })
                 .flatten();
             match rolled {
                 Some(p) => {
@@ -141,7 +151,8 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                     entries.push(UploadEntry::Prefix(p));
                 }
                 None => {
-                    let meta = UploadMeta::decode(&e.value).ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
+                    let meta = UploadMeta::decode(&e.value)
+                        .ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
                     after = k.clone();
                     entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta });
                 }

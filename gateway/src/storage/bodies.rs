@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt as _;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufWriter};
 
 use super::meta::{BodyId, BodyRef};
@@ -123,7 +124,7 @@ impl BodyStore {
         body: &BodyRef,
         offset: u64,
         len: u64,
-    ) -> io::Result<impl Stream<Item = io::Result<Bytes>> + Send + 'static> {
+    ) -> io::Result<BoxStream<'static, io::Result<Bytes>>> {
         enum Source {
             Mem(Bytes),
             File(tokio::fs::File),
@@ -151,7 +152,10 @@ impl BodyStore {
                     let mut buf = vec![0u8; want];
                     match f.read(&mut buf).await {
                         Ok(0) => Some((
-                            Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body file shorter than its metadata")),
+                            Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "body file shorter than its metadata",
+                            )),
                             (Source::File(f), 0),
                         )),
                         Ok(n) => {
@@ -162,7 +166,8 @@ impl BodyStore {
                     }
                 }
             }
-        }))
+        })
+        .boxed())
     }
 }
 

@@ -425,9 +425,19 @@ mod tests {
     fn other_records_round_trip() {
         let b = BucketMeta { owner: "AKIA1".into(), created_ms: 42, location: Some("eu-west-1".into()) };
         assert_eq!(BucketMeta::decode(&b.encode()), Some(b));
-        let u = UploadMeta { initiated_ms: 5, headers: ObjectHeaders::default(), checksum_algo: Some(ChecksumAlgo::Sha256) };
+        let u = UploadMeta {
+            initiated_ms: 5,
+            headers: ObjectHeaders::default(),
+            checksum_algo: Some(ChecksumAlgo::Sha256),
+        };
         assert_eq!(UploadMeta::decode(&u.encode()), Some(u));
-        let p = PartMeta { size: 1, md5: [1; 16], last_modified_ms: 2, checksums: vec![], body: BodyRef::Inline(vec![0]) };
+        let p = PartMeta {
+            size: 1,
+            md5: [1; 16],
+            last_modified_ms: 2,
+            checksums: vec![],
+            body: BodyRef::Inline(vec![0]),
+        };
         assert_eq!(PartMeta::decode(&p.encode()), Some(p));
     }
 

@@ -30,7 +30,9 @@ pub struct Store {
 
 /// Runs a blocking engine call on the blocking pool: a durable write waits for an fsync and a
 /// read may miss the frame cache, neither of which may stall the async workers.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> holt_core::Result<T> + Send + 'static) -> S3Result<T> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> holt_core::Result<T> + Send + 'static,
+) -> S3Result<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(S3Error::from),
         Err(e) => Err(S3Error::internal("engine task", e)),
@@ -49,8 +51,10 @@ impl Store {
             Err(e) => return Err(to_io(e)),
         }
         let stored = db.get(schema::TOKEN_SECRET).map_err(to_io)?.map(|e| e.value).unwrap_or_default();
-        let secret: [u8; 32] =
-            stored.as_slice().try_into().map_err(|_| std::io::Error::other("token secret record is corrupt"))?;
+        let secret: [u8; 32] = stored
+            .as_slice()
+            .try_into()
+            .map_err(|_| std::io::Error::other("token secret record is corrupt"))?;
         let store = Store { db: Arc::new(db), bodies, tokens: Arc::new(TokenKey::new(secret)) };
         let referenced = store.referenced_bodies().map_err(to_io)?;
         let removed = store.bodies.sweep(&referenced)?;
@@ -117,7 +121,12 @@ impl Store {
         blocking(move || db.write_batch(&batch, WriteOptions::default())).await
     }
 
-    pub async fn scan(&self, prefix: Vec<u8>, start_after: Vec<u8>, limit: usize) -> S3Result<Vec<(Vec<u8>, Entry)>> {
+    pub async fn scan(
+        &self,
+        prefix: Vec<u8>,
+        start_after: Vec<u8>,
+        limit: usize,
+    ) -> S3Result<Vec<(Vec<u8>, Entry)>> {
         let db = Arc::clone(&self.db);
         blocking(move || db.scan(&prefix, &start_after, limit)).await
     }

@@ -67,7 +67,12 @@ impl TokenKey {
 
     /// The resume position carried by `token`, if it is authentic and belongs to `scope`.
     pub fn decode(&self, scope: &TokenScope<'_>, token: &str) -> S3Result<Vec<u8>> {
-        let bad = || S3Error::with_message(S3ErrorCode::InvalidArgument, "The continuation token provided is incorrect");
+        let bad = || {
+            S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "The continuation token provided is incorrect",
+            )
+        };
         if token.len() > TOKEN_CHARS_MAX {
             return Err(bad());
         }
@@ -88,7 +93,13 @@ mod tests {
     use super::*;
 
     fn scope<'a>(prefix: &'a [u8]) -> TokenScope<'a> {
-        TokenScope { kind: TokenKind::ListObjectsV2, bucket: "b", prefix, delimiter: b"/", url_encoding: true }
+        TokenScope {
+            kind: TokenKind::ListObjectsV2,
+            bucket: "b",
+            prefix,
+            delimiter: b"/",
+            url_encoding: true,
+        }
     }
 
     #[test]

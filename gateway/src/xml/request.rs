@@ -242,10 +242,13 @@ mod tests {
         let body = b"<CompleteMultipartUpload><Part><ETag>\"abc\"</ETag><PartNumber>1</PartNumber></Part>\
             <Part><PartNumber>2</PartNumber><ETag>def</ETag></Part></CompleteMultipartUpload>";
         let parts = parse_complete_multipart(body).unwrap();
-        assert_eq!(parts, vec![
-            CompletedPart { part_number: 1, etag: "\"abc\"".into() },
-            CompletedPart { part_number: 2, etag: "def".into() },
-        ]);
+        assert_eq!(
+            parts,
+            vec![
+                CompletedPart { part_number: 1, etag: "\"abc\"".into() },
+                CompletedPart { part_number: 2, etag: "def".into() },
+            ]
+        );
         assert!(parse_complete_multipart(b"<CompleteMultipartUpload/>").is_err());
     }
 

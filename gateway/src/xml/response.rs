@@ -11,7 +11,11 @@ pub struct BucketEntry<'a> {
     pub region: &'a str,
 }
 
-pub fn list_all_my_buckets(owner: &str, buckets: &[BucketEntry<'_>], continuation_token: Option<&str>) -> Vec<u8> {
+pub fn list_all_my_buckets(
+    owner: &str,
+    buckets: &[BucketEntry<'_>],
+    continuation_token: Option<&str>,
+) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("ListAllMyBucketsResult");
     owner_elem(&mut w, owner);
@@ -126,7 +130,11 @@ mod tests {
 
     #[test]
     fn golden_list_all_my_buckets() {
-        let b = [BucketEntry { name: "a", creation_date: "2024-01-01T00:00:00.000Z".into(), region: "us-east-1" }];
+        let b = [BucketEntry {
+            name: "a",
+            creation_date: "2024-01-01T00:00:00.000Z".into(),
+            region: "us-east-1",
+        }];
         assert_eq!(
             s(list_all_my_buckets("AK", &b, Some("tok"))),
             format!(
@@ -140,13 +148,22 @@ mod tests {
 
     #[test]
     fn golden_location_and_versioning() {
-        assert_eq!(s(location_constraint(None)), format!("{HEAD}<LocationConstraint{NS}></LocationConstraint>"));
-        assert_eq!(s(location_constraint(Some("us-east-1"))), format!("{HEAD}<LocationConstraint{NS}></LocationConstraint>"));
+        assert_eq!(
+            s(location_constraint(None)),
+            format!("{HEAD}<LocationConstraint{NS}></LocationConstraint>")
+        );
+        assert_eq!(
+            s(location_constraint(Some("us-east-1"))),
+            format!("{HEAD}<LocationConstraint{NS}></LocationConstraint>")
+        );
         assert_eq!(
             s(location_constraint(Some("eu-west-1"))),
             format!("{HEAD}<LocationConstraint{NS}>eu-west-1</LocationConstraint>")
         );
-        assert_eq!(s(versioning_configuration()), format!("{HEAD}<VersioningConfiguration{NS}></VersioningConfiguration>"));
+        assert_eq!(
+            s(versioning_configuration()),
+            format!("{HEAD}<VersioningConfiguration{NS}></VersioningConfiguration>")
+        );
     }
 
     #[test]

@@ -107,7 +107,14 @@ impl Gw {
     }
 
     /// Sends a request signed by `user` with a signed payload hash.
-    pub async fn req(&self, user: (&str, &str), method: Method, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    pub async fn req(
+        &self,
+        user: (&str, &str),
+        method: Method,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Resp {
         self.send(signed(user, method, target, headers, body)).await
     }
 
@@ -142,17 +149,19 @@ impl Gw {
 
 /// Percent-encodes a key for a request path (keeps `/`).
 pub fn encode_key(key: &str) -> String {
-    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~')
-        .remove(b'/');
+    const SET: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
     percent_encoding::utf8_percent_encode(key, SET).to_string()
 }
 
 /// Builds a request signed with SigV4 by `aws-sigv4`.
-pub fn signed(user: (&str, &str), method: Method, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Request<Body> {
+pub fn signed(
+    user: (&str, &str),
+    method: Method,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Request<Body> {
     signed_at(user, method, target, headers, body, SystemTime::now())
 }
 
@@ -205,5 +214,10 @@ pub fn signed_at(
 
 /// An unsigned request.
 pub fn anonymous(method: Method, target: &str, body: &[u8]) -> Request<Body> {
-    Request::builder().method(method).uri(target).header("host", "localhost").body(Body::from(body.to_vec())).unwrap()
+    Request::builder()
+        .method(method)
+        .uri(target)
+        .header("host", "localhost")
+        .body(Body::from(body.to_vec()))
+        .unwrap()
 }

@@ -243,3 +243,38 @@ impl<N> BufferPool<N> {
         }
     }
 }
+
+/// Frame images held in memory: the frame source of tests and of the tree harness.
+#[derive(Default)]
+pub(crate) struct MemFrameSource {
+    frames: Mutex<std::collections::HashMap<FrameId, Vec<u8>>>,
+}
+
+impl MemFrameSource {
+    /// Stores (or replaces) the image of frame `id`.
+    pub(crate) fn store(&self, id: FrameId, bytes: Vec<u8>) {
+        self.frames.lock().insert(id, bytes);
+    }
+    /// Forgets every frame not in `live`.
+    pub(crate) fn retain(&self, live: &[FrameId]) {
+        self.frames.lock().retain(|id, _| live.contains(id));
+    }
+    pub(crate) fn images(&self) -> Vec<(FrameId, Vec<u8>)> {
+        let mut v: Vec<_> = self.frames.lock().iter().map(|(id, b)| (*id, b.clone())).collect();
+        v.sort_by_key(|(id, _)| *id);
+        v
+    }
+}
+
+impl FrameSource for MemFrameSource {
+    fn read_frame(&self, id: FrameId) -> Result<Vec<u8>> {
+        self.frames.lock().get(&id).cloned().ok_or_else(|| Error::Corruption {
+            location: Location { file: PathBuf::from("<memory>"), frame: Some(id.0), offset: 0 },
+            reason: "frame image missing".into(),
+        })
+    }
+    fn locate(&self, id: FrameId) -> (PathBuf, u64) {
+        let _ = id;
+        (PathBuf::from("<memory>"), 0)
+    }
+}

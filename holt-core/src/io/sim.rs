@@ -43,6 +43,9 @@ pub enum OpKind {
 pub enum FaultError {
     Eio,
     Enospc,
+    /// The machine stops at this operation: it and every later operation fail with EIO until
+    /// `crash()` (models a power cut at exactly this step).
+    Freeze,
 }
 
 /// Fail the `nth` (1-based) matching operation counted from when the fault is injected.
@@ -119,6 +122,7 @@ struct State {
     generation: u64,
     capacity_bytes: Option<u64>,
     locked: bool,
+    frozen: bool,
 }
 
 /// The simulated file system (cheap to clone through its `Arc`).
@@ -150,6 +154,9 @@ impl State {
     /// Counts an operation and returns the injected error, if any.
     fn check(&mut self, kind: OpKind, path: &str) -> io::Result<()> {
         self.ops += 1;
+        if self.frozen {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         for armed in &mut self.faults {
             let f = &armed.fault;
             if f.op.is_some_and(|k| k != kind) || f.path_contains.as_deref().is_some_and(|p| !path.contains(p)) {
@@ -159,8 +166,12 @@ impl State {
             let hit = armed.seen == f.nth || (f.forever && armed.seen > f.nth);
             if hit && (!armed.fired || f.forever) {
                 armed.fired = true;
-                return Err(match f.error {
-                    FaultError::Eio => io::Error::from_raw_os_error(libc::EIO),
+                let error = f.error;
+                if error == FaultError::Freeze {
+                    self.frozen = true;
+                }
+                return Err(match error {
+                    FaultError::Eio | FaultError::Freeze => io::Error::from_raw_os_error(libc::EIO),
                     FaultError::Enospc => io::Error::from_raw_os_error(libc::ENOSPC),
                 });
             }
@@ -201,6 +212,7 @@ impl SimFs {
                 generation: 0,
                 capacity_bytes: None,
                 locked: false,
+                frozen: false,
             })),
         })
     }
@@ -236,6 +248,7 @@ impl SimFs {
         st.generation += 1;
         st.faults.clear();
         st.locked = false;
+        st.frozen = false;
         // 0: drop every unsynced change; 1: keep them all; 2: keep a random subset, tearing some.
         let mode = splitmix(&mut st.rng) % 3;
         let names = st.durable_names.clone();

@@ -14,6 +14,7 @@
 //! - `frames`: checkpoint hooks (capture, mark clean) and opening from stored frames.
 
 mod apply;
+mod check;
 mod codec;
 mod frames;
 mod list;
@@ -36,7 +37,7 @@ use node::{Cell, Inner, Leaf, Node};
 
 pub(crate) use apply::ApplyOutcome;
 pub(crate) use codec::encode_frame;
-pub(crate) use frames::CapturedFrame;
+pub(crate) use frames::{Capture, CapturedFrame};
 pub(crate) use list::ListOutcome;
 
 /// Split a frame when its encoded size passes this (the whole frame minus its header).

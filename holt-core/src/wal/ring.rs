@@ -89,6 +89,13 @@ pub struct Ring {
     /// Event count for flusher wake-ups (see the module docs): publications << 1 | SLEEPING.
     epoch: AtomicU64,
     state: AtomicU8,
+    /// Writers parked for space / for durability. Registered with an RMW before checking the
+    /// condition; the flusher reads them with an RMW after advancing `tail` / `durable`. Two
+    /// RMWs on one location are ordered, so either the flusher sees the waiter (and takes the
+    /// lock to notify) or the waiter's RMW synchronizes with the flusher's and its check sees
+    /// the advanced position. The flusher skips the lock when nobody waits.
+    space_waiters: AtomicU64,
+    durable_waiters: AtomicU64,
     lock: Mutex<()>,
     flusher_cv: Condvar,
     space_cv: Condvar,
@@ -111,6 +118,8 @@ impl Ring {
             durable: AtomicU64::new(start),
             epoch: AtomicU64::new(0),
             state: AtomicU8::new(STATE_OPEN),
+            space_waiters: AtomicU64::new(0),
+            durable_waiters: AtomicU64::new(0),
             lock: Mutex::new(()),
             flusher_cv: Condvar::new(),
             space_cv: Condvar::new(),
@@ -185,8 +194,9 @@ impl Ring {
 
     fn wait_for_space(&self, head: u64, len: u64) {
         let mut guard = self.guard();
-        // The flusher advances `tail` before taking the lock to notify, so checking under the
-        // lock cannot miss its wake-up.
+        self.space_waiters.fetch_add(1, Ordering::AcqRel);
+        // See `space_waiters`: after registering, a check that still sees the old `tail` means
+        // the flusher's later RMW will see us and notify under the lock we hold until waiting.
         while self.state.load(Ordering::Acquire) == STATE_OPEN
             && self.head.load(Ordering::Relaxed) == head
             && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
@@ -195,6 +205,8 @@ impl Ring {
             self.bump_locked();
             guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
+        self.space_waiters.fetch_sub(1, Ordering::AcqRel);
+        drop(guard);
     }
 
     /// Copies `unit` (a multiple of 8 bytes whose first word is non-zero) into the range
@@ -291,8 +303,10 @@ impl Ring {
         if pos != start {
             // Release: the zeroing above happens before any writer reuses these words.
             self.tail.store(pos, Ordering::Release);
-            let _guard = self.guard();
-            self.space_cv.notify_all();
+            if self.space_waiters.fetch_add(0, Ordering::AcqRel) != 0 {
+                let _guard = self.guard();
+                self.space_cv.notify_all();
+            }
         }
         pos
     }
@@ -300,8 +314,10 @@ impl Ring {
     /// Flusher: everything before `pos` is durable; wakes the writers waiting for it.
     pub fn set_durable(&self, pos: u64) {
         self.durable.fetch_max(pos, Ordering::AcqRel);
-        let _guard = self.guard();
-        self.durable_cv.notify_all();
+        if self.durable_waiters.fetch_add(0, Ordering::AcqRel) != 0 {
+            let _guard = self.guard();
+            self.durable_cv.notify_all();
+        }
     }
 
     /// Writer: waits until everything before `end` is durable.
@@ -310,17 +326,23 @@ impl Ring {
             return Ok(());
         }
         let mut guard = self.guard();
-        loop {
-            if self.durable.load(Ordering::Acquire) >= end {
-                return Ok(());
+        self.durable_waiters.fetch_add(1, Ordering::AcqRel);
+        let result = loop {
+            // `durable` is advanced with an RMW: reading it with one (like the waiter count)
+            // gives the same ordering argument as for `space_waiters`.
+            if self.durable.fetch_add(0, Ordering::AcqRel) >= end {
+                break Ok(());
             }
             // A closing flusher still drains and syncs everything reserved before it exits
             // (or poisons the ring if it cannot), so only poisoning ends this wait early.
             if self.state.load(Ordering::Acquire) == STATE_POISONED {
-                return Err(RingError::Poisoned);
+                break Err(RingError::Poisoned);
             }
             guard = self.durable_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
-        }
+        };
+        self.durable_waiters.fetch_sub(1, Ordering::AcqRel);
+        drop(guard);
+        result
     }
 
     /// Refuses new reservations and wakes every waiter with an error (after a failed fsync).

@@ -1,0 +1,113 @@
+//! Invariant: what PutObject stores, GetObject/HeadObject return byte for byte with the same
+//! ETag (the MD5 of the body) and headers; DeleteObject removes it (and is 204 when absent).
+
+mod common;
+
+use common::*;
+use http::Method;
+
+#[tokio::test]
+async fn put_get_head_delete_round_trip() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let body = b"hello world";
+    let put = gw
+        .req(
+            USER_A,
+            Method::PUT,
+            "/bkt/dir/a.txt",
+            &[("content-type", "text/plain"), ("x-amz-meta-mtime", "123")],
+            body,
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(put.header("etag"), Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\""));
+    assert!(put.header("x-amz-request-id").is_some());
+
+    let get = gw.a(Method::GET, "/bkt/dir/a.txt", b"").await;
+    assert_eq!(get.status, 200);
+    assert_eq!(get.body, body);
+    assert_eq!(get.header("etag"), Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\""));
+    assert_eq!(get.header("content-type"), Some("text/plain"));
+    assert_eq!(get.header("x-amz-meta-mtime"), Some("123"));
+    assert_eq!(get.header("content-length"), Some("11"));
+
+    let head = gw.a(Method::HEAD, "/bkt/dir/a.txt", b"").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(head.header("content-length"), Some("11"));
+    assert!(head.header("last-modified").is_some());
+
+    let del = gw.a(Method::DELETE, "/bkt/dir/a.txt", b"").await;
+    assert_eq!(del.status, 204);
+    gw.a(Method::GET, "/bkt/dir/a.txt", b"").await.assert_error(404, "NoSuchKey");
+    let head = gw.a(Method::HEAD, "/bkt/dir/a.txt", b"").await;
+    assert_eq!(head.status, 404);
+    assert!(head.body.is_empty(), "HEAD errors carry no body");
+    assert_eq!(gw.a(Method::DELETE, "/bkt/dir/a.txt", b"").await.status, 204);
+}
+
+#[tokio::test]
+async fn large_bodies_go_to_files_and_are_reclaimed() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let big = vec![7u8; 100_000];
+    gw.put("bkt", "big", &big).await;
+    assert_eq!(gw.body_files(), 1);
+    let get = gw.a(Method::GET, "/bkt/big", b"").await;
+    assert_eq!(get.body, big);
+    // Overwrite: the old body file is reclaimed after the new metadata commits.
+    gw.put("bkt", "big", &vec![8u8; 50_000]).await;
+    assert_eq!(gw.body_files(), 1);
+    gw.a(Method::DELETE, "/bkt/big", b"").await;
+    assert_eq!(gw.body_files(), 0);
+    assert_eq!(gw.tmp_files(), 0);
+}
+
+#[tokio::test]
+async fn ranges_and_conditionals() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    gw.put("bkt", "k", b"0123456789").await;
+    let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("range", "bytes=2-4")], b"").await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, b"234");
+    assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+    let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("range", "bytes=-3")], b"").await;
+    assert_eq!(r.body, b"789");
+    let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("range", "bytes=7-")], b"").await;
+    assert_eq!(r.body, b"789");
+    gw.req(USER_A, Method::GET, "/bkt/k", &[("range", "bytes=10-")], b"")
+        .await
+        .assert_error(416, "InvalidRange");
+
+    let etag = gw.a(Method::HEAD, "/bkt/k", b"").await.header("etag").unwrap().to_owned();
+    let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("if-none-match", &etag)], b"").await;
+    assert_eq!(r.status, 304);
+    gw.req(USER_A, Method::GET, "/bkt/k", &[("if-match", "\"nope\"")], b"")
+        .await
+        .assert_error(412, "PreconditionFailed");
+    let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("if-match", &etag)], b"").await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn conditional_puts_are_atomic_with_the_write() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let r = gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-none-match", "*")], b"one").await;
+    assert_eq!(r.status, 200);
+    gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-none-match", "*")], b"two")
+        .await
+        .assert_error(412, "PreconditionFailed");
+    gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-match", "\"abc\"")], b"two")
+        .await
+        .assert_error(412, "PreconditionFailed");
+    let etag = gw.a(Method::HEAD, "/bkt/k", b"").await.header("etag").unwrap().to_owned();
+    let r = gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-match", &etag)], b"three").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(gw.a(Method::GET, "/bkt/k", b"").await.body, b"three");
+    gw.req(USER_A, Method::PUT, "/bkt/missing", &[("if-match", &etag)], b"x")
+        .await
+        .assert_error(404, "NoSuchKey");
+}

@@ -1,0 +1,275 @@
+//! Checkpoints: dirty frames to fresh slots, the manifest switch, then log truncation.
+//!
+//! Order of a checkpoint, and why each step sits where it does:
+//! 1. Under the write gate (writers hold it shared around log reservation + apply, so when
+//!    the checkpointer holds it exclusively no batch is half done): read the log head L,
+//!    ask the flusher to start a new segment at L, and capture the dirty frames (Arc clones).
+//!    This is the only time writers wait; its length is `Stats::checkpoint_stall_max_us`.
+//! 2. With no lock held: encode the captured frames, write them to FRESH slots, fdatasync.
+//! 3. Write the new manifest to a temp file, fsync it, rename it over the manifest, fsync the
+//!    directory. From here on the checkpoint at L is the durable one.
+//! 4. Only then delete log segments wholly before L (and fsync the directory), and mark the
+//!    written frames clean so the cache may evict them.
+//!
+//! A failure in 1–3 before the rename leaves the old manifest, its slots and the whole log
+//! untouched: the checkpoint is simply retried. A failure of the rename or of the directory
+//! fsync leaves the durable manifest unknown, so the database is poisoned (reopen recovers).
+
+pub(crate) mod store;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::api::Options;
+use crate::error::{Error, Result};
+use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
+use crate::format::wal::parse_segment_name;
+use crate::io::{DirLock, Vfs};
+use crate::tree::{encode_frame, Tree};
+use crate::wal::Wal;
+use store::FrameStore;
+
+/// How long after a failed background checkpoint the next attempt waits.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+/// How often the background checkpointer looks at its triggers.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Everything a directory-backed database has beyond its tree.
+pub(crate) struct Durable {
+    pub(crate) vfs: Arc<dyn Vfs>,
+    pub(crate) wal: Wal,
+    pub(crate) store: Arc<FrameStore>,
+    /// Writers hold it shared from log reservation to publication; checkpoints take it
+    /// exclusively for the capture.
+    pub(crate) gate: RwLock<()>,
+    pub(crate) options: Options,
+    /// The durable manifest; the lock also serializes checkpoints.
+    manifest: Mutex<Manifest>,
+    last_checkpoint_lsn: AtomicU64,
+    checkpoints: AtomicU64,
+    stall_max_us: AtomicU64,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    background: Mutex<Option<std::thread::JoinHandle<()>>>,
+    _lock: DirLock,
+}
+
+fn io_error(op: &'static str) -> impl Fn(io::Error) -> Error {
+    move |source| match source.raw_os_error() {
+        Some(libc::ENOSPC) => Error::DiskFull,
+        _ => Error::Io { op, source, may_have_applied: false },
+    }
+}
+
+/// Why writing a manifest failed: before the rename nothing changed; after it, the durable
+/// manifest is unknown.
+pub(crate) enum ManifestError {
+    BeforeRename(&'static str, io::Error),
+    AfterRename(&'static str, io::Error),
+}
+
+/// Replaces the manifest atomically and durably: temp file, fsync, rename, directory fsync.
+pub(crate) fn write_manifest(vfs: &dyn Vfs, manifest: &Manifest) -> std::result::Result<(), ManifestError> {
+    let bytes = manifest.encode();
+    let before = |op: &'static str| move |e: io::Error| ManifestError::BeforeRename(op, e);
+    let tmp = vfs.open(Path::new(MANIFEST_TMP_NAME), true).map_err(before("manifest write"))?;
+    (|| {
+        fail::fail_point!("manifest-write", |_| Err(io::Error::other("failpoint manifest-write")));
+        tmp.set_len(0)?;
+        tmp.write_all_at(&bytes, 0)
+    })()
+    .map_err(before("manifest write"))?;
+    (|| {
+        fail::fail_point!("manifest-sync", |_| Err(io::Error::other("failpoint manifest-sync")));
+        tmp.sync_data()
+    })()
+    .map_err(before("manifest sync"))?;
+    let after = |op: &'static str| move |e: io::Error| ManifestError::AfterRename(op, e);
+    (|| {
+        fail::fail_point!("manifest-rename", |_| Err(io::Error::other("failpoint manifest-rename")));
+        vfs.rename(Path::new(MANIFEST_TMP_NAME), Path::new(MANIFEST_NAME))
+    })()
+    .map_err(after("manifest rename"))?;
+    (|| {
+        fail::fail_point!("dir-sync", |_| Err(io::Error::other("failpoint dir-sync")));
+        vfs.sync_dir()
+    })()
+    .map_err(after("directory fsync"))
+}
+
+impl Durable {
+    pub(crate) fn new(
+        vfs: Arc<dyn Vfs>,
+        wal: Wal,
+        store: Arc<FrameStore>,
+        manifest: Manifest,
+        options: Options,
+        lock: DirLock,
+    ) -> Durable {
+        Durable {
+            vfs,
+            wal,
+            store,
+            gate: RwLock::new(()),
+            options,
+            last_checkpoint_lsn: AtomicU64::new(manifest.checkpoint_lsn),
+            manifest: Mutex::new(manifest),
+            checkpoints: AtomicU64::new(0),
+            stall_max_us: AtomicU64::new(0),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            background: Mutex::new(None),
+            _lock: lock,
+        }
+    }
+
+    pub(crate) fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn stall_max_us(&self) -> u64 {
+        self.stall_max_us.load(Ordering::Relaxed)
+    }
+
+    /// Runs one checkpoint (see the module docs for the steps).
+    pub(crate) fn checkpoint(&self, tree: &Tree) -> Result<()> {
+        let mut durable_manifest = self.manifest.lock();
+        if self.wal.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let stall_start = Instant::now();
+        let (lsn, capture) = {
+            let _gate = self.gate.write();
+            let lsn = self.wal.head();
+            self.wal.request_roll(lsn);
+            (lsn, tree.capture())
+        };
+        let stall_us = stall_start.elapsed().as_micros() as u64;
+        self.stall_max_us.fetch_max(stall_us, Ordering::Relaxed);
+        let segment = self.wal.wait_roll()?;
+        if capture.dirty.is_empty() && lsn == durable_manifest.checkpoint_lsn {
+            return Ok(());
+        }
+
+        let mut blobs = Vec::with_capacity(capture.dirty.len());
+        for frame in &capture.dirty {
+            blobs.push((frame.id.0, encode_frame(frame.id, &frame.root)?));
+        }
+        let slots = self.store.write_fresh(&blobs).map_err(io_error("frame write"))?;
+        drop(blobs);
+        let old = self.store.slots();
+        let mut table: HashMap<u64, u64> = HashMap::with_capacity(capture.live.len());
+        for id in &capture.live {
+            if let Some(&slot) = old.get(&id.0) {
+                table.insert(id.0, slot);
+            }
+        }
+        for (frame, slot) in capture.dirty.iter().zip(slots) {
+            table.insert(frame.id.0, slot);
+        }
+        if let Some(missing) = capture.live.iter().find(|id| !table.contains_key(&id.0)) {
+            return Err(Error::InvalidArgument(format!("live frame {missing} has no image to checkpoint")));
+        }
+        let mut frames: Vec<(u64, u64)> = table.iter().map(|(&id, &slot)| (id, slot)).collect();
+        frames.sort_unstable();
+        let manifest = Manifest {
+            checkpoint_lsn: lsn,
+            wal_segment: segment,
+            root_frame: capture.root_frame.0,
+            key_count: capture.keys,
+            wal_window_bytes: self.wal.config().window_bytes(),
+            frames,
+        };
+        match write_manifest(&*self.vfs, &manifest) {
+            Ok(()) => {}
+            Err(ManifestError::BeforeRename(op, source)) => return Err(io_error(op)(source)),
+            Err(ManifestError::AfterRename(op, source)) => {
+                self.wal.poison(op, &source);
+                return Err(Error::Io { op, source, may_have_applied: false });
+            }
+        }
+        self.store.install(table);
+        *durable_manifest = manifest;
+        self.last_checkpoint_lsn.store(lsn, Ordering::Release);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        drop(durable_manifest);
+
+        self.remove_segments_before(segment);
+        for frame in &capture.dirty {
+            tree.mark_clean(frame.id, frame.generation);
+        }
+        tracing::debug!(lsn, segment, frames = capture.dirty.len(), stall_us, "checkpoint done");
+        Ok(())
+    }
+
+    /// Deletes log segments older than `segment` (the durable checkpoint covers them).
+    /// Failures only leave files that the next checkpoint or open removes.
+    fn remove_segments_before(&self, segment: u64) {
+        let Ok(names) = self.vfs.list() else { return };
+        let mut removed = false;
+        for name in names {
+            if parse_segment_name(&name).is_some_and(|no| no < segment) {
+                removed |= self.vfs.remove(Path::new(&name)).is_ok();
+            }
+        }
+        if removed {
+            if let Err(e) = self.vfs.sync_dir() {
+                tracing::warn!(error = %e, "directory fsync after removing log segments failed");
+            }
+        }
+    }
+
+    /// Starts the background checkpointer: checkpoints when the log grew by
+    /// `checkpoint_wal_bytes` since the last one, or every `checkpoint_interval` while
+    /// anything was written.
+    pub(crate) fn start_background(self: &Arc<Self>, tree: Arc<Tree>) {
+        let durable = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("holt-checkpoint".into()).spawn(move || {
+            let mut last = Instant::now();
+            let mut retry_at = Instant::now();
+            loop {
+                {
+                    let mut stop = durable.stop.lock();
+                    if !*stop {
+                        durable.stop_cv.wait_for(&mut stop, POLL);
+                    }
+                    if *stop || durable.wal.is_poisoned() {
+                        return;
+                    }
+                }
+                let grown = durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
+                let due = grown >= durable.options.checkpoint_wal_bytes
+                    || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval);
+                if !due || Instant::now() < retry_at {
+                    continue;
+                }
+                match durable.checkpoint(&tree) {
+                    Ok(()) => last = Instant::now(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "background checkpoint failed; will retry");
+                        retry_at = Instant::now() + RETRY_AFTER_FAILURE;
+                    }
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => *self.background.lock() = Some(handle),
+            Err(e) => tracing::error!(error = %e, "cannot start the background checkpointer"),
+        }
+    }
+
+    /// Stops the background checkpointer (idempotent).
+    pub(crate) fn stop_background(&self) {
+        *self.stop.lock() = true;
+        self.stop_cv.notify_all();
+        if let Some(handle) = self.background.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Opening a directory: lock, manifest, frames (lazily), log replay, then the log resumes.
+//!
+//! Invariants on return:
+//! - the directory lock is held (a second handle or process gets `Error::Locked`);
+//! - the tree holds the checkpoint named by the durable manifest plus every valid log record
+//!   after it, in log order: the state after the writes with lsn below `next_lsn`;
+//! - a torn log tail has been zeroed and synced, so new records never land behind garbage;
+//! - segments the checkpoint covers, and empty ones past the end, are deleted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::api::Options;
+use crate::checkpoint::store::{FrameStore, FRAMES_NAME};
+use crate::checkpoint::{write_manifest, Durable, ManifestError};
+use crate::error::{Error, Location, Result};
+use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
+use crate::format::wal::parse_segment_name;
+use crate::format::FrameId;
+use crate::io::Vfs;
+use crate::tree::{Tree, FRAME_BUDGET_BYTES};
+use crate::wal::{replay, Wal, WalConfig, FIRST_LSN};
+
+/// Name of the lock file.
+pub(crate) const LOCK_NAME: &str = "LOCK";
+/// Default size of a log segment file.
+pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
+
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Io { op, source, may_have_applied: false }
+}
+
+pub(crate) fn wal_config(options: &Options) -> WalConfig {
+    WalConfig::new(options.wal_ring_bytes, SEGMENT_BYTES, options.wal_flush_interval)
+}
+
+/// What `open` recovered.
+pub(crate) struct Opened {
+    pub tree: Arc<Tree>,
+    pub durable: Arc<Durable>,
+    pub replayed_records: u64,
+}
+
+fn read_manifest(vfs: &dyn Vfs) -> Result<Option<Manifest>> {
+    if !vfs.exists(Path::new(MANIFEST_NAME)).map_err(io("manifest read"))? {
+        return Ok(None);
+    }
+    let file = vfs.open(Path::new(MANIFEST_NAME), false).map_err(io("manifest read"))?;
+    let len = file.len().map_err(io("manifest read"))?;
+    if len > 1 << 30 {
+        return Err(corrupt_manifest(0, "manifest is implausibly large"));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0).map_err(io("manifest read"))?;
+    Manifest::decode(&bytes).map(Some).map_err(|(offset, reason)| corrupt_manifest(offset, reason))
+}
+
+fn corrupt_manifest(offset: u64, reason: &str) -> Error {
+    Error::Corruption { location: Location { file: PathBuf::from(MANIFEST_NAME), frame: None, offset }, reason: reason.into() }
+}
+
+/// Creates the first manifest of a new database. Anything left by an earlier attempt that
+/// crashed before its manifest was durable is removed first: no write can have been
+/// acknowledged before the manifest existed.
+fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
+    for name in vfs.list().map_err(io("list directory"))? {
+        if parse_segment_name(&name).is_some() || name == MANIFEST_TMP_NAME || name == FRAMES_NAME {
+            vfs.remove(Path::new(&name)).map_err(io("remove leftover file"))?;
+        }
+    }
+    let manifest = Manifest {
+        checkpoint_lsn: FIRST_LSN,
+        wal_segment: 1,
+        root_frame: FrameId::ROOT.0,
+        key_count: 0,
+        wal_window_bytes: cfg.window_bytes(),
+        frames: Vec::new(),
+    };
+    write_manifest(vfs, &manifest).map_err(|e| match e {
+        ManifestError::BeforeRename(op, source) | ManifestError::AfterRename(op, source) => {
+            Error::Io { op, source, may_have_applied: false }
+        }
+    })?;
+    Ok(manifest)
+}
+
+/// Opens (or creates) the database stored in `vfs`.
+pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> Result<Opened> {
+    let lock = vfs.try_lock(Path::new(LOCK_NAME)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::Locked { path: display_dir.to_path_buf() },
+        _ => Error::Io { op: "lock directory", source: e, may_have_applied: false },
+    })?;
+    let cfg = wal_config(options);
+    let manifest = match read_manifest(&*vfs)? {
+        Some(m) => m,
+        None => create(&*vfs, &cfg)?,
+    };
+    let slots: HashMap<u64, u64> = manifest.frames.iter().copied().collect();
+    let store = Arc::new(FrameStore::open(&*vfs, slots)?);
+    let tree = if manifest.frames.is_empty() {
+        Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes)
+    } else {
+        let ids: Vec<FrameId> = manifest.frames.iter().map(|&(id, _)| FrameId(id)).collect();
+        Tree::from_frames(
+            FrameId(manifest.root_frame),
+            &ids,
+            store.clone(),
+            FRAME_BUDGET_BYTES,
+            options.memory_budget_bytes,
+            manifest.key_count,
+        )?
+    };
+
+    // Records written under a larger ring may be larger, and their torn tails longer.
+    let window = manifest.wal_window_bytes.max(cfg.window_bytes());
+    let replayed = replay::replay(
+        &*vfs,
+        manifest.wal_segment,
+        manifest.checkpoint_lsn,
+        window,
+        (window as usize).max(cfg.max_record_bytes()),
+        |record| tree.replay(&record.ops, record.lsn),
+    )?;
+    let mut removed = false;
+    for name in &replayed.stale_segments {
+        removed |= vfs.remove(Path::new(name)).is_ok();
+    }
+    if removed {
+        vfs.sync_dir().map_err(io("directory fsync"))?;
+    }
+    tracing::info!(
+        records = replayed.records,
+        next_lsn = replayed.resume.next_lsn,
+        truncated = ?replayed.truncated_at,
+        "recovered"
+    );
+    let wal = Wal::open(vfs.clone(), cfg, replayed.resume)?;
+    let tree = Arc::new(tree);
+    let durable = Arc::new(Durable::new(vfs, wal, store, manifest, options.clone(), lock));
+    Ok(Opened { tree, durable, replayed_records: replayed.records })
+}

@@ -1,0 +1,131 @@
+//! A harness over the internal tree, for holt-core's own integration tests and benchmarks:
+//! a tree with a chosen frame budget, its invariant check, listing cost, and reopening from
+//! encoded frame images (the checkpoint path without files). Not a stable API.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::api::{BatchOp, Entry, ListPage, ListRequest, Version};
+use crate::buffer::{FrameSource, MemFrameSource};
+use crate::error::Result;
+use crate::format::FrameId;
+use crate::tree::{encode_frame, Tree, FRAME_BUDGET_BYTES};
+
+/// The on-disk size of every frame.
+pub const FRAME_SIZE: usize = crate::format::FRAME_SIZE;
+/// The default split threshold of a frame.
+pub const DEFAULT_FRAME_BUDGET_BYTES: usize = FRAME_BUDGET_BYTES;
+
+/// A tree plus the in-memory frame images it was last checkpointed to.
+pub struct TreeHarness {
+    tree: Tree,
+    images: Arc<MemFrameSource>,
+    lsn: AtomicU64,
+    frame_budget_bytes: usize,
+}
+
+impl TreeHarness {
+    /// An empty tree whose frames split above `frame_budget_bytes`.
+    pub fn new(frame_budget_bytes: usize) -> TreeHarness {
+        TreeHarness {
+            tree: Tree::new(frame_budget_bytes, usize::MAX),
+            images: Arc::new(MemFrameSource::default()),
+            lsn: AtomicU64::new(0),
+            frame_budget_bytes,
+        }
+    }
+
+    /// Applies a batch; returns its version and, per op, whether the key existed before it.
+    pub fn apply(&self, ops: &[BatchOp]) -> Result<(Version, Vec<bool>)> {
+        let outcome = self.tree.apply(ops, &mut || Ok(self.lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
+        Ok((Version(outcome.version), outcome.existed))
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.tree.get(key)
+    }
+
+    /// A listing page and the number of nodes the walk visited.
+    pub fn list(&self, request: &ListRequest<'_>) -> Result<(ListPage, u64)> {
+        let outcome = self.tree.list(request)?;
+        Ok((outcome.page, outcome.nodes_visited))
+    }
+
+    /// Checks every structural invariant of the tree.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        self.tree.check_invariants()
+    }
+
+    pub fn frame_count(&self) -> usize {
+        self.tree.frame_count()
+    }
+
+    pub fn key_count(&self) -> u64 {
+        self.tree.key_count()
+    }
+
+    /// Sum of the frames' encoded sizes (header and records, without padding).
+    pub fn encoded_bytes(&self) -> u64 {
+        self.tree.live_frames().values().map(|c| c.size_bytes() as u64).sum()
+    }
+
+    /// Frames read back from images, and frames evicted.
+    pub fn cache_counters(&self) -> (u64, u64) {
+        let s = self.tree.pool_stats();
+        (s.frame_reads, s.frame_evictions)
+    }
+
+    /// Encodes every dirty frame into the image store and marks it clean, like a checkpoint.
+    pub fn checkpoint(&self) -> Result<()> {
+        let capture = self.tree.capture();
+        for frame in &capture.dirty {
+            self.images.store(frame.id, encode_frame(frame.id, &frame.root)?);
+        }
+        self.images.retain(&capture.live);
+        for frame in &capture.dirty {
+            self.tree.mark_clean(frame.id, frame.generation);
+        }
+        Ok(())
+    }
+
+    /// The stored images (after `checkpoint`), by frame id.
+    pub fn images(&self) -> Vec<(u64, Vec<u8>)> {
+        self.images.images().into_iter().map(|(id, b)| (id.0, b)).collect()
+    }
+
+    /// Checkpoints, then opens a new tree over the images with a cache of
+    /// `memory_budget_bytes`; frames are read back on first touch.
+    pub fn reopen(self, memory_budget_bytes: usize) -> Result<TreeHarness> {
+        self.checkpoint()?;
+        let capture = self.tree.capture();
+        let keys = self.tree.key_count();
+        let lsn = self.lsn.load(Ordering::Acquire);
+        let source: Arc<dyn FrameSource> = self.images.clone();
+        let tree = Tree::from_frames(
+            capture.root_frame,
+            &capture.live,
+            source,
+            self.frame_budget_bytes,
+            memory_budget_bytes,
+            keys,
+        )?;
+        Ok(TreeHarness { tree, images: self.images, lsn: AtomicU64::new(lsn), frame_budget_bytes: self.frame_budget_bytes })
+    }
+
+    /// Opens a tree over raw images (root frame 0), for corruption tests.
+    pub fn open_images(
+        images: Vec<(u64, Vec<u8>)>,
+        frame_budget_bytes: usize,
+        memory_budget_bytes: usize,
+    ) -> Result<TreeHarness> {
+        let source = Arc::new(MemFrameSource::default());
+        let mut live = Vec::new();
+        for (id, bytes) in images {
+            live.push(FrameId(id));
+            source.store(FrameId(id), bytes);
+        }
+        let dyn_source: Arc<dyn FrameSource> = source.clone();
+        let tree = Tree::from_frames(FrameId::ROOT, &live, dyn_source, frame_budget_bytes, memory_budget_bytes, 0)?;
+        Ok(TreeHarness { tree, images: source, lsn: AtomicU64::new(1 << 40), frame_budget_bytes })
+    }
+}

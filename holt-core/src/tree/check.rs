@@ -1,0 +1,98 @@
+//! A full structural check of the tree, for tests: every invariant stated in `node`, `split`
+//! and `buffer`, verified by walking every frame.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::node::{next_kind, Node};
+use super::split::frame_encoded_size;
+use super::Tree;
+use crate::format::node::InnerKind;
+
+impl Tree {
+    /// Walks every frame; returns a description of the first broken invariant.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let registry = self.live_frames();
+        let mut reached = HashSet::new();
+        let mut frames = vec![Arc::clone(&self.root)];
+        let mut keys: u64 = 0;
+        while let Some(cell) = frames.pop() {
+            if !reached.insert(cell.id) {
+                return Err(format!("frame {} reached twice", cell.id));
+            }
+            if cell.is_retired() {
+                return Err(format!("retired frame {} is still linked", cell.id));
+            }
+            let root = self.load_root(&cell).map_err(|e| e.to_string())?;
+            let size = frame_encoded_size(&root);
+            if size != cell.size_bytes() {
+                return Err(format!("frame {} records {} bytes, encodes to {size}", cell.id, cell.size_bytes()));
+            }
+            if size > crate::format::FRAME_SIZE {
+                return Err(format!("frame {} does not fit: {size} bytes", cell.id));
+            }
+            if matches!(&*root, Node::Link(_)) {
+                return Err(format!("frame {} has a link as its root", cell.id));
+            }
+            let mut stack: Vec<(&Node, bool)> = vec![(&root, true)];
+            while let Some((node, is_root)) = stack.pop() {
+                match node {
+                    Node::Leaf(_) => keys += 1,
+                    Node::Link(child) => {
+                        if !registry.contains_key(&child.id) {
+                            return Err(format!("link to unregistered frame {}", child.id));
+                        }
+                        if !child.parent().is_some_and(|p| Arc::ptr_eq(&p, &cell)) {
+                            return Err(format!("frame {} does not name {} as its parent", child.id, cell.id));
+                        }
+                        frames.push(Arc::clone(child));
+                    }
+                    Node::Inner(inner) => {
+                        let n = inner.children().len();
+                        if inner.is_empty() {
+                            if !is_root || !inner.prefix().is_empty() {
+                                return Err(format!("empty inner node inside frame {}", cell.id));
+                            }
+                            continue;
+                        }
+                        if let Some(t) = inner.terminal() {
+                            keys += 1;
+                            if !t.suffix().is_empty() {
+                                return Err("terminal with a suffix".into());
+                            }
+                        }
+                        if n == 0 {
+                            return Err(format!("inner node with only a terminal in frame {}", cell.id));
+                        }
+                        let only_child_folds = n == 1
+                            && inner.terminal().is_none()
+                            && inner.children().iter().all(|(_, c)| !matches!(&**c, Node::Link(_)));
+                        if only_child_folds {
+                            return Err(format!("inner node with one child left unfolded in frame {}", cell.id));
+                        }
+                        if n > inner.kind().capacity() {
+                            return Err(format!("{:?} holds {n} children", inner.kind()));
+                        }
+                        // A node is never smaller than its layout's shrink point.
+                        if inner.kind() != InnerKind::N4 && next_kind(inner.kind(), n) != inner.kind() {
+                            return Err(format!("{:?} with only {n} children", inner.kind()));
+                        }
+                        let bytes: Vec<u8> = inner.children().iter().map(|(b, _)| b).collect();
+                        if bytes.windows(2).any(|w| w[0] >= w[1]) {
+                            return Err("children out of order".into());
+                        }
+                        stack.extend(inner.children().iter().map(|(_, c)| (&**c, false)));
+                    }
+                }
+            }
+        }
+        let registered: HashSet<_> = registry.keys().copied().collect();
+        if registered != reached {
+            return Err(format!("registered frames {registered:?} differ from linked frames {reached:?}"));
+        }
+        if keys != self.key_count() {
+            return Err(format!("counted {keys} keys, the tree says {}", self.key_count()));
+        }
+        Ok(())
+    }
+}
