@@ -78,7 +78,8 @@ impl DataSet {
         if j < per_tenant * 8 / 10 {
             let dir = j % DIRS;
             let sub = (j / DIRS) % SUBS;
-            let _ = write!(out, "bucket-{bucket:03}/tenant-{tenant:02}/dir-{dir:03}/sub-{sub}/file-{i:08}.bin");
+            let _ =
+                write!(out, "bucket-{bucket:03}/tenant-{tenant:02}/dir-{dir:03}/sub-{sub}/file-{i:08}.bin");
         } else {
             let _ = write!(out, "bucket-{bucket:03}/tenant-{tenant:02}/object-{i:08}.json");
         }

@@ -117,7 +117,11 @@ pub fn prefix_scan(
         engine.scan(&prefix, limit, &mut out)?;
         samples.push(start.elapsed().as_nanos() as u64);
         if out.len() < at_least || out.len() > limit || !out.iter().all(|(k, _)| k.starts_with(&prefix)) {
-            return Err(format!("scan returned {} entries, expected {at_least}..={limit} under the prefix", out.len()).into());
+            return Err(format!(
+                "scan returned {} entries, expected {at_least}..={limit} under the prefix",
+                out.len()
+            )
+            .into());
         }
     }
     Ok(latency(&mut samples))

@@ -311,6 +311,34 @@ impl IntoResponse for S3Error {
     }
 }
 
+/// Authentication failures keep the code the auth module chose; the status follows from it.
+impl From<crate::auth::AuthError> for S3Error {
+    fn from(err: crate::auth::AuthError) -> Self {
+        use S3ErrorCode::*;
+        let code = [
+            AccessDenied,
+            InvalidAccessKeyId,
+            SignatureDoesNotMatch,
+            RequestTimeTooSkewed,
+            AuthorizationHeaderMalformed,
+            AuthorizationQueryParametersError,
+            XAmzContentSHA256Mismatch,
+            IncompleteBody,
+            InvalidRequest,
+            MissingSecurityHeader,
+            InvalidArgument,
+            EntityTooLarge,
+            ExpiredToken,
+            BadDigest,
+            InvalidDigest,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == err.code())
+        .unwrap_or(if err.status() == 403 { AccessDenied } else { InvalidRequest });
+        S3Error::with_message(code, err.message())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,33 +370,5 @@ mod tests {
              <Message>The specified key does not exist.</Message><Resource>/b/k&amp;1</Resource>\
              <RequestId>ABC123</RequestId></Error>"
         );
-    }
-}
-
-/// Authentication failures keep the code the auth module chose; the status follows from it.
-impl From<crate::auth::AuthError> for S3Error {
-    fn from(err: crate::auth::AuthError) -> Self {
-        use S3ErrorCode::*;
-        let code = [
-            AccessDenied,
-            InvalidAccessKeyId,
-            SignatureDoesNotMatch,
-            RequestTimeTooSkewed,
-            AuthorizationHeaderMalformed,
-            AuthorizationQueryParametersError,
-            XAmzContentSHA256Mismatch,
-            IncompleteBody,
-            InvalidRequest,
-            MissingSecurityHeader,
-            InvalidArgument,
-            EntityTooLarge,
-            ExpiredToken,
-            BadDigest,
-            InvalidDigest,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == err.code())
-        .unwrap_or(if err.status() == 403 { AccessDenied } else { InvalidRequest });
-        S3Error::with_message(code, err.message())
     }
 }

@@ -6,8 +6,8 @@
 mod auth_support;
 
 use auth_support::{
-    assert_err, chunked_put, chunked_spec, decode, encode_unsigned, seed_signature, t0, Body, ChunkSigner, Req,
-    Signer, REGION, SK, T0_STAMP,
+    assert_err, chunked_put, chunked_spec, decode, encode_unsigned, seed_signature, t0, Body, ChunkSigner,
+    Req, Signer, REGION, SK, T0_STAMP,
 };
 use gateway::auth::{ChunkedDecoder, Payload};
 
@@ -83,7 +83,11 @@ fn unsigned_trailer_with_bad_seed_signature_is_refused_at_the_head() {
     let auth = req.get("authorization").expect("signed").to_owned();
     let seed = seed_signature(&req);
     let forged: String = seed.chars().rev().collect();
-    assert_err(req.clone().set("authorization", &auth.replace(&seed, &forged)).auth(t0()), "SignatureDoesNotMatch", 403);
+    assert_err(
+        req.clone().set("authorization", &auth.replace(&seed, &forged)).auth(t0()),
+        "SignatureDoesNotMatch",
+        403,
+    );
     let wrong_secret = Signer { secret: "guess", ..Signer::default() }.sign(
         &Req::new("PUT", "/bucket/object")
             .header("x-amz-decoded-content-length", "10")

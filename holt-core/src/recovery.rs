@@ -24,15 +24,18 @@ use crate::wal::{replay, Wal, WalConfig, FIRST_LSN};
 
 /// Name of the lock file.
 pub(crate) const LOCK_NAME: &str = "LOCK";
-/// Default size of a log segment file.
-pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
+/// Log segment files are 8 × the ring, within these bounds: big enough that rolls are rare,
+/// small enough that preallocating one (and scanning it on open) stays cheap.
+pub(crate) const SEGMENT_BYTES_MIN: u64 = 1 << 20;
+pub(crate) const SEGMENT_BYTES_MAX: u64 = 64 << 20;
 
 fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
     move |source| Error::Io { op, source, may_have_applied: false }
 }
 
 pub(crate) fn wal_config(options: &Options) -> WalConfig {
-    WalConfig::new(options.wal_ring_bytes, SEGMENT_BYTES, options.wal_flush_interval)
+    let segment_bytes = (8 * options.wal_ring_bytes as u64).clamp(SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX);
+    WalConfig::new(options.wal_ring_bytes, segment_bytes, options.wal_flush_interval)
 }
 
 /// What `open` recovered.

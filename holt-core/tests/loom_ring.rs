@@ -105,7 +105,7 @@ fn two_producers_and_flusher() {
 
 #[test]
 fn three_producers_and_flusher() {
-    producers_and_flusher(3, 64, 16, false);
+    producers_and_flusher(3, 64, 8, false);
 }
 
 /// Wrap-around under backpressure: 3 units of 24 bytes go through a 64-byte ring (which holds

@@ -155,7 +155,7 @@ impl S3cmd {
                 "[default]\naccess_key = {USER1_ACCESS_KEY}\nsecret_key = {USER1_SECRET_KEY}\n\
                  host_base = {addr}\nhost_bucket = {addr}\nbucket_location = {REGION}\n\
                  use_https = False\nsignature_v2 = False\ncheck_ssl_certificate = False\n\
-                 progress_meter = False\nsocket_timeout = 60\n",
+                 progress_meter = False\nsocket_timeout = 60\nmax_retries = 2\n",
                 addr = gw.addr()
             )
             .as_bytes(),
@@ -245,6 +245,9 @@ impl Rclone {
 
     pub fn cmd(&self, args: &[&str]) -> Cmd {
         Cmd::new("rclone", &self.bin)
+            // rclone's AWS SDK refuses to start when AWS_CA_BUNDLE is set together with its own
+            // HTTP transport; the endpoint is plain-HTTP loopback, so no CA bundle applies.
+            .env_remove("AWS_CA_BUNDLE")
             .arg("--config")
             .arg(&self.config)
             // Fail fast instead of retrying for minutes: a failed step is what we want to see.

@@ -32,7 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     body.extend_from_slice(b"</Bench>");
     body.truncate(body_bytes);
     let body = Bytes::from(body);
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
     runtime.block_on(async move {
         let app = Router::new().fallback(move || {
             let body = body.clone();

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -25,6 +26,8 @@ struct Args {
     seed: u64,
     /// Raw results of an earlier run to merge into the tables (engines not run this time).
     include: Vec<PathBuf>,
+    /// Longest an engine process may run before it is killed and recorded as timed out.
+    timeout_s: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -39,6 +42,7 @@ fn parse_args() -> Result<Args, String> {
         data_dir: std::env::temp_dir().join("holt-engine-bench"),
         seed: 0x5EED_2026,
         include: Vec::new(),
+        timeout_s: 1200,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -52,8 +56,9 @@ fn parse_args() -> Result<Args, String> {
             "--out" => a.out = PathBuf::from(value()?),
             "--data-dir" => a.data_dir = PathBuf::from(value()?),
             "--include" => a.include.push(PathBuf::from(value()?)),
+            "--timeout-s" => a.timeout_s = value()?.parse().map_err(|e| format!("--timeout-s: {e}"))?,
             "--help" | "-h" => {
-                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S] [--include RAW.jsonl]");
+                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S] [--include RAW.jsonl] [--timeout-s S]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -94,27 +99,39 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("== repetition {} of {}: {engine}", rep + 1, args.reps);
             let log = std::fs::File::create(args.out.join(format!("{engine}.rep{}.log", rep + 1)))?;
             let mut cmd = Command::new(&engine_bench);
-            cmd.args(["--engine", engine, "--keys", &args.keys.to_string(), "--seed", &args.seed.to_string()])
-                .arg("--dir")
-                .arg(&args.data_dir)
-                .stderr(log);
+            cmd.args([
+                "--engine",
+                engine,
+                "--keys",
+                &args.keys.to_string(),
+                "--seed",
+                &args.seed.to_string(),
+            ])
+            .arg("--dir")
+            .arg(&args.data_dir)
+            .stderr(log);
             if args.quick {
                 cmd.arg("--quick");
             }
-            let output = cmd.output()?;
-            let stdout = String::from_utf8_lossy(&output.stdout);
+            let (status, stdout) = run_bounded(cmd, Duration::from_secs(args.timeout_s))?;
             let parsed = stdout.lines().rev().find_map(|l| serde_json::from_str::<Value>(l).ok());
             let value = match parsed {
                 Some(mut v) => {
                     v["rep"] = Value::from(rep + 1);
-                    v["exit"] = Value::from(output.status.code().unwrap_or(-1));
+                    v["exit"] = Value::from(status.unwrap_or(-1));
                     v
                 }
-                None => serde_json::json!({
-                    "engine": engine, "rep": rep + 1, "metrics": {},
-                    "errors": {"process": format!("exited {:?} without a result (see {engine}.rep{}.log)", output.status.code(), rep + 1)},
-                    "skipped": {},
-                }),
+                None => {
+                    let why = match status {
+                        Some(code) => format!("exited with {code} without a result"),
+                        None => format!("killed after the {} s time limit, or by a signal", args.timeout_s),
+                    };
+                    serde_json::json!({
+                        "engine": engine, "rep": rep + 1, "metrics": {},
+                        "errors": {"process": format!("{why} (see {engine}.rep{}.log)", rep + 1)},
+                        "skipped": {},
+                    })
+                }
             };
             writeln!(raw, "{value}")?;
             results.entry(engine.clone()).or_default().push(value);
@@ -144,6 +161,29 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(args.out.join("headline.csv"), headline_csv(&medians))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// Runs `cmd` with stdout captured, killing it past `limit`. Returns the exit code (None when
+/// killed by a signal) and what it printed (a few KB: one JSON line, so the pipe never fills).
+fn run_bounded(mut cmd: Command, limit: Duration) -> std::io::Result<(Option<i32>, String)> {
+    use std::io::Read;
+    let mut child = cmd.stdout(Stdio::piped()).spawn()?;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stdout = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        pipe.read_to_string(&mut stdout)?;
+    }
+    Ok((status.code(), stdout))
 }
 
 type Medians = BTreeMap<String, BTreeMap<String, f64>>;
@@ -285,7 +325,12 @@ fn table(out: &mut String, metrics: &[Metric], medians: &Medians, engines: &[Str
     }
 }
 
-fn tables(args: &Args, engines: &[String], results: &BTreeMap<String, Vec<Value>>, medians: &Medians) -> String {
+fn tables(
+    args: &Args,
+    engines: &[String],
+    results: &BTreeMap<String, Vec<Value>>,
+    medians: &Medians,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -326,12 +371,17 @@ fn tables(args: &Args, engines: &[String], results: &BTreeMap<String, Vec<Value>
     out.push_str("\n### Listing pages (shape and agreement)\n\n");
     out.push_str("| engine | key-heavy: prefixes + keys | bucket root | wide root | digests (key-heavy / bucket / wide) |\n|---|---|---|---|---|\n");
     for engine in engines {
-        let Some(first) = results.get(engine).and_then(|r| r.iter().find(|v| v["metrics"].get("list_key_heavy_keys").is_some())) else {
+        let Some(first) = results
+            .get(engine)
+            .and_then(|r| r.iter().find(|v| v["metrics"].get("list_key_heavy_keys").is_some()))
+        else {
             continue;
         };
         let m = &first["metrics"];
         let shape = |p: &str| format!("{} + {}", m[format!("{p}_prefixes")], m[format!("{p}_keys")]);
-        let digest = |p: &str| m[format!("{p}_digest")].as_str().map(|s| s[..8].to_string()).unwrap_or_else(|| "—".into());
+        let digest = |p: &str| {
+            m[format!("{p}_digest")].as_str().map(|s| s[..8].to_string()).unwrap_or_else(|| "—".into())
+        };
         let _ = writeln!(
             out,
             "| {engine} | {} | {} | {} | {} / {} / {} |",
@@ -353,16 +403,20 @@ fn tables(args: &Args, engines: &[String], results: &BTreeMap<String, Vec<Value>
                         any = true;
                         let why = why.as_str().unwrap_or_default().replace('\n', " ");
                         let why: String = why.chars().take(200).collect();
-                        let _ = writeln!(out, "- {engine}, repetition {}: `{phase}` {kind}: {why}", run["rep"]);
+                        let _ =
+                            writeln!(out, "- {engine}, repetition {}: `{phase}` {kind}: {why}", run["rep"]);
                     }
                 }
             }
         }
     }
     for engine in engines {
-        if let Some(from) = results.get(engine).and_then(|r| r.iter().find_map(|v| v["included_from"].as_str())) {
+        if let Some(from) =
+            results.get(engine).and_then(|r| r.iter().find_map(|v| v["included_from"].as_str()))
+        {
             any = true;
-            let _ = writeln!(out, "- {engine}: figures merged from an earlier run ({from}), not from this one");
+            let _ =
+                writeln!(out, "- {engine}: figures merged from an earlier run ({from}), not from this one");
         }
     }
     if !any {

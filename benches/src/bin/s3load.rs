@@ -155,7 +155,13 @@ fn signer_settings() -> SigningSettings {
     s
 }
 
-fn prepare(args: &Args, method: Method, path_and_query: String, body: Bytes, ok: u16) -> Result<Prepared, Error> {
+fn prepare(
+    args: &Args,
+    method: Method,
+    path_and_query: String,
+    body: Bytes,
+    ok: u16,
+) -> Result<Prepared, Error> {
     let host = args.addr.to_string();
     let uri = format!("http://{host}{path_and_query}");
     let identity = Credentials::new(&args.access_key, &args.secret_key, None, None, "s3load").into();
@@ -260,7 +266,12 @@ async fn connection(
         totals.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
         if status != p.ok {
             if totals.errors.fetch_add(1, Ordering::Relaxed) < 3 {
-                eprintln!("s3load: {} {} -> {status}: {}", p.method, p.path_and_query, String::from_utf8_lossy(&body[..body.len().min(300)]));
+                eprintln!(
+                    "s3load: {} {} -> {status}: {}",
+                    p.method,
+                    p.path_and_query,
+                    String::from_utf8_lossy(&body[..body.len().min(300)])
+                );
             }
         }
     }
@@ -287,7 +298,10 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     let stream = tokio::net::TcpStream::connect(args.addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
-    let mut req = http::Request::builder().method(Method::PUT).uri(create.path_and_query.as_str()).body(Full::new(Bytes::new()))?;
+    let mut req = http::Request::builder()
+        .method(Method::PUT)
+        .uri(create.path_and_query.as_str())
+        .body(Full::new(Bytes::new()))?;
     *req.headers_mut() = create.headers;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
@@ -300,7 +314,8 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let (args, objects, next, errors) = (Arc::clone(&args), Arc::clone(&put_objects), Arc::clone(&next), Arc::clone(&errors));
+        let (args, objects, next, errors) =
+            (Arc::clone(&args), Arc::clone(&put_objects), Arc::clone(&next), Arc::clone(&errors));
         tasks.push(tokio::spawn(async move {
             let stream = tokio::net::TcpStream::connect(args.addr).await?;
             let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -308,14 +323,20 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed) as usize;
                 let Some(p) = objects.get(i) else { break };
-                let mut req = http::Request::builder().method(Method::PUT).uri(p.path_and_query.as_str()).body(Full::new(p.body.clone()))?;
+                let mut req = http::Request::builder()
+                    .method(Method::PUT)
+                    .uri(p.path_and_query.as_str())
+                    .body(Full::new(p.body.clone()))?;
                 *req.headers_mut() = p.headers.clone();
                 sender.ready().await?;
                 let resp = sender.send_request(req).await?;
                 let status = resp.status().as_u16();
                 let body = resp.into_body().collect().await?.to_bytes();
                 if status != 200 && errors.fetch_add(1, Ordering::Relaxed) < 3 {
-                    eprintln!("s3load prepare: {status} {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+                    eprintln!(
+                        "s3load prepare: {status} {}",
+                        String::from_utf8_lossy(&body[..body.len().min(300)])
+                    );
                 }
             }
             Ok::<(), Error>(())
@@ -345,7 +366,12 @@ async fn run(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     let mut tasks = Vec::with_capacity(args.connections);
     for c in 0..args.connections {
         let start_index = c * pool.len() / args.connections;
-        tasks.push(tokio::spawn(connection(Arc::clone(&args), Arc::clone(&pool), start_index, Arc::clone(&totals))));
+        tasks.push(tokio::spawn(connection(
+            Arc::clone(&args),
+            Arc::clone(&pool),
+            start_index,
+            Arc::clone(&totals),
+        )));
     }
     // The deadline, and the server's resident memory sampled while the load runs.
     let mut rss_max = 0u64;
@@ -393,7 +419,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads.max(1)).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("s3load: runtime: {e}");

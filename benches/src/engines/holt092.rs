@@ -26,10 +26,9 @@ impl Holt092 {
 
 impl Engine for Holt092 {
     fn load_batch(&self, batch: &[(Vec<u8>, Vec<u8>)]) -> BenchResult<()> {
-        // holt 0.9.2 has no multi-key put; its async WAL group-commits single puts.
-        for (k, v) in batch {
-            self.tree.put(k, v)?;
-        }
+        // Its multi-key create: one WAL record per batch, same-parent runs applied together.
+        let entries: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+        self.tree.put_many_if_absent(&entries)?;
         Ok(())
     }
 

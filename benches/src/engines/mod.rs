@@ -135,7 +135,8 @@ pub fn generic_list<E: Engine + ?Sized>(
 }
 
 /// Every engine this harness knows, by the name used on the command line.
-pub const ENGINE_NAMES: &[&str] = &["holt-core", "holt-core-mem", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
+pub const ENGINE_NAMES: &[&str] =
+    &["holt-core", "holt-core-mem", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
 
 /// Opens engine `name` in `dir` (created if missing).
 pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn Engine>> {

@@ -29,7 +29,9 @@ impl Sqlite {
             pool: Mutex::new(Vec::new()),
         };
         let conn = engine.connect()?;
-        conn.execute_batch("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;")?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
+        )?;
         engine.give_back(conn);
         Ok(engine)
     }
@@ -98,7 +100,8 @@ impl Engine for Sqlite {
 
     fn put(&self, key: &[u8], value: &[u8]) -> BenchResult<()> {
         self.with(|c| {
-            c.prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?.execute(params![key, value])?;
+            c.prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?
+                .execute(params![key, value])?;
             Ok(())
         })
     }

@@ -236,6 +236,54 @@ mod tests {
         );
     }
 
+    /// "Signature Calculations for the Authorization Header: Transferring Payload in a Single
+    /// Chunk", example "GET Object": the documented canonical request, its hash in the string
+    /// to sign, and the final signature.
+    #[test]
+    fn documented_get_object_intermediate_values() {
+        use crate::auth::credentials::Secret;
+        use crate::auth::signature::{sha256_hex, string_to_sign, Signature, SigningKey};
+        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let mut headers = HeaderMap::new();
+        headers.insert("host", http::HeaderValue::from_static("examplebucket.s3.amazonaws.com"));
+        headers.insert("range", http::HeaderValue::from_static("bytes=0-9"));
+        headers.insert("x-amz-content-sha256", http::HeaderValue::from_static(empty));
+        headers.insert("x-amz-date", http::HeaderValue::from_static("20130524T000000Z"));
+        let signed: Vec<String> =
+            ["host", "range", "x-amz-content-sha256", "x-amz-date"].iter().map(|s| (*s).to_owned()).collect();
+        let parts = CanonicalParts {
+            method: "GET",
+            raw_path: "/test.txt",
+            query: "",
+            headers: &headers,
+            authority: None,
+            signed_headers: &signed,
+            payload_hash: empty,
+        };
+        let canonical = parts.build(&canonical_uri("/test.txt")).expect("headers present");
+        let expected = format!(
+            "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n\
+             x-amz-content-sha256:{empty}\nx-amz-date:20130524T000000Z\n\n\
+             host;range;x-amz-content-sha256;x-amz-date\n{empty}"
+        );
+        assert_eq!(String::from_utf8(canonical.clone()).expect("ascii"), expected);
+        assert_eq!(
+            sha256_hex(&canonical),
+            "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972"
+        );
+        let sts = string_to_sign("20130524T000000Z", "20130524/us-east-1/s3/aws4_request", &canonical);
+        let key = SigningKey::derive(
+            &Secret::new("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+            "20130524",
+            "us-east-1",
+            "s3",
+        );
+        let documented =
+            Signature::from_hex("f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+                .expect("hex");
+        assert!(key.sign(sts.as_bytes()).verify(&documented));
+    }
+
     #[test]
     fn signed_header_list_rules() {
         assert!(parse_signed_headers("host;x-amz-date").is_ok());

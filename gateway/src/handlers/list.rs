@@ -56,7 +56,7 @@ pub fn parse_encoding(ctx: &ReqCtx) -> S3Result<bool> {
 
 /// One listed entry, namespace stripped.
 enum Entry {
-    Key { key: String, meta: ObjectMeta },
+    Key { key: String, meta: Box<ObjectMeta> },
     Prefix(String),
 }
 
@@ -110,7 +110,7 @@ async fn list_page(
             ListItem::Key { key, entry } => {
                 let meta = ObjectMeta::decode(&entry.value)
                     .ok_or_else(|| S3Error::internal("list", "undecodable object record"))?;
-                entries.push(Entry::Key { key: strip(&key)?, meta });
+                entries.push(Entry::Key { key: strip(&key)?, meta: Box::new(meta) });
             }
             ListItem::CommonPrefix(p) => entries.push(Entry::Prefix(strip(&p)?)),
         }

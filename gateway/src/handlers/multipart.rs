@@ -188,29 +188,29 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
 
     // Validate the list: strictly ascending, each part present with the same ETag, and every
     // part but the last at least 5 MiB.
+    if listed.windows(2).any(|w| w[1].part_number <= w[0].part_number) {
+        return Err(S3Error::new(S3ErrorCode::InvalidPartOrder));
+    }
     let mut chosen: Vec<&PartMeta> = Vec::with_capacity(listed.len());
-    let mut previous = 0u32;
-    for (i, p) in listed.iter().enumerate() {
-        if p.part_number <= previous {
-            return Err(S3Error::new(S3ErrorCode::InvalidPartOrder));
-        }
-        previous = p.part_number;
+    for p in &listed {
         let part = stored
             .binary_search_by_key(&p.part_number, |(n, _)| *n)
             .ok()
             .map(|i| &stored[i].1)
             .filter(|m| hex::encode(m.md5) == strip_quotes(&p.etag).to_ascii_lowercase())
             .ok_or_else(|| S3Error::new(S3ErrorCode::InvalidPart))?;
-        if i + 1 < listed.len() && part.size < PART_BYTES_MIN {
-            return Err(S3Error::with_message(
-                S3ErrorCode::EntityTooSmall,
-                format!(
-                    "Part {} is {} bytes; every part but the last must be at least 5 MiB.",
-                    p.part_number, part.size
-                ),
-            ));
-        }
         chosen.push(part);
+    }
+    if let Some((i, small)) =
+        chosen.iter().enumerate().take(chosen.len() - 1).find(|(_, m)| m.size < PART_BYTES_MIN)
+    {
+        return Err(S3Error::with_message(
+            S3ErrorCode::EntityTooSmall,
+            format!(
+                "Part {} is {} bytes; every part but the last must be at least 5 MiB.",
+                listed[i].part_number, small.size
+            ),
+        ));
     }
 
     // Concatenate the parts into the object's body.

@@ -81,7 +81,7 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
 }
 
 enum UploadEntry {
-    Upload { key: String, id: String, meta: UploadMeta },
+    Upload { key: String, id: String, meta: Box<UploadMeta> },
     Prefix(String),
 }
 
@@ -115,7 +115,10 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
     };
     let mut entries: Vec<UploadEntry> = Vec::new();
     let mut truncated = false;
-    'outer: while max > 0 {
+    'outer: loop {
+        if max == 0 {
+            break;
+        }
         let rows = ctx.store().scan(scan_prefix.clone(), after.clone(), UPLOAD_SCAN_PAGE).await?;
         let full_page = rows.len() == UPLOAD_SCAN_PAGE;
         let mut skipped_to: Option<Vec<u8>> = None;
@@ -154,7 +157,7 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                     let meta = UploadMeta::decode(&e.value)
                         .ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
                     after = k.clone();
-                    entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta });
+                    entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta: Box::new(meta) });
                 }
             }
         }

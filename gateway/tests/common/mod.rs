@@ -175,7 +175,8 @@ pub fn signed_at(
 ) -> Request<Body> {
     let mut all: Vec<(String, String)> = vec![("host".into(), "localhost".into())];
     all.extend(headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), (*v).to_owned())));
-    if !all.iter().any(|(k, _)| k == "content-length") && !body.is_empty() {
+    let sends_body = !body.is_empty() || method == Method::PUT || method == Method::POST;
+    if !all.iter().any(|(k, _)| k == "content-length") && sends_body {
         all.push(("content-length".into(), body.len().to_string()));
     }
     let creds = aws_credential_types::Credentials::new(user.0, user.1, None, None, "test");

@@ -10,7 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use holt_core::{Db, Error, ListItem, ListRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+use holt_core::io::{Fault, SimFs, Vfs};
+use holt_core::{Batch, Condition, Db, Error, ListItem, ListRequest, Options, WriteOptions};
 
 /// How a write ended, as its caller saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,3 +196,64 @@ pub fn seed(test: &str) -> u64 {
     println!("{test}: seed {seed} (rerun with HOLT_SEED={seed})");
     seed
 }
+
+pub fn opts() -> Options {
+    Options {
+        wal_ring_bytes: 4096,
+        wal_flush_interval: Duration::from_millis(1),
+        checkpoint_wal_bytes: 16 << 10,
+        checkpoint_interval: Duration::from_secs(3600),
+        ..Options::default()
+    }
+}
+
+/// Runs `writes` random writes, injecting `fault` before write `inject_at`; returns history.
+pub fn workload(db: &Db, fs: &SimFs, rng: &mut u64, writes: usize, inject_at: usize, fault: Option<Fault>) -> History {
+    let mut history = History::default();
+    for i in 0..writes {
+        if i == inject_at {
+            if let Some(f) = fault.clone() {
+                fs.inject(f);
+            }
+        }
+        let r = next(rng) % 100;
+        let k = key(rng, 300);
+        if r < 75 {
+            let v = format!("v{i}-{}", next(rng) % 1000).into_bytes();
+            let res = db.put(&k, &v).map(|v| v.0);
+            history.record(vec![(k, Some(v))], &res);
+        } else if r < 90 {
+            let res = db.delete_with(&k, Condition::None, WriteOptions::default()).map(|_| 0);
+            // A delete's version is not observable; record it as unversioned.
+            let (_, outcome) = classify(&res);
+            history.writes.push(Write { ops: vec![(k, None)], version: None, outcome });
+        } else {
+            let k2 = key(rng, 300);
+            let mut b = Batch::new();
+            b.put(k.clone(), b"batch-a".to_vec()).put(k2.clone(), b"batch-b".to_vec());
+            let res = db.write_batch(&b, WriteOptions::default()).map(|v| v.0);
+            history.record(vec![(k, Some(b"batch-a".to_vec())), (k2, Some(b"batch-b".to_vec()))], &res);
+        }
+        if i % 41 == 40 {
+            let _ = db.checkpoint();
+        }
+    }
+    history
+}
+
+/// One crash case: workload, crash, reopen, oracle, reopen twice.
+pub fn crash_case(seed: u64, writes: usize, inject_at: usize, fault: Option<Fault>, label: &str) {
+    let fs = SimFs::new(seed);
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    let mut rng = seed;
+    let db = Db::open_with_vfs(vfs.clone(), opts()).expect("open fresh");
+    let history = workload(&db, &fs, &mut rng, writes, inject_at, fault);
+    fs.crash();
+    drop(db);
+    let context = format!("{label} seed {seed}");
+    let db = Db::open_with_vfs(vfs.clone(), opts()).unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let state = check(&db, &history, &context);
+    drop(db);
+    check_stable(|| Db::open_with_vfs(vfs.clone(), opts()).expect("reopen"), &state, &context);
+}
+

@@ -1,0 +1,193 @@
+//! Invariant: a multipart object is the concatenation of the listed parts, its ETag is
+//! md5(concat(part md5s))-N, each part readable by partNumber; invalid part lists are refused
+//! without creating the object; completion and abort leave no part records or part bodies.
+
+mod common;
+
+use common::*;
+use http::Method;
+use md5::{Digest, Md5};
+
+const MIB: usize = 1 << 20;
+
+async fn create(gw: &Gw, key: &str) -> String {
+    let r = gw.a(Method::POST, &format!("/bkt/{key}?uploads"), b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.xml("Key").as_deref(), Some(key));
+    r.xml("UploadId").unwrap()
+}
+
+async fn upload(gw: &Gw, key: &str, id: &str, n: u32, body: &[u8]) -> String {
+    let r = gw.a(Method::PUT, &format!("/bkt/{key}?partNumber={n}&uploadId={id}"), body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.header("etag").unwrap().to_owned()
+}
+
+fn complete_body(parts: &[(u32, &str)]) -> Vec<u8> {
+    let mut s = String::from("<CompleteMultipartUpload>");
+    for (n, e) in parts {
+        s.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"));
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s.into_bytes()
+}
+
+#[tokio::test]
+async fn upload_list_complete_and_read_parts() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let id = create(&gw, "obj").await;
+    let p1 = vec![1u8; 5 * MIB];
+    let p2 = vec![2u8; 5 * MIB];
+    let p3 = b"tail".to_vec();
+    let e1 = upload(&gw, "obj", &id, 1, &p1).await;
+    let e3 = upload(&gw, "obj", &id, 3, &p3).await;
+    let e2 = upload(&gw, "obj", &id, 2, &p2).await;
+
+    let r = gw.a(Method::GET, &format!("/bkt/obj?uploadId={id}"), b"").await;
+    assert_eq!(r.xml_all("PartNumber"), ["1", "2", "3"]);
+    assert_eq!(r.xml_all("Size"), [(5 * MIB).to_string(), (5 * MIB).to_string(), "4".to_owned()]);
+    let r = gw.a(Method::GET, &format!("/bkt/obj?uploadId={id}&max-parts=2"), b"").await;
+    assert_eq!(r.xml_all("PartNumber"), ["1", "2"]);
+    assert_eq!(r.xml("IsTruncated").as_deref(), Some("true"));
+    assert_eq!(r.xml("NextPartNumberMarker").as_deref(), Some("2"));
+    let r = gw.a(Method::GET, &format!("/bkt/obj?uploadId={id}&part-number-marker=2"), b"").await;
+    assert_eq!(r.xml_all("PartNumber"), ["3"]);
+
+    let r = gw.a(Method::GET, "/bkt?uploads", b"").await;
+    assert_eq!(r.xml_all("UploadId"), [id.clone()]);
+
+    let r = gw.a(Method::POST, &format!("/bkt/obj?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2), (3, &e3)])).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut md5s = Vec::new();
+    for p in [&p1, &p2, &p3] {
+        md5s.extend_from_slice(&Md5::digest(p));
+    }
+    let expected = format!("\"{}-3\"", hex::encode(Md5::digest(&md5s)));
+    assert_eq!(r.xml("ETag").map(|e| e.replace("&quot;", "\"")), Some(expected.clone()));
+
+    let get = gw.a(Method::GET, "/bkt/obj", b"").await;
+    assert_eq!(get.header("etag"), Some(expected.as_str()));
+    assert_eq!(get.body.len(), 10 * MIB + 4);
+    assert_eq!(&get.body[5 * MIB - 1..5 * MIB + 1], &[1, 2]);
+    let part2 = gw.a(Method::GET, "/bkt/obj?partNumber=2", b"").await;
+    assert_eq!(part2.status, 206);
+    assert_eq!(part2.body, p2);
+    assert_eq!(part2.header("x-amz-mp-parts-count"), Some("3"));
+    assert_eq!(part2.header("content-range"), Some(format!("bytes {}-{}/{}", 5 * MIB, 10 * MIB - 1, 10 * MIB + 4).as_str()));
+    let part3 = gw.a(Method::HEAD, "/bkt/obj?partNumber=3", b"").await;
+    assert_eq!(part3.header("content-length"), Some("4"));
+    gw.a(Method::GET, "/bkt/obj?partNumber=4", b"").await.assert_error(416, "InvalidPartNumber");
+
+    // The upload is gone; only the object's body remains.
+    gw.a(Method::GET, &format!("/bkt/obj?uploadId={id}"), b"").await.assert_error(404, "NoSuchUpload");
+    assert!(gw.a(Method::GET, "/bkt?uploads", b"").await.xml_all("UploadId").is_empty());
+    assert_eq!(gw.body_files(), 1);
+}
+
+#[tokio::test]
+async fn invalid_part_lists_store_nothing() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let id = create(&gw, "obj").await;
+    let e1 = upload(&gw, "obj", &id, 1, b"small one").await;
+    let e2 = upload(&gw, "obj", &id, 2, b"small two").await;
+    let url = format!("/bkt/obj?uploadId={id}");
+    gw.a(Method::POST, &url, &complete_body(&[(1, &e1), (2, &e2)])).await.assert_error(400, "EntityTooSmall");
+    gw.a(Method::POST, &url, &complete_body(&[(2, &e2), (1, &e1)])).await.assert_error(400, "InvalidPartOrder");
+    gw.a(Method::POST, &url, &complete_body(&[(1, "\"0000\"")])).await.assert_error(400, "InvalidPart");
+    gw.a(Method::POST, &url, &complete_body(&[(7, &e1)])).await.assert_error(400, "InvalidPart");
+    gw.a(Method::POST, &url, b"<CompleteMultipartUpload>").await.assert_error(400, "MalformedXML");
+    gw.a(Method::GET, "/bkt/obj", b"").await.assert_error(404, "NoSuchKey");
+    // A single small part is fine (the last part has no minimum).
+    let r = gw.a(Method::POST, &url, &complete_body(&[(2, &e2)])).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(gw.a(Method::GET, "/bkt/obj", b"").await.body, b"small two");
+}
+
+#[tokio::test]
+async fn abort_and_bad_ids() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let id = create(&gw, "obj").await;
+    upload(&gw, "obj", &id, 1, &vec![9u8; 10_000]).await;
+    assert_eq!(gw.body_files(), 1);
+    assert_eq!(gw.a(Method::DELETE, &format!("/bkt/obj?uploadId={id}"), b"").await.status, 204);
+    assert_eq!(gw.body_files(), 0);
+    gw.a(Method::PUT, &format!("/bkt/obj?partNumber=1&uploadId={id}"), b"x").await.assert_error(404, "NoSuchUpload");
+    gw.a(Method::DELETE, &format!("/bkt/obj?uploadId={id}"), b"").await.assert_error(404, "NoSuchUpload");
+    gw.a(Method::PUT, "/bkt/obj?partNumber=1&uploadId=../../x", b"x").await.assert_error(404, "NoSuchUpload");
+    let id = create(&gw, "obj").await;
+    for bad in ["0", "10001", "-1", "x"] {
+        gw.a(Method::PUT, &format!("/bkt/obj?partNumber={bad}&uploadId={id}"), b"x").await.assert_error(400, "InvalidArgument");
+    }
+}
+
+#[tokio::test]
+async fn list_multipart_uploads_with_prefix_and_delimiter() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let a = create(&gw, "a/1").await;
+    create(&gw, "a/2").await;
+    let c = create(&gw, "c").await;
+    let c2 = create(&gw, "c").await;
+    let r = gw.a(Method::GET, "/bkt?uploads&delimiter=%2F", b"").await;
+    assert_eq!(r.xml_all("Key"), ["c", "c"]);
+    let mut ids = vec![c.clone(), c2.clone()];
+    ids.sort();
+    assert_eq!(r.xml_all("UploadId"), ids);
+    assert_eq!(r.xml_all("Prefix")[1..], ["a/"]);
+    let r = gw.a(Method::GET, "/bkt?uploads&prefix=a%2F", b"").await;
+    assert_eq!(r.xml_all("Key"), ["a/1", "a/2"]);
+    let r = gw.a(Method::GET, "/bkt?uploads&max-uploads=1", b"").await;
+    assert_eq!(r.xml_all("UploadId"), [a.clone()]);
+    assert_eq!(r.xml("IsTruncated").as_deref(), Some("true"));
+    assert_eq!(r.xml("NextKeyMarker").as_deref(), Some("a/1"));
+    let r = gw.a(Method::GET, &format!("/bkt?uploads&key-marker=a%2F1&upload-id-marker={a}"), b"").await;
+    assert_eq!(r.xml_all("Key"), ["a/2", "c", "c"]);
+    let r = gw.a(Method::GET, "/bkt?uploads&key-marker=a%2F2", b"").await;
+    assert_eq!(r.xml_all("Key"), ["c", "c"]);
+}
+
+#[tokio::test]
+async fn upload_part_copy_with_range() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let src: Vec<u8> = (0..6 * MIB).map(|i| (i % 251) as u8).collect();
+    gw.put("bkt", "src", &src).await;
+    let id = create(&gw, "dst").await;
+    let r = gw
+        .req(
+            USER_A,
+            Method::PUT,
+            &format!("/bkt/dst?partNumber=1&uploadId={id}"),
+            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-range", &format!("bytes=0-{}", 5 * MIB - 1))],
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("<CopyPartResult"));
+    let e1 = r.xml("ETag").unwrap().replace("&quot;", "\"");
+    let r = gw
+        .req(
+            USER_A,
+            Method::PUT,
+            &format!("/bkt/dst?partNumber=2&uploadId={id}"),
+            &[("x-amz-copy-source", "bkt/src"), ("x-amz-copy-source-range", &format!("bytes={}-{}", 5 * MIB, 6 * MIB - 1))],
+            b"",
+        )
+        .await;
+    let e2 = r.xml("ETag").unwrap().replace("&quot;", "\"");
+    gw.req(
+        USER_A,
+        Method::PUT,
+        &format!("/bkt/dst?partNumber=3&uploadId={id}"),
+        &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-range", "bytes=0-99999999")],
+        b"",
+    )
+    .await
+    .assert_error(416, "InvalidRange");
+    let r = gw.a(Method::POST, &format!("/bkt/dst?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2)])).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(gw.a(Method::GET, "/bkt/dst", b"").await.body, src);
+}
