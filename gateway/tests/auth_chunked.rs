@@ -298,3 +298,60 @@ fn payload_variants_are_reported() {
     let Payload::Sha256(hash) = req.auth(t0()).expect("valid").payload else { panic!("signed payload") };
     assert_eq!(hash, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
 }
+
+#[test]
+fn debug_output_never_shows_keys() {
+    let (req, _) = signed_trailer_case("AAAAAA==");
+    let authenticated = req.auth(t0()).expect("valid");
+    let printed = format!("{authenticated:?}");
+    let key = hex::encode(auth_support::signing_key(SK, &T0_STAMP[..8], REGION));
+    assert!(!printed.contains(&key), "signing key printed: {printed}");
+    assert!(!printed.contains(SK), "secret printed: {printed}");
+    let Payload::Chunked(spec) = authenticated.payload else { panic!("chunked") };
+    let printed = format!("{:?}", ChunkedDecoder::new(spec, 1 << 20));
+    assert!(!printed.contains(&key) && !printed.contains(SK), "{printed}");
+}
+
+#[test]
+fn tolerated_trailer_layouts() {
+    let (a, _) = data();
+    let req = chunked_put(UNSIGNED_TRAILER, a.len(), Some(CRC));
+    let mut framed = format!("{:X}\r\n", a.len()).into_bytes();
+    framed.extend_from_slice(&a);
+    framed.extend_from_slice(b"\r\n0\r\n");
+    // The documented layout, a blank line before the trailers, and no closing blank line.
+    for tail in [
+        format!("{CRC}:AAAAAA==\r\n\r\n"),
+        format!("\r\n{CRC}:AAAAAA==\r\n\r\n"),
+        format!("{CRC}:AAAAAA==\r\n"),
+    ] {
+        let body = [framed.as_slice(), tail.as_bytes()].concat();
+        let (decoded, trailers) = run(&req, &body).unwrap_or_else(|e| panic!("{tail:?}: {e:?}"));
+        assert_eq!(decoded, a);
+        assert_eq!(trailers.get(CRC), Some("AAAAAA=="));
+    }
+    // A trailer line cut short is not a trailer.
+    let cut = [framed.as_slice(), format!("{CRC}:AAAA").as_bytes()].concat();
+    assert_err(run(&req, &cut), "IncompleteBody", 400);
+}
+
+#[test]
+fn trailer_form_without_declared_trailers() {
+    let req = chunked_put(UNSIGNED_TRAILER, 3, None);
+    let (decoded, trailers) = run(&req, b"3\r\nabc\r\n0\r\n\r\n").expect("no trailers declared, none sent");
+    assert_eq!(decoded, b"abc");
+    assert!(trailers.headers.is_empty());
+    assert_err(
+        run(&req, format!("3\r\nabc\r\n0\r\n{CRC}:AAAAAA==\r\n\r\n").as_bytes()),
+        "InvalidRequest",
+        400,
+    );
+}
+
+#[test]
+fn empty_signed_body() {
+    let req = chunked_put(SIGNED, 0, None);
+    let body = signer().encode(&seed_signature(&req), &[], None);
+    let (decoded, _) = run(&req, &body).expect("an empty object");
+    assert!(decoded.is_empty());
+}

@@ -101,7 +101,9 @@ async fn list_buckets_paginates() {
     // A token of one user is useless to another.
     let r = gw.a(Method::GET, "/?max-buckets=1", b"").await;
     let t = r.xml("ContinuationToken").unwrap();
-    gw.req(USER_B, Method::GET, &format!("/?continuation-token={t}"), &[], b"").await.assert_error(400, "InvalidArgument");
+    gw.req(USER_B, Method::GET, &format!("/?continuation-token={t}"), &[], b"")
+        .await
+        .assert_error(400, "InvalidArgument");
 }
 
 #[tokio::test]
@@ -110,7 +112,9 @@ async fn location_versioning_and_unimplemented() {
     gw.create_bucket("bkt").await;
     let r = gw.a(Method::GET, "/bkt?location=", b"").await;
     assert_eq!(r.status, 200);
-    assert!(r.text().contains("<LocationConstraint xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"></LocationConstraint>"));
+    assert!(r.text().contains(
+        "<LocationConstraint xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"></LocationConstraint>"
+    ));
     let r = gw.a(Method::GET, "/bkt?versioning", b"").await;
     assert!(r.text().contains("<VersioningConfiguration"));
     gw.a(Method::GET, "/bkt?acl", b"").await.assert_error(501, "NotImplemented");
@@ -139,7 +143,11 @@ async fn health_and_metrics() {
     assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "ok"));
     let r = gw.send(anonymous(Method::GET, "/metrics", b"")).await;
     assert_eq!(r.status, 200);
-    assert!(r.text().contains("holt_requests_total{operation=\"CreateBucket\",status=\"200\"} 1"), "{}", r.text());
+    assert!(
+        r.text().contains("holt_requests_total{operation=\"CreateBucket\",status=\"200\"} 1"),
+        "{}",
+        r.text()
+    );
     assert!(r.text().contains("holt_request_duration_seconds_bucket{operation=\"CreateBucket\""));
     assert!(r.text().contains("holt_engine_keys"));
     // A signed request for /health is an S3 request to bucket "health".

@@ -11,7 +11,14 @@ use http::Method;
 async fn copy_object_directives() {
     let gw = Gw::new();
     gw.create_bucket("bkt").await;
-    gw.req(USER_A, Method::PUT, "/bkt/src", &[("content-type", "text/x-a"), ("x-amz-meta-a", "1")], b"payload").await;
+    gw.req(
+        USER_A,
+        Method::PUT,
+        "/bkt/src",
+        &[("content-type", "text/x-a"), ("x-amz-meta-a", "1")],
+        b"payload",
+    )
+    .await;
     let r = gw.req(USER_A, Method::PUT, "/bkt/dst%20copy", &[("x-amz-copy-source", "/bkt/src")], b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.text().contains("<CopyObjectResult"));
@@ -49,7 +56,11 @@ async fn copy_object_directives() {
             USER_A,
             Method::PUT,
             "/bkt/src",
-            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-metadata-directive", "REPLACE"), ("x-amz-meta-mtime", "42")],
+            &[
+                ("x-amz-copy-source", "/bkt/src"),
+                ("x-amz-metadata-directive", "REPLACE"),
+                ("x-amz-meta-mtime", "42"),
+            ],
             b"",
         )
         .await;
@@ -60,18 +71,40 @@ async fn copy_object_directives() {
 
     // Copy-source preconditions.
     let etag = head.header("etag").unwrap().to_owned();
-    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-match", "\"x\"")], b"")
-        .await
-        .assert_error(412, "PreconditionFailed");
-    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-none-match", &etag)], b"")
-        .await
-        .assert_error(412, "PreconditionFailed");
+    gw.req(
+        USER_A,
+        Method::PUT,
+        "/bkt/c",
+        &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-match", "\"x\"")],
+        b"",
+    )
+    .await
+    .assert_error(412, "PreconditionFailed");
+    gw.req(
+        USER_A,
+        Method::PUT,
+        "/bkt/c",
+        &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-none-match", &etag)],
+        b"",
+    )
+    .await
+    .assert_error(412, "PreconditionFailed");
     let r = gw
-        .req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-match", &etag)], b"")
+        .req(
+            USER_A,
+            Method::PUT,
+            "/bkt/c",
+            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-if-match", &etag)],
+            b"",
+        )
         .await;
     assert_eq!(r.status, 200);
-    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/bkt/missing")], b"").await.assert_error(404, "NoSuchKey");
-    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/nobucket/x")], b"").await.assert_error(404, "NoSuchBucket");
+    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/bkt/missing")], b"")
+        .await
+        .assert_error(404, "NoSuchKey");
+    gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/nobucket/x")], b"")
+        .await
+        .assert_error(404, "NoSuchBucket");
 }
 
 #[tokio::test]

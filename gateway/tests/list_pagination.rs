@@ -109,7 +109,8 @@ async fn pagination_has_no_duplicates_or_holes() {
     let mut seen = Vec::new();
     let mut marker = String::new();
     loop {
-        let r = gw.a(Method::GET, &format!("/bkt?versions&max-keys=600&key-marker={}", q(&marker)), b"").await;
+        let r =
+            gw.a(Method::GET, &format!("/bkt?versions&max-keys=600&key-marker={}", q(&marker)), b"").await;
         seen.extend(r.xml_all("Key"));
         match r.xml("NextKeyMarker") {
             Some(m) => marker = m,

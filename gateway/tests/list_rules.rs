@@ -45,7 +45,13 @@ async fn rule2_prefix_counts_once() {
     assert_eq!(r.xml_all("Key"), ["b"]);
     assert_eq!(r.xml("IsTruncated").as_deref(), Some("true"));
     let token = r.xml("NextContinuationToken").unwrap();
-    let r = gw.a(Method::GET, &format!("/bkt?list-type=2&delimiter=%2F&max-keys=2&continuation-token={}", q(&token)), b"").await;
+    let r = gw
+        .a(
+            Method::GET,
+            &format!("/bkt?list-type=2&delimiter=%2F&max-keys=2&continuation-token={}", q(&token)),
+            b"",
+        )
+        .await;
     assert_eq!(r.xml_all("Prefix")[1..], ["c/"]);
     assert!(r.xml_all("Key").is_empty());
     assert_eq!(r.xml("KeyCount").as_deref(), Some("1"));
@@ -151,7 +157,11 @@ async fn rule5_string_delimiters() {
 async fn rule6_url_encoding() {
     let gw = setup(&["a b/c+d", "a b/e&f", "ctl\u{1}x"]).await;
     let r = gw
-        .a(Method::GET, "/bkt?list-type=2&prefix=a%20b%2F&delimiter=%2B&start-after=a%20b%2F&encoding-type=url", b"")
+        .a(
+            Method::GET,
+            "/bkt?list-type=2&prefix=a%20b%2F&delimiter=%2B&start-after=a%20b%2F&encoding-type=url",
+            b"",
+        )
         .await;
     assert_eq!(r.xml("EncodingType").as_deref(), Some("url"));
     assert_eq!(r.xml_all("Prefix"), ["a%20b/", "a%20b/c%2B"]);
@@ -172,7 +182,9 @@ async fn rule6_url_encoding() {
     assert_eq!(r.xml("EncodingType").as_deref(), Some("url"));
     assert_eq!(r.xml_all("Key"), ["ctl%01x"]);
     // Unknown encodings are refused.
-    gw.a(Method::GET, "/bkt?list-type=2&encoding-type=base64", b"").await.assert_error(400, "InvalidArgument");
+    gw.a(Method::GET, "/bkt?list-type=2&encoding-type=base64", b"")
+        .await
+        .assert_error(400, "InvalidArgument");
 }
 
 /// Rule 7: Prefix (and v1 Marker) always echoed, MaxKeys default 1000 and clamped, bad
@@ -189,7 +201,9 @@ async fn rule7_echoed_fields_and_max_keys() {
     let r = gw.a(Method::GET, "/bkt?list-type=2&max-keys=5000", b"").await;
     assert_eq!(r.xml("MaxKeys").as_deref(), Some("1000"));
     for bad in ["-1", "abc", "1.5", "99999999999999999999999"] {
-        gw.a(Method::GET, &format!("/bkt?list-type=2&max-keys={bad}"), b"").await.assert_error(400, "InvalidArgument");
+        gw.a(Method::GET, &format!("/bkt?list-type=2&max-keys={bad}"), b"")
+            .await
+            .assert_error(400, "InvalidArgument");
         gw.a(Method::GET, &format!("/bkt?max-keys={bad}"), b"").await.assert_error(400, "InvalidArgument");
     }
 }

@@ -57,7 +57,9 @@ async fn upload_list_complete_and_read_parts() {
     let r = gw.a(Method::GET, "/bkt?uploads", b"").await;
     assert_eq!(r.xml_all("UploadId"), [id.clone()]);
 
-    let r = gw.a(Method::POST, &format!("/bkt/obj?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2), (3, &e3)])).await;
+    let r = gw
+        .a(Method::POST, &format!("/bkt/obj?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2), (3, &e3)]))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let mut md5s = Vec::new();
     for p in [&p1, &p2, &p3] {
@@ -74,7 +76,10 @@ async fn upload_list_complete_and_read_parts() {
     assert_eq!(part2.status, 206);
     assert_eq!(part2.body, p2);
     assert_eq!(part2.header("x-amz-mp-parts-count"), Some("3"));
-    assert_eq!(part2.header("content-range"), Some(format!("bytes {}-{}/{}", 5 * MIB, 10 * MIB - 1, 10 * MIB + 4).as_str()));
+    assert_eq!(
+        part2.header("content-range"),
+        Some(format!("bytes {}-{}/{}", 5 * MIB, 10 * MIB - 1, 10 * MIB + 4).as_str())
+    );
     let part3 = gw.a(Method::HEAD, "/bkt/obj?partNumber=3", b"").await;
     assert_eq!(part3.header("content-length"), Some("4"));
     gw.a(Method::GET, "/bkt/obj?partNumber=4", b"").await.assert_error(416, "InvalidPartNumber");
@@ -94,7 +99,9 @@ async fn invalid_part_lists_store_nothing() {
     let e2 = upload(&gw, "obj", &id, 2, b"small two").await;
     let url = format!("/bkt/obj?uploadId={id}");
     gw.a(Method::POST, &url, &complete_body(&[(1, &e1), (2, &e2)])).await.assert_error(400, "EntityTooSmall");
-    gw.a(Method::POST, &url, &complete_body(&[(2, &e2), (1, &e1)])).await.assert_error(400, "InvalidPartOrder");
+    gw.a(Method::POST, &url, &complete_body(&[(2, &e2), (1, &e1)]))
+        .await
+        .assert_error(400, "InvalidPartOrder");
     gw.a(Method::POST, &url, &complete_body(&[(1, "\"0000\"")])).await.assert_error(400, "InvalidPart");
     gw.a(Method::POST, &url, &complete_body(&[(7, &e1)])).await.assert_error(400, "InvalidPart");
     gw.a(Method::POST, &url, b"<CompleteMultipartUpload>").await.assert_error(400, "MalformedXML");
@@ -114,12 +121,16 @@ async fn abort_and_bad_ids() {
     assert_eq!(gw.body_files(), 1);
     assert_eq!(gw.a(Method::DELETE, &format!("/bkt/obj?uploadId={id}"), b"").await.status, 204);
     assert_eq!(gw.body_files(), 0);
-    gw.a(Method::PUT, &format!("/bkt/obj?partNumber=1&uploadId={id}"), b"x").await.assert_error(404, "NoSuchUpload");
+    gw.a(Method::PUT, &format!("/bkt/obj?partNumber=1&uploadId={id}"), b"x")
+        .await
+        .assert_error(404, "NoSuchUpload");
     gw.a(Method::DELETE, &format!("/bkt/obj?uploadId={id}"), b"").await.assert_error(404, "NoSuchUpload");
     gw.a(Method::PUT, "/bkt/obj?partNumber=1&uploadId=../../x", b"x").await.assert_error(404, "NoSuchUpload");
     let id = create(&gw, "obj").await;
     for bad in ["0", "10001", "-1", "x"] {
-        gw.a(Method::PUT, &format!("/bkt/obj?partNumber={bad}&uploadId={id}"), b"x").await.assert_error(400, "InvalidArgument");
+        gw.a(Method::PUT, &format!("/bkt/obj?partNumber={bad}&uploadId={id}"), b"x")
+            .await
+            .assert_error(400, "InvalidArgument");
     }
 }
 
@@ -161,7 +172,10 @@ async fn upload_part_copy_with_range() {
             USER_A,
             Method::PUT,
             &format!("/bkt/dst?partNumber=1&uploadId={id}"),
-            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-copy-source-range", &format!("bytes=0-{}", 5 * MIB - 1))],
+            &[
+                ("x-amz-copy-source", "/bkt/src"),
+                ("x-amz-copy-source-range", &format!("bytes=0-{}", 5 * MIB - 1)),
+            ],
             b"",
         )
         .await;
@@ -173,7 +187,10 @@ async fn upload_part_copy_with_range() {
             USER_A,
             Method::PUT,
             &format!("/bkt/dst?partNumber=2&uploadId={id}"),
-            &[("x-amz-copy-source", "bkt/src"), ("x-amz-copy-source-range", &format!("bytes={}-{}", 5 * MIB, 6 * MIB - 1))],
+            &[
+                ("x-amz-copy-source", "bkt/src"),
+                ("x-amz-copy-source-range", &format!("bytes={}-{}", 5 * MIB, 6 * MIB - 1)),
+            ],
             b"",
         )
         .await;
@@ -187,7 +204,8 @@ async fn upload_part_copy_with_range() {
     )
     .await
     .assert_error(416, "InvalidRange");
-    let r = gw.a(Method::POST, &format!("/bkt/dst?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2)])).await;
+    let r =
+        gw.a(Method::POST, &format!("/bkt/dst?uploadId={id}"), &complete_body(&[(1, &e1), (2, &e2)])).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(gw.a(Method::GET, "/bkt/dst", b"").await.body, src);
 }

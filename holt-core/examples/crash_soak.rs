@@ -35,7 +35,8 @@ fn options() -> Options {
 }
 
 fn value(t: u64, i: u64) -> Vec<u8> {
-    format!("{{\"thread\":{t},\"step\":{i},\"etag\":\"{:016x}\"}}", (t << 40) ^ i.wrapping_mul(0x9E37_79B9)).into_bytes()
+    format!("{{\"thread\":{t},\"step\":{i},\"etag\":\"{:016x}\"}}", (t << 40) ^ i.wrapping_mul(0x9E37_79B9))
+        .into_bytes()
 }
 
 fn step_key(t: u64, i: u64) -> Vec<u8> {
@@ -43,7 +44,9 @@ fn step_key(t: u64, i: u64) -> Vec<u8> {
 }
 
 fn counter(db: &Db, t: u64) -> Result<Option<u64>, String> {
-    let Some(e) = db.get(format!("t{t}/counter").as_bytes()).map_err(|e| e.to_string())? else { return Ok(None) };
+    let Some(e) = db.get(format!("t{t}/counter").as_bytes()).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
     let s = String::from_utf8(e.value).map_err(|_| "counter is not UTF-8".to_string())?;
     s.parse().map(Some).map_err(|_| format!("counter {s:?} is not a number"))
 }
@@ -60,7 +63,8 @@ fn child(dir: &Path) -> Result<(), String> {
                 loop {
                     let mut batch = Batch::new();
                     batch.put(step_key(t, i), value(t, i)).put(format!("t{t}/counter"), i.to_string());
-                    let v = db.write_batch(&batch, WriteOptions::default()).map_err(|e| format!("write: {e}"))?;
+                    let v =
+                        db.write_batch(&batch, WriteOptions::default()).map_err(|e| format!("write: {e}"))?;
                     let mut o = out.lock().map_err(|_| "stdout lock".to_string())?;
                     writeln!(o, "ack {t} {i} {}", v.0).map_err(|e| e.to_string())?;
                     o.flush().map_err(|e| e.to_string())?;
@@ -91,7 +95,12 @@ fn parse_acks(text: &str) -> BTreeMap<(u64, u64), u64> {
 }
 
 fn dump(db: &Db) -> Result<Vec<(Vec<u8>, Vec<u8>, u64)>, String> {
-    Ok(db.scan(b"", b"", usize::MAX).map_err(|e| e.to_string())?.into_iter().map(|(k, e)| (k, e.value, e.version.0)).collect())
+    Ok(db
+        .scan(b"", b"", usize::MAX)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|(k, e)| (k, e.value, e.version.0))
+        .collect())
 }
 
 fn verify(dir: &Path, acks: &BTreeMap<(u64, u64), u64>) -> Result<(), String> {
@@ -114,7 +123,10 @@ fn verify(dir: &Path, acks: &BTreeMap<(u64, u64), u64>) -> Result<(), String> {
             }
             if let Some(&v) = acks.get(&(t, i)) {
                 if e.version.0 != v {
-                    return Err(format!("thread {t}: step {i} has version {} but was acknowledged as {v}", e.version.0));
+                    return Err(format!(
+                        "thread {t}: step {i} has version {} but was acknowledged as {v}",
+                        e.version.0
+                    ));
                 }
             }
         }
@@ -124,9 +136,15 @@ fn verify(dir: &Path, acks: &BTreeMap<(u64, u64), u64>) -> Result<(), String> {
         // Listing with a delimiter: the counter plus one common prefix per directory used.
         let prefix = format!("t{t}/");
         let page = db
-            .list(&ListRequest { prefix: prefix.as_bytes(), delimiter: b"/", limit: 1000, ..Default::default() })
+            .list(&ListRequest {
+                prefix: prefix.as_bytes(),
+                delimiter: b"/",
+                limit: 1000,
+                ..Default::default()
+            })
             .map_err(|e| e.to_string())?;
-        let names: Vec<String> = page.items.iter().map(|i| String::from_utf8_lossy(ListItem::name(i)).into_owned()).collect();
+        let names: Vec<String> =
+            page.items.iter().map(|i| String::from_utf8_lossy(ListItem::name(i)).into_owned()).collect();
         let mut expect: Vec<String> = (0..steps.min(8)).map(|d| format!("t{t}/d{d}/")).collect();
         if steps > 0 {
             expect.push(format!("t{t}/counter"));
@@ -198,7 +216,11 @@ fn parent(dir: &Path, rounds: u64, seed: u64) -> Result<(u64, u64), String> {
             Ok(()) => passed += 1,
             Err(e) => {
                 failed += 1;
-                println!("round {round} FAILED (killed after {:?}, {} acks): {e}", start.elapsed(), acks.len());
+                println!(
+                    "round {round} FAILED (killed after {:?}, {} acks): {e}",
+                    start.elapsed(),
+                    acks.len()
+                );
             }
         }
         if round % 20 == 19 {
@@ -219,7 +241,10 @@ fn main() {
         Some("parent") if args.len() >= 4 => {
             let rounds = args[3].parse().unwrap_or(200);
             let seed = args.get(4).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
             });
             parent(Path::new(&args[2]), rounds, seed).map(|(passed, failed)| {
                 println!("{passed} passed, {failed} failed");

@@ -65,15 +65,46 @@ fn main() {
     let load = start.elapsed();
 
     let probes: Vec<usize> = (0..200_000).map(|_| rng.gen_range(0..keys.len())).collect();
+    report("after random inserts", &tree, &keys, &probes, logical, per_tenant);
+    println!(
+        "random insert: {:.2} s ({:.2} us/put)",
+        load.as_secs_f64(),
+        load.as_secs_f64() * 1e6 / keys.len() as f64
+    );
+    println!(
+        "RSS {} MB (before load {} MB), peak {} MB",
+        status_kib("VmRSS:") / 1024,
+        rss_before / 1024,
+        status_kib("VmHWM:") / 1024
+    );
+    // Re-opened from encoded frames, each frame's nodes are decoded into consecutive
+    // allocations: the same tree with the locality a freshly loaded database has.
+    let start = Instant::now();
+    let tree = tree.reopen(usize::MAX).expect("reopen");
+    let _ = tree.list(&ListRequest { limit: usize::MAX - 1, ..Default::default() }).expect("warm");
+    println!("checkpoint + reopen + full scan: {:.2} s", start.elapsed().as_secs_f64());
+    report("re-opened from frames", &tree, &keys, &probes, logical, per_tenant);
+    println!("RSS {} MB, peak {} MB", status_kib("VmRSS:") / 1024, status_kib("VmHWM:") / 1024);
+}
+
+fn report(
+    label: &str,
+    tree: &TreeHarness,
+    keys: &[Vec<u8>],
+    probes: &[usize],
+    logical: usize,
+    per_tenant: usize,
+) {
+    println!("--- {label}");
     let start = Instant::now();
     let mut found = 0;
-    for &p in &probes {
+    for &p in probes {
         found += usize::from(tree.get(&keys[p]).expect("get").is_some());
     }
     let get_us = start.elapsed().as_secs_f64() * 1e6 / probes.len() as f64;
     assert_eq!(found, probes.len());
 
-    let mut time_list = |prefix: &[u8], limit: usize| {
+    let time_list = |prefix: &[u8], limit: usize| {
         let request = ListRequest { prefix, delimiter: b"/", limit, with_values: true, ..Default::default() };
         let mut samples = Vec::new();
         let mut shape = (0, 0, 0);
@@ -94,17 +125,24 @@ fn main() {
     let encoded = tree.encoded_bytes();
     let frames = tree.frame_count();
     let on_disk = frames * FRAME_SIZE;
-    println!("keys {} (logical {:.1} MB, mean key {:.1} B)", keys.len(), logical as f64 / 1e6,
-        keys.iter().map(|k| k.len()).sum::<usize>() as f64 / keys.len() as f64);
-    println!("random insert: {:.2} s ({:.2} us/put)", load.as_secs_f64(), load.as_secs_f64() * 1e6 / keys.len() as f64);
+    println!(
+        "keys {} (logical {:.1} MB, mean key {:.1} B)",
+        keys.len(),
+        logical as f64 / 1e6,
+        keys.iter().map(|k| k.len()).sum::<usize>() as f64 / keys.len() as f64
+    );
     println!("point get: {get_us:.2} us");
-    println!("key-heavy list p50: {key_heavy_us:.0} us (keys {}, prefixes {}, nodes visited {})", key_heavy.0, key_heavy.1, key_heavy.2);
+    println!(
+        "key-heavy list p50: {key_heavy_us:.0} us (keys {}, prefixes {}, nodes visited {})",
+        key_heavy.0, key_heavy.1, key_heavy.2
+    );
     println!("rollup list at bucket root p50: {rollup_tenants_us:.1} us (prefixes {}, each over ~{} keys, nodes visited {})",
         rollup_tenants.1, per_tenant, rollup_tenants.2);
-    println!("rollup list at tree root p50: {rollup_root_us:.1} us (prefixes {}, nodes visited {})", rollup_root.1, rollup_root.2);
+    println!(
+        "rollup list at tree root p50: {rollup_root_us:.1} us (prefixes {}, nodes visited {})",
+        rollup_root.1, rollup_root.2
+    );
     println!("frames {frames}, encoded {:.1} MB ({:.2}x logical), on disk {:.1} MB ({:.2}x logical), mean fill {:.0}%",
         encoded as f64 / 1e6, encoded as f64 / logical as f64, on_disk as f64 / 1e6,
         on_disk as f64 / logical as f64, encoded as f64 * 100.0 / on_disk as f64);
-    println!("RSS {} MB (before load {} MB), peak {} MB", status_kib("VmRSS:") / 1024, rss_before / 1024,
-        status_kib("VmHWM:") / 1024);
 }

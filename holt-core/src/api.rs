@@ -102,7 +102,12 @@ impl Batch {
         self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition: Condition::None });
         self
     }
-    pub fn put_if(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, condition: Condition) -> &mut Self {
+    pub fn put_if(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        condition: Condition,
+    ) -> &mut Self {
         self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition });
         self
     }

@@ -36,7 +36,11 @@ impl Db {
     /// recovering from the manifest, the frames and the write-ahead log.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io { op: "create directory", source, may_have_applied: false })?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            op: "create directory",
+            source,
+            may_have_applied: false,
+        })?;
         Self::open_on(Arc::new(StdFs::new(dir)), options, dir)
     }
 
@@ -117,7 +121,13 @@ impl Db {
 
     /// Stores `value` under `key` if `condition` holds (checked atomically with the write);
     /// otherwise returns `Error::ConditionFailed` and changes nothing.
-    pub fn put_with(&self, key: &[u8], value: &[u8], condition: Condition, options: WriteOptions) -> Result<Version> {
+    pub fn put_with(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        condition: Condition,
+        options: WriteOptions,
+    ) -> Result<Version> {
         let op = BatchOp::Put { key: key.to_vec(), value: value.to_vec(), condition };
         Ok(Version(self.apply(std::slice::from_ref(&op), options)?.version))
     }

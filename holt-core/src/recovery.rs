@@ -60,7 +60,10 @@ fn read_manifest(vfs: &dyn Vfs) -> Result<Option<Manifest>> {
 }
 
 fn corrupt_manifest(offset: u64, reason: &str) -> Error {
-    Error::Corruption { location: Location { file: PathBuf::from(MANIFEST_NAME), frame: None, offset }, reason: reason.into() }
+    Error::Corruption {
+        location: Location { file: PathBuf::from(MANIFEST_NAME), frame: None, offset },
+        reason: reason.into(),
+    }
 }
 
 /// Creates the first manifest of a new database. Anything left by an earlier attempt that

@@ -109,7 +109,12 @@ impl TreeHarness {
             memory_budget_bytes,
             keys,
         )?;
-        Ok(TreeHarness { tree, images: self.images, lsn: AtomicU64::new(lsn), frame_budget_bytes: self.frame_budget_bytes })
+        Ok(TreeHarness {
+            tree,
+            images: self.images,
+            lsn: AtomicU64::new(lsn),
+            frame_budget_bytes: self.frame_budget_bytes,
+        })
     }
 
     /// Opens a tree over raw images (root frame 0), for corruption tests.
@@ -125,7 +130,8 @@ impl TreeHarness {
             source.store(FrameId(id), bytes);
         }
         let dyn_source: Arc<dyn FrameSource> = source.clone();
-        let tree = Tree::from_frames(FrameId::ROOT, &live, dyn_source, frame_budget_bytes, memory_budget_bytes, 0)?;
+        let tree =
+            Tree::from_frames(FrameId::ROOT, &live, dyn_source, frame_budget_bytes, memory_budget_bytes, 0)?;
         Ok(TreeHarness { tree, images: source, lsn: AtomicU64::new(1 << 40), frame_budget_bytes })
     }
 }

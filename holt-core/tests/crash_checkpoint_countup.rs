@@ -25,10 +25,15 @@ fn case(seed: u64, n: u64, forever: bool) {
     fs.crash();
     drop(db);
     let context = format!("count-up n={n} forever={forever} seed {seed}");
-    let db = Db::open_with_vfs(vfs.clone(), oracle::opts()).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+    let db =
+        Db::open_with_vfs(vfs.clone(), oracle::opts()).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
     let state = oracle::check(&db, &history, &context);
     drop(db);
-    oracle::check_stable(|| Db::open_with_vfs(vfs.clone(), oracle::opts()).expect("reopen"), &state, &context);
+    oracle::check_stable(
+        || Db::open_with_vfs(vfs.clone(), oracle::opts()).expect("reopen"),
+        &state,
+        &context,
+    );
 }
 
 #[test]

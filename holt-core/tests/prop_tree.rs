@@ -18,11 +18,13 @@ use proptest::prelude::*;
 const ATOMS: [&[u8]; 7] = [b"a", b"b", b"/", b"\0", "\u{e9}".as_bytes(), b"a/", b"zz"];
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(0..ATOMS.len(), 1..6).prop_map(|ix| ix.into_iter().flat_map(|i| ATOMS[i].to_vec()).collect())
+    prop::collection::vec(0..ATOMS.len(), 1..6)
+        .prop_map(|ix| ix.into_iter().flat_map(|i| ATOMS[i].to_vec()).collect())
 }
 
 fn any_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(0..ATOMS.len(), 0..max).prop_map(|ix| ix.into_iter().flat_map(|i| ATOMS[i].to_vec()).collect())
+    prop::collection::vec(0..ATOMS.len(), 0..max)
+        .prop_map(|ix| ix.into_iter().flat_map(|i| ATOMS[i].to_vec()).collect())
 }
 
 /// A condition; `Version(true)` means "the key's current version", `Version(false)` a wrong one.
@@ -115,13 +117,18 @@ fn oracle_list(oracle: &Oracle, r: &ListRequest<'_>) -> (Vec<ListItem>, bool) {
         let cp = if r.delimiter.is_empty() {
             None
         } else {
-            rest.windows(r.delimiter.len()).position(|w| w == r.delimiter).map(|i| k[..r.prefix.len() + i + r.delimiter.len()].to_vec())
+            rest.windows(r.delimiter.len())
+                .position(|w| w == r.delimiter)
+                .map(|i| k[..r.prefix.len() + i + r.delimiter.len()].to_vec())
         };
         let item = match cp {
             Some(cp) => ListItem::CommonPrefix(cp),
             None => ListItem::Key {
                 key: k.clone(),
-                entry: holt_core::Entry { value: if r.with_values { v.clone() } else { Vec::new() }, version: Version(*ver) },
+                entry: holt_core::Entry {
+                    value: if r.with_values { v.clone() } else { Vec::new() },
+                    version: Version(*ver),
+                },
             },
         };
         if item.name() <= r.start_after || items.last() == Some(&item) {
@@ -169,7 +176,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Get(k) => {
                 let got = tree.get(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let want = oracle.get(&k).map(|(v, ver)| holt_core::Entry { value: v.clone(), version: Version(*ver) });
+                let want = oracle
+                    .get(&k)
+                    .map(|(v, ver)| holt_core::Entry { value: v.clone(), version: Version(*ver) });
                 prop_assert_eq!(got, want);
             }
             Op::Batch(parts) => {
@@ -194,9 +203,14 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         for (op, existed) in ops.iter().zip(existed) {
                             match op {
                                 BatchOp::Put { key, value, .. } => {
-                                    prop_assert_eq!(existed, oracle.insert(key.clone(), (value.clone(), version.0)).is_some())
+                                    prop_assert_eq!(
+                                        existed,
+                                        oracle.insert(key.clone(), (value.clone(), version.0)).is_some()
+                                    )
                                 }
-                                BatchOp::Delete { key, .. } => prop_assert_eq!(existed, oracle.remove(key).is_some()),
+                                BatchOp::Delete { key, .. } => {
+                                    prop_assert_eq!(existed, oracle.remove(key).is_some())
+                                }
                             }
                         }
                     }

@@ -6,7 +6,11 @@ use holt_core::{Batch, Db, Durability, Error, ListItem, ListRequest, Options, Wr
 use std::collections::BTreeMap;
 
 fn opts() -> Options {
-    Options { wal_ring_bytes: 1 << 16, checkpoint_interval: std::time::Duration::from_secs(3600), ..Options::default() }
+    Options {
+        wal_ring_bytes: 1 << 16,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        ..Options::default()
+    }
 }
 
 fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
@@ -55,7 +59,8 @@ fn close_drop_and_checkpoint_cycles_keep_everything() {
     }
     let db = Db::open(dir.path(), opts()).unwrap();
     check(&db, &model);
-    let page = db.list(&ListRequest { prefix: b"b/", delimiter: b"/", limit: 100, ..Default::default() }).unwrap();
+    let page =
+        db.list(&ListRequest { prefix: b"b/", delimiter: b"/", limit: 100, ..Default::default() }).unwrap();
     let names: Vec<&[u8]> = page.items.iter().map(ListItem::name).collect();
     let expect: Vec<Vec<u8>> = (0..7).map(|i| format!("b/{i}/").into_bytes()).collect();
     assert_eq!(names, expect.iter().map(|v| &v[..]).collect::<Vec<_>>());

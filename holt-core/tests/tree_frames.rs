@@ -9,13 +9,15 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 fn seeded(test: &str) -> StdRng {
-    let seed = std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
+    let seed =
+        std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
     println!("{test}: seed {seed} (replay with HOLT_SEED={seed})");
     StdRng::seed_from_u64(seed)
 }
 
 fn path_key(i: u32) -> Vec<u8> {
-    format!("bucket-{:03}/tenant-{:02}/dir-{:03}/file-{:08}.bin", i % 3, (i / 3) % 7, (i / 21) % 13, i).into_bytes()
+    format!("bucket-{:03}/tenant-{:02}/dir-{:03}/file-{:08}.bin", i % 3, (i / 3) % 7, (i / 21) % 13, i)
+        .into_bytes()
 }
 
 fn put(key: &[u8], value: &[u8]) -> BatchOp {
@@ -82,7 +84,9 @@ fn tree_several_times_the_cache_reads_every_key_back() {
         assert_eq!(entry.value, [i as u8; 40]);
     }
     let (reads, evictions) = tree.cache_counters();
-    println!("encoded {encoded} B in {frames} frames, cache {budget} B: {reads} reads, {evictions} evictions");
+    println!(
+        "encoded {encoded} B in {frames} frames, cache {budget} B: {reads} reads, {evictions} evictions"
+    );
     assert!(evictions > 0, "nothing was evicted with a cache of a fifth of the frames");
     assert!(reads > frames, "frames were not read back after eviction ({reads} reads, {frames} frames)");
     // Writes still work on a partly evicted tree, and a second reopen sees them.
@@ -192,4 +196,22 @@ fn decoder_never_panics_on_garbage() {
             Err(e) => assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}"),
         }
     }
+}
+
+#[test]
+fn a_cache_larger_than_the_tree_never_evicts() {
+    let tree = TreeHarness::new(1024);
+    for i in 0..2000 {
+        tree.apply(&[put(&path_key(i), b"value")]).unwrap();
+    }
+    let frames = tree.frame_count() as u64;
+    let tree = tree.reopen(usize::MAX).unwrap();
+    for _ in 0..3 {
+        for i in 0..2000 {
+            assert!(tree.get(&path_key(i)).unwrap().is_some());
+        }
+    }
+    let (reads, evictions) = tree.cache_counters();
+    assert_eq!(evictions, 0);
+    assert!(reads <= frames, "{reads} frame reads for {frames} frames: frames were read more than once");
 }

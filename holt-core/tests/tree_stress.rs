@@ -46,10 +46,12 @@ fn well_formed(value: &[u8]) -> bool {
 
 #[test]
 fn readers_see_every_committed_write_while_frames_split_and_merge() {
-    let seed = std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
+    let seed =
+        std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
     println!("seed {seed} (replay with HOLT_SEED={seed})");
     let tree = Arc::new(TreeHarness::new(2048));
-    let committed: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS * KEYS_PER_WRITER).map(|_| AtomicU64::new(0)).collect());
+    let committed: Arc<Vec<AtomicU64>> =
+        Arc::new((0..WRITERS * KEYS_PER_WRITER).map(|_| AtomicU64::new(0)).collect());
     let done = Arc::new(AtomicBool::new(false));
 
     let writers: Vec<_> = (0..WRITERS)
@@ -72,7 +74,11 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
                         // Scratch keys come and go, so frames shrink and merge as well as split.
                         let s = rng.gen_range(0..KEYS_PER_WRITER);
                         ops.push(if rng.gen_bool(0.5) {
-                            BatchOp::Put { key: scratch_key(w, s), value: encode(round, 60), condition: Condition::None }
+                            BatchOp::Put {
+                                key: scratch_key(w, s),
+                                value: encode(round, 60),
+                                condition: Condition::None,
+                            }
                         } else {
                             BatchOp::Delete { key: scratch_key(w, s), condition: Condition::None }
                         });
@@ -103,7 +109,11 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
                         match tree.get(&key(w, i)).unwrap() {
                             Some(e) => {
                                 assert!(well_formed(&e.value), "torn value under {:?}", key(w, i));
-                                assert!(decode(&e.value) >= floor, "stale read: {} < {floor}", decode(&e.value));
+                                assert!(
+                                    decode(&e.value) >= floor,
+                                    "stale read: {} < {floor}",
+                                    decode(&e.value)
+                                );
                             }
                             None => assert_eq!(floor, 0, "committed key {:?} vanished", key(w, i)),
                         }
@@ -116,20 +126,27 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
                         let floors: Vec<u64> = (0..KEYS_PER_WRITER)
                             .map(|i| committed[w * KEYS_PER_WRITER + i].load(Ordering::Acquire))
                             .collect();
-                        let request =
-                            ListRequest { prefix: &prefix, limit: 10_000, with_values: true, ..Default::default() };
+                        let request = ListRequest {
+                            prefix: &prefix,
+                            limit: 10_000,
+                            with_values: true,
+                            ..Default::default()
+                        };
                         let (page, _) = tree.list(&request).unwrap();
                         let keys: Vec<&[u8]> = page.items.iter().map(ListItem::name).collect();
                         assert!(keys.windows(2).all(|p| p[0] < p[1]), "listing out of order");
                         for item in &page.items {
-                            let ListItem::Key { key: k, entry } = item else { panic!("no delimiter, no prefixes") };
+                            let ListItem::Key { key: k, entry } = item else {
+                                panic!("no delimiter, no prefixes")
+                            };
                             assert!(well_formed(&entry.value));
                             if let Some(i) = (0..KEYS_PER_WRITER).find(|&i| key(w, i) == *k) {
                                 assert!(decode(&entry.value) >= floors[i], "stale value in listing");
                             }
                         }
                         let present = floors.iter().filter(|&&f| f > 0).count();
-                        let listed = page.items.iter().filter(|i| !i.name().windows(3).any(|x| x == b"tmp")).count();
+                        let listed =
+                            page.items.iter().filter(|i| !i.name().windows(3).any(|x| x == b"tmp")).count();
                         assert!(listed >= present, "listing lost keys: {listed} < {present}");
                     }
                     checks += 1;

@@ -49,7 +49,9 @@ fn write_after_freeing(db: &Db) {
     loop {
         match db.put(b"after/freed", b"ok") {
             Ok(_) => return,
-            Err(Error::DiskFull) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(Error::DiskFull) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Err(e) => panic!("write after freeing space: {e}"),
         }
     }

@@ -73,8 +73,9 @@ impl Cmd {
         self
     }
 
-    /// Run the command to completion (or its time limit) and keep everything it printed.
-    pub fn run(self, step: &str) -> Outcome {
+    /// The configured `std::process::Command` (stdin null, stdout and stderr piped), for steps
+    /// that must read a client's output while it runs.
+    pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         for (key, value) in &self.envs {
@@ -86,6 +87,12 @@ impl Cmd {
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
+        command
+    }
+
+    /// Run the command to completion (or its time limit) and keep everything it printed.
+    pub fn run(self, step: &str) -> Outcome {
+        let mut command = self.command();
         let cmdline = self.cmdline();
         let started = Instant::now();
         let mut child = command.spawn().unwrap_or_else(|e| {

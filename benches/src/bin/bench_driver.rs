@@ -92,10 +92,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw_path)?;
     // results[engine] = one JSON object per repetition.
     let mut results: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    // An engine that hit the time limit once is not run again: it would only hit it again.
+    let mut timed_out: Vec<String> = Vec::new();
     for rep in 0..args.reps {
         let n = args.engines.len();
         for j in 0..n {
             let engine = &args.engines[(j + rep) % n];
+            if timed_out.contains(engine) {
+                continue;
+            }
             eprintln!("== repetition {} of {}: {engine}", rep + 1, args.reps);
             let log = std::fs::File::create(args.out.join(format!("{engine}.rep{}.log", rep + 1)))?;
             let mut cmd = Command::new(&engine_bench);
@@ -124,7 +129,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 None => {
                     let why = match status {
                         Some(code) => format!("exited with {code} without a result"),
-                        None => format!("killed after the {} s time limit, or by a signal", args.timeout_s),
+                        None => {
+                            timed_out.push(engine.clone());
+                            format!(
+                                "killed after the {} s time limit, or by a signal; not repeated",
+                                args.timeout_s
+                            )
+                        }
                     };
                     serde_json::json!({
                         "engine": engine, "rep": rep + 1, "metrics": {},

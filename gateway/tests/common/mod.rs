@@ -175,10 +175,18 @@ pub fn signed_at(
 ) -> Request<Body> {
     let mut all: Vec<(String, String)> = vec![("host".into(), "localhost".into())];
     all.extend(headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), (*v).to_owned())));
+    if all.iter().filter(|(k, _)| k == "host").count() > 1 {
+        all.remove(0);
+    }
+    // `content-length: omit` sends no Content-Length at all.
+    let omit_length = all.iter().any(|(k, v)| k == "content-length" && v == "omit");
+    all.retain(|(k, v)| !(k == "content-length" && v == "omit"));
     let sends_body = !body.is_empty() || method == Method::PUT || method == Method::POST;
-    if !all.iter().any(|(k, _)| k == "content-length") && sends_body {
+    if !omit_length && !all.iter().any(|(k, _)| k == "content-length") && sends_body {
         all.push(("content-length".into(), body.len().to_string()));
     }
+    // An explicit x-amz-content-sha256 (UNSIGNED-PAYLOAD, STREAMING-…) is what gets signed.
+    let precomputed = all.iter().position(|(k, _)| k == "x-amz-content-sha256").map(|i| all.remove(i).1);
     let creds = aws_credential_types::Credentials::new(user.0, user.1, None, None, "test");
     let identity = creds.into();
     let mut settings = SigningSettings::default();
@@ -194,12 +202,16 @@ pub fn signed_at(
         .build()
         .expect("signing params")
         .into();
-    let url = format!("http://localhost{target}");
+    let host = all.iter().find(|(k, _)| k == "host").map(|(_, v)| v.clone()).unwrap_or_default();
+    let url = format!("http://{host}{target}");
     let signable = SignableRequest::new(
         method.as_str(),
         url.clone(),
         all.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        SignableBody::Bytes(body),
+        match &precomputed {
+            Some(v) => SignableBody::Precomputed(v.clone()),
+            None => SignableBody::Bytes(body),
+        },
     )
     .expect("signable");
     let (instructions, _) = sign(signable, &params).expect("sign").into_parts();

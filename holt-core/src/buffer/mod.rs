@@ -149,7 +149,8 @@ pub(crate) struct PoolStats {
 impl<N> BufferPool<N> {
     pub(crate) fn new(budget_bytes: usize, source: Option<Arc<dyn FrameSource>>, pinned: FrameId) -> Self {
         BufferPool {
-            budget_bytes,
+            // Compared with a signed count: keep it representable.
+            budget_bytes: budget_bytes.min(i64::MAX as usize),
             source,
             cached_bytes: AtomicI64::new(0),
             ring: Mutex::new(VecDeque::new()),

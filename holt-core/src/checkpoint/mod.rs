@@ -243,7 +243,8 @@ impl Durable {
                         return;
                     }
                 }
-                let grown = durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
+                let grown =
+                    durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
                 let due = grown >= durable.options.checkpoint_wal_bytes
                     || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval);
                 if !due || Instant::now() < retry_at {

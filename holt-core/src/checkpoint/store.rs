@@ -35,9 +35,11 @@ fn slot_offset(slot: u64) -> u64 {
 
 impl FrameStore {
     pub(crate) fn open(vfs: &dyn Vfs, slots: HashMap<u64, u64>) -> Result<FrameStore> {
-        let file = vfs
-            .open(Path::new(FRAMES_NAME), true)
-            .map_err(|source| Error::Io { op: "open frames file", source, may_have_applied: false })?;
+        let file = vfs.open(Path::new(FRAMES_NAME), true).map_err(|source| Error::Io {
+            op: "open frames file",
+            source,
+            may_have_applied: false,
+        })?;
         Ok(FrameStore { file, slots: RwLock::new(slots), reads: AtomicU64::new(0) })
     }
 
@@ -89,7 +91,11 @@ impl FrameSource for FrameStore {
         let mut buf = vec![0u8; FRAME_SIZE];
         self.file.read_exact_at(&mut buf, slot_offset(slot)).map_err(|source| match source.kind() {
             io::ErrorKind::UnexpectedEof => Error::Corruption {
-                location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id.0), offset: slot_offset(slot) },
+                location: Location {
+                    file: PathBuf::from(FRAMES_NAME),
+                    frame: Some(id.0),
+                    offset: slot_offset(slot),
+                },
                 reason: "frames file ends inside the frame's slot".into(),
             },
             _ => Error::Io { op: "read frame", source, may_have_applied: false },

@@ -34,7 +34,8 @@ pub(crate) struct Manifest {
 
 impl Manifest {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(MANIFEST_HEADER_BYTES + self.frames.len() * MANIFEST_ENTRY_BYTES + 8);
+        let mut out =
+            Vec::with_capacity(MANIFEST_HEADER_BYTES + self.frames.len() * MANIFEST_ENTRY_BYTES + 8);
         out.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
         out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());

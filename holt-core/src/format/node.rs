@@ -73,7 +73,11 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Encoded length of a leaf record.
 pub(crate) const fn leaf_len(suffix_len: usize, value_len: usize, version: u64) -> usize {
-    1 + varint_len(suffix_len as u64) + suffix_len + varint_len(value_len as u64) + value_len + varint_len(version)
+    1 + varint_len(suffix_len as u64)
+        + suffix_len
+        + varint_len(value_len as u64)
+        + value_len
+        + varint_len(version)
 }
 
 /// Encoded length of an inner record (its terminal leaf and children are records of their own).
@@ -332,7 +336,10 @@ mod tests {
         }
         match r.next_record().unwrap() {
             Record::Inner { kind, prefix, has_terminal, child_count, keys } => {
-                assert_eq!((kind, prefix, has_terminal, child_count), (InnerKind::N256, &b"pre"[..], true, 3));
+                assert_eq!(
+                    (kind, prefix, has_terminal, child_count),
+                    (InnerKind::N256, &b"pre"[..], true, 3)
+                );
                 assert_eq!(keys.iter().collect::<Vec<_>>(), [1, 9, 200]);
             }
             other => panic!("unexpected {other:?}"),
@@ -348,8 +355,13 @@ mod tests {
     #[test]
     fn malformed_records_are_errors() {
         // Unsorted child keys, an oversized count, a truncated leaf, an unknown tag.
-        let cases: [&[u8]; 5] =
-            [&[0x10, 0, 2, 5, 5], &[0x10, 0, 5, 1, 2, 3, 4, 5], &[0x01, 3, b'a'], &[0x7f], &[0x01, 0xff, 0xff, 0xff]];
+        let cases: [&[u8]; 5] = [
+            &[0x10, 0, 2, 5, 5],
+            &[0x10, 0, 5, 1, 2, 3, 4, 5],
+            &[0x01, 3, b'a'],
+            &[0x7f],
+            &[0x01, 0xff, 0xff, 0xff],
+        ];
         for case in cases {
             assert!(RecordReader::new(case).next_record().is_err(), "{case:?}");
         }

@@ -218,7 +218,8 @@ impl SegmentHeader {
         if bytes.iter().all(|&b| b == 0) {
             return Ok(None);
         }
-        let word = |r: std::ops::Range<usize>| bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        let word =
+            |r: std::ops::Range<usize>| bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
         if word(0..8) != SEGMENT_MAGIC {
             return Err("bad segment magic");
         }

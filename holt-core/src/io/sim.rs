@@ -159,7 +159,9 @@ impl State {
         }
         for armed in &mut self.faults {
             let f = &armed.fault;
-            if f.op.is_some_and(|k| k != kind) || f.path_contains.as_deref().is_some_and(|p| !path.contains(p)) {
+            if f.op.is_some_and(|k| k != kind)
+                || f.path_contains.as_deref().is_some_and(|p| !path.contains(p))
+            {
                 continue;
             }
             armed.seen += 1;
@@ -180,10 +182,13 @@ impl State {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.names.values().map(|n| {
-            let n = n.lock();
-            n.current.len.max(n.allocated)
-        }).sum()
+        self.names
+            .values()
+            .map(|n| {
+                let n = n.lock();
+                n.current.len.max(n.allocated)
+            })
+            .sum()
     }
 
     /// `used` is `used_bytes()`, taken before `node` was locked (lock order: state, then nodes).
@@ -490,11 +495,23 @@ mod tests {
     fn faults_fire_once_or_forever() {
         let fs = SimFs::new(2);
         let f = fs.open(Path::new("a"), true).unwrap();
-        fs.inject(Fault { op: Some(OpKind::Sync), path_contains: None, nth: 2, error: FaultError::Eio, forever: false });
+        fs.inject(Fault {
+            op: Some(OpKind::Sync),
+            path_contains: None,
+            nth: 2,
+            error: FaultError::Eio,
+            forever: false,
+        });
         assert!(f.sync_data().is_ok());
         assert_eq!(f.sync_data().unwrap_err().raw_os_error(), Some(libc::EIO));
         assert!(f.sync_data().is_ok());
-        fs.inject(Fault { op: Some(OpKind::Write), path_contains: None, nth: 1, error: FaultError::Enospc, forever: true });
+        fs.inject(Fault {
+            op: Some(OpKind::Write),
+            path_contains: None,
+            nth: 1,
+            error: FaultError::Enospc,
+            forever: true,
+        });
         for _ in 0..3 {
             assert_eq!(f.write_all_at(b"x", 0).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
         }

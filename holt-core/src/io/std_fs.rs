@@ -129,7 +129,12 @@ impl Vfs for StdFs {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(self.dir.join(path))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(path))?;
         // flock locks belong to the open file description: a second open of the same file,
         // in this process or another, is refused, and the lock dies with the descriptor.
         flock_exclusive(&file)?;

@@ -73,7 +73,11 @@ impl Tree {
     /// and returns its sequence number, which becomes the version of every value written);
     /// then the ops are applied in order and published. If a condition fails, nothing is
     /// logged or applied and `Error::ConditionFailed` is returned.
-    pub(crate) fn apply(&self, ops: &[BatchOp], log: &mut dyn FnMut() -> Result<u64>) -> Result<ApplyOutcome> {
+    pub(crate) fn apply(
+        &self,
+        ops: &[BatchOp],
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<ApplyOutcome> {
         self.apply_ops(ops, true, log)
     }
 

@@ -26,7 +26,11 @@ impl Tree {
             let root = self.load_root(&cell).map_err(|e| e.to_string())?;
             let size = frame_encoded_size(&root);
             if size != cell.size_bytes() {
-                return Err(format!("frame {} records {} bytes, encodes to {size}", cell.id, cell.size_bytes()));
+                return Err(format!(
+                    "frame {} records {} bytes, encodes to {size}",
+                    cell.id,
+                    cell.size_bytes()
+                ));
             }
             if size > crate::format::FRAME_SIZE {
                 return Err(format!("frame {} does not fit: {size} bytes", cell.id));
@@ -43,7 +47,10 @@ impl Tree {
                             return Err(format!("link to unregistered frame {}", child.id));
                         }
                         if !child.parent().is_some_and(|p| Arc::ptr_eq(&p, &cell)) {
-                            return Err(format!("frame {} does not name {} as its parent", child.id, cell.id));
+                            return Err(format!(
+                                "frame {} does not name {} as its parent",
+                                child.id, cell.id
+                            ));
                         }
                         frames.push(Arc::clone(child));
                     }
@@ -68,7 +75,10 @@ impl Tree {
                             && inner.terminal().is_none()
                             && inner.children().iter().all(|(_, c)| !matches!(&**c, Node::Link(_)));
                         if only_child_folds {
-                            return Err(format!("inner node with one child left unfolded in frame {}", cell.id));
+                            return Err(format!(
+                                "inner node with one child left unfolded in frame {}",
+                                cell.id
+                            ));
                         }
                         if n > inner.kind().capacity() {
                             return Err(format!("{:?} holds {n} children", inner.kind()));

@@ -53,15 +53,21 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
         }
     }
     let used = buf.len();
-    frame::seal(&mut buf, id, count).map_err(|_| Error::InvalidArgument(format!(
-        "frame {id} needs {used} bytes, more than the {FRAME_SIZE}-byte frame"
-    )))?;
+    frame::seal(&mut buf, id, count).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "frame {id} needs {used} bytes, more than the {FRAME_SIZE}-byte frame"
+        ))
+    })?;
     Ok(buf)
 }
 
 fn corruption(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
     Error::Corruption {
-        location: Location { file: location.0.clone(), frame: Some(id.0), offset: location.1 + offset as u64 },
+        location: Location {
+            file: location.0.clone(),
+            frame: Some(id.0),
+            offset: location.1 + offset as u64,
+        },
         reason,
     }
 }
@@ -100,15 +106,21 @@ pub(super) fn decode_frame(
         let record = reader.next_record().map_err(|e| fail(HEADER_LEN + e.offset, e.reason))?;
         records = records.saturating_add(1);
         match record {
-            Record::Leaf { suffix, value, version } => stack.push(Pending::Leaf(Leaf::new(suffix, value, version))),
+            Record::Leaf { suffix, value, version } => {
+                stack.push(Pending::Leaf(Leaf::new(suffix, value, version)))
+            }
             Record::Link { frame } => {
-                let cell = resolve(FrameId(frame)).ok_or_else(|| fail(at, format!("link to unknown frame {frame}")))?;
+                let cell = resolve(FrameId(frame))
+                    .ok_or_else(|| fail(at, format!("link to unknown frame {frame}")))?;
                 stack.push(Pending::Node(Arc::new(Node::Link(cell))));
             }
             Record::Inner { kind, prefix, has_terminal, child_count, keys } => {
                 let needed = child_count + usize::from(has_terminal);
                 if stack.len() < needed {
-                    return Err(fail(at, format!("inner node needs {needed} records, {} precede it", stack.len())));
+                    return Err(fail(
+                        at,
+                        format!("inner node needs {needed} records, {} precede it", stack.len()),
+                    ));
                 }
                 let popped = stack.split_off(stack.len() - needed);
                 let mut popped = popped.into_iter();
@@ -141,7 +153,12 @@ pub(super) fn decode_frame(
 impl Tree {
     /// Decodes frame `cell` read from the source: links resolve to the live frames, and each
     /// linked frame learns `cell` is its parent.
-    pub(super) fn decode_frame(&self, cell: &Arc<Cell>, bytes: &[u8], location: &(PathBuf, u64)) -> Result<(Arc<Node>, usize)> {
+    pub(super) fn decode_frame(
+        &self,
+        cell: &Arc<Cell>,
+        bytes: &[u8],
+        location: &(PathBuf, u64),
+    ) -> Result<(Arc<Node>, usize)> {
         let frames = self.frames.lock();
         decode_frame(bytes, cell.id, location, |id| {
             // A link back to the frame itself or to the root would make a cycle.

@@ -76,10 +76,13 @@ impl Tree {
         keys: u64,
     ) -> Result<Tree> {
         if !frames.contains(&root_frame) {
-            return Err(Error::InvalidArgument(format!("root frame {root_frame} is not among the live frames")));
+            return Err(Error::InvalidArgument(format!(
+                "root frame {root_frame} is not among the live frames"
+            )));
         }
         let root = Arc::new(FrameCell::evicted(root_frame));
-        let tree = Tree::assemble(Arc::clone(&root), frame_budget_bytes, memory_budget_bytes, Some(source), keys);
+        let tree =
+            Tree::assemble(Arc::clone(&root), frame_budget_bytes, memory_budget_bytes, Some(source), keys);
         {
             let mut map = tree.frames.lock();
             for &id in frames {

@@ -102,7 +102,10 @@ impl Walk<'_> {
 
     fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
         let value = if self.with_values { leaf.value().to_vec() } else { Vec::new() };
-        self.emit(ListItem::Key { key: key.to_vec(), entry: Entry { value, version: Version(leaf.version()) } })
+        self.emit(ListItem::Key {
+            key: key.to_vec(),
+            entry: Entry { value, version: Version(leaf.version()) },
+        })
     }
 }
 

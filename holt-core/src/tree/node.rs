@@ -66,8 +66,36 @@ pub(crate) enum Children {
     N256 { ptrs: Box<[Option<Arc<Node>>; 256]>, len: u16 },
 }
 
+/// Prefix bytes kept inside the node up to this length (most path segments are shorter), so
+/// a lookup does not pay a separate cache miss for the prefix.
+const PREFIX_INLINE_MAX: usize = 22;
+
+/// A compressed prefix: inline when short, on the heap otherwise.
+enum Prefix {
+    Inline { len: u8, bytes: [u8; PREFIX_INLINE_MAX] },
+    Heap(Box<[u8]>),
+}
+
+impl Prefix {
+    fn new(prefix: &[u8]) -> Prefix {
+        if prefix.len() <= PREFIX_INLINE_MAX {
+            let mut bytes = [0u8; PREFIX_INLINE_MAX];
+            bytes[..prefix.len()].copy_from_slice(prefix);
+            Prefix::Inline { len: prefix.len() as u8, bytes }
+        } else {
+            Prefix::Heap(prefix.into())
+        }
+    }
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Prefix::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Prefix::Heap(b) => b,
+        }
+    }
+}
+
 pub(crate) struct Inner {
-    prefix: Box<[u8]>,
+    prefix: Prefix,
     /// The value of the key that ends exactly after `prefix` (how K and K+0x00 coexist).
     terminal: Option<Arc<Leaf>>,
     kind: InnerKind,
@@ -134,7 +162,7 @@ impl Inner {
                 Children::N256 { ptrs, len }
             }
         };
-        Inner { prefix: prefix.into(), terminal, kind, children }
+        Inner { prefix: Prefix::new(prefix), terminal, kind, children }
     }
 
     /// Builds a node choosing the kind from the old kind (hysteresis) or from scratch.
@@ -157,7 +185,7 @@ impl Inner {
     }
 
     pub(crate) fn prefix(&self) -> &[u8] {
-        &self.prefix
+        self.prefix.as_slice()
     }
     pub(crate) fn terminal(&self) -> Option<&Arc<Leaf>> {
         self.terminal.as_ref()
@@ -178,7 +206,7 @@ impl Inner {
     }
     /// The same node with another terminal.
     pub(crate) fn with_terminal(&self, terminal: Option<Arc<Leaf>>) -> Inner {
-        Inner::new(&self.prefix, terminal, self.kind, self.children.entries())
+        Inner::new(self.prefix(), terminal, self.kind, self.children.entries())
     }
     /// The same node with child `b` set to `node` (added or replaced).
     pub(crate) fn with_child(&self, b: u8, node: Arc<Node>) -> Inner {
@@ -187,18 +215,18 @@ impl Inner {
             Ok(i) => entries[i].1 = node,
             Err(i) => entries.insert(i, (b, node)),
         }
-        Inner::with_entries(&self.prefix, self.terminal.clone(), Some(self.kind), entries)
+        Inner::with_entries(self.prefix(), self.terminal.clone(), Some(self.kind), entries)
     }
     /// The same node without child `b`.
     pub(crate) fn without_child(&self, b: u8) -> Inner {
         let mut entries = self.children.entries();
         entries.retain(|e| e.0 != b);
-        Inner::with_entries(&self.prefix, self.terminal.clone(), Some(self.kind), entries)
+        Inner::with_entries(self.prefix(), self.terminal.clone(), Some(self.kind), entries)
     }
 
     /// Encoded size of this node's record plus its terminal's (children not included).
     pub(crate) fn encoded_len(&self) -> usize {
-        inner_len(self.kind, self.prefix.len(), self.children.len())
+        inner_len(self.kind, self.prefix().len(), self.children.len())
             + self.terminal.as_ref().map_or(0, |t| t.encoded_len())
     }
 }
@@ -352,7 +380,9 @@ mod tests {
             }
             // Every child is found by lookup and the iteration is ascending.
             for &k in &order[..len] {
-                assert!(matches!(node.children().get(k).map(|n| &**n), Some(Node::Leaf(l)) if l.value()[0] == k));
+                assert!(
+                    matches!(node.children().get(k).map(|n| &**n), Some(Node::Leaf(l)) if l.value()[0] == k)
+                );
             }
             let vals = values(&node);
             assert!(vals.windows(2).all(|w| w[0].0 < w[1].0));
@@ -382,5 +412,17 @@ mod tests {
             let from: Vec<u8> = node.children().iter_from(2).map(|(b, _)| b).collect();
             assert_eq!(from, (2..count as u8).collect::<Vec<_>>(), "count {count}");
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// Every leaf pays for the largest variant: keep nodes small (measured at 1M keys).
+    #[test]
+    fn nodes_stay_small() {
+        assert!(std::mem::size_of::<Node>() <= 88, "Node is {} bytes", std::mem::size_of::<Node>());
+        assert!(std::mem::size_of::<Leaf>() <= 32, "Leaf is {} bytes", std::mem::size_of::<Leaf>());
     }
 }

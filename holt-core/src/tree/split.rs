@@ -74,10 +74,11 @@ fn pick_subtree(root: &Node, target: usize, max: usize) -> Option<(Vec<u8>, usiz
                 let Some(done) = stack.pop() else { break };
                 if let Some(parent) = stack.last_mut() {
                     parent.size += done.size;
-                    let better = done.size <= max && match &best {
-                        None => true,
-                        Some((_, s)) => done.size.abs_diff(target) < s.abs_diff(target),
-                    };
+                    let better = done.size <= max
+                        && match &best {
+                            None => true,
+                            Some((_, s)) => done.size.abs_diff(target) < s.abs_diff(target),
+                        };
                     if better {
                         best = Some((path.clone(), done.size));
                     }
@@ -145,7 +146,11 @@ impl Tree {
                 return Ok(());
             }
             let root = self.load_root(cell)?;
-            let Some((path, moved)) = pick_subtree(&root, (size - HEADER_LEN) / 2, self.frame_budget_bytes - HEADER_LEN) else { return Ok(()) };
+            let Some((path, moved)) =
+                pick_subtree(&root, (size - HEADER_LEN) / 2, self.frame_budget_bytes - HEADER_LEN)
+            else {
+                return Ok(());
+            };
             let Some((steps, subtree)) = steps_along(&root, &path) else { return Ok(()) };
             let id = self.new_frame_id();
             let child = Arc::new(FrameCell::resident(id, Arc::clone(subtree), HEADER_LEN + moved, true));

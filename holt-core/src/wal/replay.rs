@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
-use crate::format::wal::{decode_record, parse_segment_name, Record, RecordError, SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::format::wal::{
+    decode_record, parse_segment_name, Record, RecordError, SegmentHeader, SEGMENT_HEADER_BYTES,
+};
 use crate::io::Vfs;
 
 use super::Resume;
@@ -59,7 +61,12 @@ pub(crate) fn replay(
         }
     }
     segments.sort();
-    let mut resume = Resume { segment: first_segment, base_lsn: checkpoint_lsn, header_written: false, next_lsn: checkpoint_lsn };
+    let mut resume = Resume {
+        segment: first_segment,
+        base_lsn: checkpoint_lsn,
+        header_written: false,
+        next_lsn: checkpoint_lsn,
+    };
     let mut ended = false;
     let mut records = 0u64;
     let mut truncated_at = None;
@@ -111,18 +118,25 @@ pub(crate) fn replay(
                     // The first position without a valid record: the end of this segment's
                     // records. Anything valid after it decides torn tail versus corruption.
                     let later_segment = segments[idx + 1..].iter().any(|(_, n)| has_header(vfs, n));
-                    if let Some(at) = valid_record_after(&bytes, off, max_record) {
-                        if at - off as u64 >= window || later_segment {
+                    // Unsynced damage stays within `window` bytes: a valid record beyond it
+                    // was synced after the bad one, so the bad one was synced too.
+                    let beyond = off.saturating_add(usize::try_from(window).unwrap_or(usize::MAX));
+                    if let Some(at) = valid_record_from(&bytes, beyond, max_record) {
+                        return Err(corruption(
+                            name,
+                            off as u64,
+                            format!("{reason}, but a valid record follows at offset {at}"),
+                        ));
+                    }
+                    if !matches!(other, Err(RecordError::Empty))
+                        || has_nonzero(&bytes[off.min(bytes.len())..])
+                    {
+                        if later_segment {
                             return Err(corruption(
                                 name,
                                 off as u64,
-                                format!("{reason}, but a valid record follows at offset {at}"),
+                                format!("{reason} in a segment that was rolled"),
                             ));
-                        }
-                    }
-                    if !matches!(other, Err(RecordError::Empty)) || has_nonzero(&bytes[off.min(bytes.len())..]) {
-                        if later_segment {
-                            return Err(corruption(name, off as u64, format!("{reason} in a segment that was rolled")));
                         }
                         cut_torn_tail(&*file, &bytes, off).map_err(io("wal truncate"))?;
                         tracing::warn!(file = %name, offset = off, reason, "cut torn log tail");
@@ -150,9 +164,9 @@ fn has_nonzero(bytes: &[u8]) -> bool {
     bytes.iter().any(|&b| b != 0)
 }
 
-/// The file offset of the first valid record strictly after `off`, if any.
-fn valid_record_after(bytes: &[u8], off: usize, max_record: usize) -> Option<u64> {
-    let mut at = off + 8;
+/// The file offset of the first valid record at or after `from`, if any.
+fn valid_record_from(bytes: &[u8], from: usize, max_record: usize) -> Option<u64> {
+    let mut at = (from.saturating_add(7)) & !7;
     while at + 8 <= bytes.len() {
         if bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes()
             && decode_record(&bytes[at..], max_record).is_ok()

@@ -262,11 +262,14 @@ impl Ring {
     /// (then something happened after the caller last looked: it must look again).
     pub fn sleep(&self, epoch: u64, timeout: Option<Duration>) {
         let guard = self.guard();
-        if self.epoch.compare_exchange(epoch, epoch | SLEEPING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if self.epoch.compare_exchange(epoch, epoch | SLEEPING, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
             return;
         }
         let guard = match timeout {
-            Some(t) => self.flusher_cv.wait_timeout(guard, t).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0),
+            Some(t) => {
+                self.flusher_cv.wait_timeout(guard, t).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0)
+            }
             None => self.flusher_cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
         };
         self.epoch.fetch_and(!SLEEPING, Ordering::AcqRel);

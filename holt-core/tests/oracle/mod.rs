@@ -73,9 +73,10 @@ pub fn dump(db: &Db) -> Vec<(Vec<u8>, Vec<u8>, u64)> {
 
 fn matches(state: &State, got: &[(Vec<u8>, Vec<u8>, u64)]) -> bool {
     state.len() == got.len()
-        && state.iter().zip(got).all(|((k, (v, ver)), (gk, gv, gver))| {
-            k == gk && v == gv && ver.is_none_or(|ver| ver == *gver)
-        })
+        && state
+            .iter()
+            .zip(got)
+            .all(|((k, (v, ver)), (gk, gv, gver))| k == gk && v == gv && ver.is_none_or(|ver| ver == *gver))
 }
 
 /// S3-style listing of a model state.
@@ -83,7 +84,9 @@ pub fn model_list(state: &State, prefix: &[u8], delimiter: &[u8], limit: usize) 
     let mut out: Vec<Vec<u8>> = Vec::new();
     for key in state.keys().filter(|k| k.starts_with(prefix)) {
         let rest = &key[prefix.len()..];
-        let name = match (!delimiter.is_empty()).then(|| rest.windows(delimiter.len()).position(|w| w == delimiter)) {
+        let name = match (!delimiter.is_empty())
+            .then(|| rest.windows(delimiter.len()).position(|w| w == delimiter))
+        {
             Some(Some(i)) => key[..prefix.len() + i + delimiter.len()].to_vec(),
             _ => key.clone(),
         };
@@ -191,7 +194,10 @@ pub fn next(state: &mut u64) -> u64 {
 /// The seed for a randomized test: `HOLT_SEED` if set, else time-derived. Printed.
 pub fn seed(test: &str) -> u64 {
     let seed = std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
     });
     println!("{test}: seed {seed} (rerun with HOLT_SEED={seed})");
     seed
@@ -208,7 +214,14 @@ pub fn opts() -> Options {
 }
 
 /// Runs `writes` random writes, injecting `fault` before write `inject_at`; returns history.
-pub fn workload(db: &Db, fs: &SimFs, rng: &mut u64, writes: usize, inject_at: usize, fault: Option<Fault>) -> History {
+pub fn workload(
+    db: &Db,
+    fs: &SimFs,
+    rng: &mut u64,
+    writes: usize,
+    inject_at: usize,
+    fault: Option<Fault>,
+) -> History {
     let mut history = History::default();
     for i in 0..writes {
         if i == inject_at {
@@ -251,9 +264,9 @@ pub fn crash_case(seed: u64, writes: usize, inject_at: usize, fault: Option<Faul
     fs.crash();
     drop(db);
     let context = format!("{label} seed {seed}");
-    let db = Db::open_with_vfs(vfs.clone(), opts()).unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let db =
+        Db::open_with_vfs(vfs.clone(), opts()).unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
     let state = check(&db, &history, &context);
     drop(db);
     check_stable(|| Db::open_with_vfs(vfs.clone(), opts()).expect("reopen"), &state, &context);
 }
-
