@@ -9,7 +9,7 @@
 # CACHE is $HOLT_CACHE_DIR, default .cache/ in the repository (gitignored).
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 usage() {

@@ -2,7 +2,7 @@
 # k6 load scenarios against a RUNNING gateway on this machine (loopback only).
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 usage() {
@@ -52,8 +52,12 @@ case "$host" in
 127.* | localhost | "[::1]") ;;
 *) holt_die "endpoint $endpoint is not a loopback address (127.0.0.0/8, localhost, [::1])" ;;
 esac
-[[ "$vus" =~ ^[0-9]+$ ]] && [ "$vus" -ge 1 ] && [ "$vus" -le 256 ] || holt_die "--vus must be 1..256"
-[[ "$max_iterations" =~ ^[0-9]+$ ]] && [ "$max_iterations" -ge 1 ] || holt_die "--max-iterations must be >= 1"
+if ! [[ "$vus" =~ ^[0-9]+$ ]] || [ "$vus" -lt 1 ] || [ "$vus" -gt 256 ]; then
+    holt_die "--vus must be 1..256"
+fi
+if ! [[ "$max_iterations" =~ ^[0-9]+$ ]] || [ "$max_iterations" -lt 1 ]; then
+    holt_die "--max-iterations must be >= 1"
+fi
 [[ "$duration" =~ ^([0-9]+)(s|m)$ ]] || holt_die "--duration must look like 30s or 5m"
 duration_s=${BASH_REMATCH[1]}
 [ "${BASH_REMATCH[2]}" = m ] && duration_s=$((duration_s * 60))

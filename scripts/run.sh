@@ -3,7 +3,7 @@
 # gateway unchanged (see --help, or `holt-gateway --help` for every flag).
 set -euo pipefail
 
-# shellcheck source=lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 usage() {

@@ -120,6 +120,13 @@ async fn copy_of_a_file_body_is_independent() {
     assert_eq!(gw.body_files(), 1);
 }
 
+#[expect(clippy::big_endian_bytes, reason = "AWS encodes CRC32 big-endian")]
+fn crc32_b64(data: &[u8]) -> String {
+    let mut h = crc32fast::Hasher::new();
+    h.update(data);
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, h.finalize().to_be_bytes())
+}
+
 fn delete_body(keys: &[&str], quiet: bool) -> Vec<u8> {
     let mut s = String::from("<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
     if quiet {
@@ -142,11 +149,7 @@ async fn delete_objects() {
     assert_eq!(gw.body_files(), 3);
     // boto3 >= 1.36 sends a CRC32 checksum and no Content-MD5.
     let body = delete_body(&["a", "missing"], false);
-    let crc = {
-        let mut h = crc32fast::Hasher::new();
-        h.update(&body);
-        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, h.finalize().to_be_bytes())
-    };
+    let crc = crc32_b64(&body);
     let r = gw.req(USER_A, Method::POST, "/bkt?delete", &[("x-amz-checksum-crc32", &crc)], &body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.xml_all("Key"), ["a", "missing"]);

@@ -24,25 +24,23 @@ use crate::wal::{replay, Wal, WalConfig, FIRST_LSN};
 
 /// Name of the lock file.
 pub(crate) const LOCK_NAME: &str = "LOCK";
-/// Log segment files are 8 × the ring, within these bounds: big enough that rolls are rare,
-/// small enough that preallocating one (and scanning it on open) stays cheap.
+/// Smallest log segment file. Segments are the smallest size the log allows (a bit over
+/// 4 × the ring, see `WalConfig::new`), at least this: big enough that rolls are rare, small
+/// enough that zero-filling a spare (and scanning a segment on open) stays cheap.
 pub(crate) const SEGMENT_BYTES_MIN: u64 = 1 << 20;
-pub(crate) const SEGMENT_BYTES_MAX: u64 = 64 << 20;
 
 fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
     move |source| Error::Io { op, source, may_have_applied: false }
 }
 
 pub(crate) fn wal_config(options: &Options) -> WalConfig {
-    let segment_bytes = (8 * options.wal_ring_bytes as u64).clamp(SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX);
-    WalConfig::new(options.wal_ring_bytes, segment_bytes, options.wal_flush_interval)
+    WalConfig::new(options.wal_ring_bytes, SEGMENT_BYTES_MIN, options.wal_flush_interval)
 }
 
 /// What `open` recovered.
 pub(crate) struct Opened {
     pub tree: Arc<Tree>,
     pub durable: Arc<Durable>,
-    pub replayed_records: u64,
 }
 
 fn read_manifest(vfs: &dyn Vfs) -> Result<Option<Manifest>> {
@@ -144,5 +142,5 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
     let wal = Wal::open(vfs.clone(), cfg, replayed.resume)?;
     let tree = Arc::new(tree);
     let durable = Arc::new(Durable::new(vfs, wal, store, manifest, options.clone(), lock));
-    Ok(Opened { tree, durable, replayed_records: replayed.records })
+    Ok(Opened { tree, durable })
 }

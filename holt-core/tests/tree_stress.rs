@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 const WRITERS: usize = 3;
 const READERS: usize = 3;
 const KEYS_PER_WRITER: usize = 150;
-const ROUNDS: usize = 60;
+const ROUNDS: usize = 40;
 
 fn key(writer: usize, i: usize) -> Vec<u8> {
     format!("w{writer}/d{}/k{i:04}", i % 5).into_bytes()

@@ -127,3 +127,47 @@ pub fn write_tree(dir: &Path, keys: &[String]) {
         write_file(&dir.join(key), key.as_bytes());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_matches_rfc1321_vectors() {
+        assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(md5_hex(b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+    }
+
+    #[test]
+    fn multipart_etag_is_md5_of_part_digests() {
+        let body = payload(7, 10);
+        let mut concat = Vec::new();
+        concat.extend_from_slice(&Md5::digest(&body[..4]));
+        concat.extend_from_slice(&Md5::digest(&body[4..8]));
+        concat.extend_from_slice(&Md5::digest(&body[8..]));
+        assert_eq!(multipart_etag(&body, 4), format!("{}-3", md5_hex(&concat)));
+    }
+
+    #[test]
+    fn payload_is_deterministic_per_seed() {
+        assert_eq!(payload(42, 1000), payload(42, 1000));
+        assert_ne!(payload(42, 1000), payload(43, 1000));
+        assert_eq!(payload(1, 13).len(), 13);
+    }
+
+    #[test]
+    fn key_lengths_straddle_the_limit() {
+        assert_eq!(longest_key().len(), 1024);
+        assert_eq!(too_long_key().len(), 1025);
+        // Multi-byte keys are measured in UTF-8 bytes.
+        assert!(TRICKY_KEYS.iter().any(|k| k.len() > k.chars().count()));
+    }
+
+    #[test]
+    fn same_bytes_reports_the_first_difference() {
+        assert!(same_bytes(b"abc", b"abc").is_ok());
+        let err = same_bytes(b"abd", b"abc").err().unwrap_or_default();
+        assert!(err.contains("offset 2"), "{err}");
+        assert!(same_bytes(b"ab", b"abc").is_err());
+    }
+}

@@ -312,3 +312,50 @@ pub fn describe_key_difference(actual: &[String], expected: &[String]) -> Option
         actual.len() - got.len()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_difference_names_missing_and_unexpected_keys() {
+        let expected = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        assert_eq!(describe_key_difference(&expected, &expected), None);
+        let got = vec!["a".to_string(), "c".to_string(), "z".to_string()];
+        let diff = describe_key_difference(&got, &expected).unwrap_or_default();
+        assert!(diff.contains("index 1"), "{diff}");
+        assert!(diff.contains("\"b\""), "{diff}");
+        assert!(diff.contains("\"z\""), "{diff}");
+    }
+
+    #[test]
+    fn floor_boundary_never_splits_a_character() {
+        let text = "a\u{e9}\u{1f600}";
+        for i in 0..=text.len() {
+            assert!(text.is_char_boundary(floor_boundary(text, i)));
+        }
+        assert_eq!(floor_boundary(text, 3), 3);
+        assert_eq!(floor_boundary(text, 4), 3);
+    }
+
+    #[test]
+    fn a_failing_step_reports_client_step_and_output() {
+        let outcome = Cmd::new("sh", "/bin/sh").args(["-c", "echo out; echo err >&2; exit 3"]).run("demo");
+        assert_eq!(outcome.code, Some(3));
+        let message = std::panic::catch_unwind(|| {
+            outcome.ok();
+        })
+        .err()
+        .and_then(|e| e.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+        assert!(message.contains("[sh] step 'demo'"), "{message}");
+        assert!(message.contains("exit code 3") && message.contains("out") && message.contains("err"), "{message}");
+    }
+
+    #[test]
+    fn a_step_over_its_time_limit_is_killed() {
+        let outcome = Cmd::new("sh", "/bin/sh").args(["-c", "sleep 30"]).timeout(Duration::from_millis(200)).run("slow");
+        assert!(outcome.timed_out);
+        assert!(outcome.elapsed < Duration::from_secs(10));
+    }
+}

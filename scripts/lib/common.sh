@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the scripts in scripts/. Source it; it defines functions and variables only.
 #
 # Variables it sets:

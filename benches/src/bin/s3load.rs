@@ -264,15 +264,14 @@ async fn connection(
         let body = resp.into_body().collect().await?.to_bytes();
         latencies.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
         totals.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
-        if status != p.ok {
-            if totals.errors.fetch_add(1, Ordering::Relaxed) < 3 {
-                eprintln!(
-                    "s3load: {} {} -> {status}: {}",
-                    p.method,
-                    p.path_and_query,
-                    String::from_utf8_lossy(&body[..body.len().min(300)])
-                );
-            }
+        // Count every failure; print only the first few.
+        if status != p.ok && totals.errors.fetch_add(1, Ordering::Relaxed) < 3 {
+            eprintln!(
+                "s3load: {} {} -> {status}: {}",
+                p.method,
+                p.path_and_query,
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            );
         }
     }
     Ok(latencies)

@@ -30,7 +30,7 @@ use crate::api::Options;
 use crate::error::{Error, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::parse_segment_name;
-use crate::io::{DirLock, Vfs};
+use crate::io::{failpoint, DirLock, Vfs};
 use crate::tree::{encode_frame, Tree};
 use crate::wal::Wal;
 use store::FrameStore;
@@ -79,28 +79,16 @@ pub(crate) fn write_manifest(vfs: &dyn Vfs, manifest: &Manifest) -> std::result:
     let bytes = manifest.encode();
     let before = |op: &'static str| move |e: io::Error| ManifestError::BeforeRename(op, e);
     let tmp = vfs.open(Path::new(MANIFEST_TMP_NAME), true).map_err(before("manifest write"))?;
-    (|| {
-        fail::fail_point!("manifest-write", |_| Err(io::Error::other("failpoint manifest-write")));
-        tmp.set_len(0)?;
-        tmp.write_all_at(&bytes, 0)
-    })()
-    .map_err(before("manifest write"))?;
-    (|| {
-        fail::fail_point!("manifest-sync", |_| Err(io::Error::other("failpoint manifest-sync")));
-        tmp.sync_data()
-    })()
-    .map_err(before("manifest sync"))?;
+    failpoint("manifest-write")
+        .and_then(|()| tmp.set_len(0))
+        .and_then(|()| tmp.write_all_at(&bytes, 0))
+        .map_err(before("manifest write"))?;
+    failpoint("manifest-sync").and_then(|()| tmp.sync_data()).map_err(before("manifest sync"))?;
     let after = |op: &'static str| move |e: io::Error| ManifestError::AfterRename(op, e);
-    (|| {
-        fail::fail_point!("manifest-rename", |_| Err(io::Error::other("failpoint manifest-rename")));
-        vfs.rename(Path::new(MANIFEST_TMP_NAME), Path::new(MANIFEST_NAME))
-    })()
-    .map_err(after("manifest rename"))?;
-    (|| {
-        fail::fail_point!("dir-sync", |_| Err(io::Error::other("failpoint dir-sync")));
-        vfs.sync_dir()
-    })()
-    .map_err(after("directory fsync"))
+    failpoint("manifest-rename")
+        .and_then(|()| vfs.rename(Path::new(MANIFEST_TMP_NAME), Path::new(MANIFEST_NAME)))
+        .map_err(after("manifest rename"))?;
+    failpoint("dir-sync").and_then(|()| vfs.sync_dir()).map_err(after("directory fsync"))
 }
 
 impl Durable {

@@ -8,7 +8,6 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -16,7 +15,7 @@ use parking_lot::RwLock;
 use crate::buffer::FrameSource;
 use crate::error::{Error, Location, Result};
 use crate::format::{FrameId, FRAME_SIZE};
-use crate::io::{Vfs, VfsFile};
+use crate::io::{failpoint, Vfs, VfsFile};
 
 /// File name of the frames file.
 pub(crate) const FRAMES_NAME: &str = "frames.dat";
@@ -26,7 +25,6 @@ pub(crate) struct FrameStore {
     /// Frame id → slot, as named by the durable manifest. Readers hold the read lock across
     /// their pread, so a slot freed by a manifest switch is never read while it is rewritten.
     slots: RwLock<HashMap<u64, u64>>,
-    reads: AtomicU64,
 }
 
 fn slot_offset(slot: u64) -> u64 {
@@ -40,7 +38,7 @@ impl FrameStore {
             source,
             may_have_applied: false,
         })?;
-        Ok(FrameStore { file, slots: RwLock::new(slots), reads: AtomicU64::new(0) })
+        Ok(FrameStore { file, slots: RwLock::new(slots) })
     }
 
     /// The durable id → slot table.
@@ -62,9 +60,9 @@ impl FrameStore {
         }
         let requests: Vec<(&[u8], u64)> =
             frames.iter().zip(&chosen).map(|((_, bytes), &slot)| (&bytes[..], slot_offset(slot))).collect();
-        fail::fail_point!("frame-write", |_| Err(io::Error::other("failpoint frame-write")));
+        failpoint("frame-write")?;
         self.file.write_many_at(&requests)?;
-        fail::fail_point!("frame-sync", |_| Err(io::Error::other("failpoint frame-sync")));
+        failpoint("frame-sync")?;
         self.file.sync_data()?;
         Ok(chosen)
     }
@@ -72,10 +70,6 @@ impl FrameStore {
     /// Switches the table to the one a newly durable manifest names.
     pub(crate) fn install(&self, slots: HashMap<u64, u64>) {
         *self.slots.write() = slots;
-    }
-
-    pub(crate) fn reads(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed)
     }
 }
 
@@ -100,7 +94,6 @@ impl FrameSource for FrameStore {
             },
             _ => Error::Io { op: "read frame", source, may_have_applied: false },
         })?;
-        self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(buf)
     }
 

@@ -34,11 +34,8 @@ const _: () = assert!(OFF_VERSION == OFF_MAGIC + 4 && OFF_FLAGS == OFF_VERSION +
 const _: () = assert!(OFF_FRAME_ID == OFF_FLAGS + 2 && OFF_USED == OFF_FRAME_ID + 8);
 const _: () = assert!(OFF_NODE_COUNT == OFF_USED + 4 && OFF_CHECKSUM == OFF_NODE_COUNT + 4);
 const _: () = assert!(OFF_RESERVED == OFF_CHECKSUM + 4 && HEADER_LEN == OFF_RESERVED + 4);
-const _: () = assert!(FRAME_SIZE % 4096 == 0, "frames must stay aligned for O_DIRECT");
+const _: () = assert!(FRAME_SIZE & 4095 == 0, "frames must stay aligned for O_DIRECT");
 const _: () = assert!(FRAME_SIZE <= u32::MAX as usize, "used_bytes is a u32");
-
-/// Largest body (records) a frame can carry.
-pub(crate) const BODY_CAPACITY: usize = FRAME_SIZE - HEADER_LEN;
 
 /// A buffer ready for records: `HEADER_LEN` zero bytes that `seal` fills in.
 pub(crate) fn start_frame(capacity_hint: usize) -> Vec<u8> {
@@ -56,7 +53,7 @@ fn checksum(frame: &[u8], used: usize) -> u32 {
 /// Fails (leaving the buffer unusable) when the records do not fit.
 pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<(), usize> {
     let used = buf.len();
-    if used > FRAME_SIZE || used < HEADER_LEN {
+    if !(HEADER_LEN..=FRAME_SIZE).contains(&used) {
         return Err(used);
     }
     buf[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&FRAME_MAGIC);
@@ -72,10 +69,9 @@ pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<()
     Ok(())
 }
 
-/// A validated frame: its id, record count and body (records), with the body's offset.
+/// A validated frame: its record count and body (the records).
 #[derive(Debug)]
 pub(crate) struct FrameView<'a> {
-    pub id: FrameId,
     pub node_count: u32,
     pub body: &'a [u8],
 }
@@ -126,7 +122,7 @@ pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, Rec
         return Err(err(OFF_FRAME_ID, format!("frame holds id {id}, expected {expected}")));
     }
     let node_count = le_u32(frame, OFF_NODE_COUNT);
-    Ok(FrameView { id, node_count, body: &frame[HEADER_LEN..used] })
+    Ok(FrameView { node_count, body: &frame[HEADER_LEN..used] })
 }
 
 #[cfg(test)]
@@ -140,7 +136,7 @@ mod tests {
         seal(&mut buf, FrameId(9), 1).unwrap();
         assert_eq!(buf.len(), FRAME_SIZE);
         let view = open(&buf, FrameId(9)).unwrap();
-        assert_eq!((view.id, view.node_count, view.body), (FrameId(9), 1, &b"records"[..]));
+        assert_eq!((view.node_count, view.body), (1, &b"records"[..]));
         assert!(open(&buf, FrameId(8)).is_err());
         for at in [0, 5, 9, 17, 21, 25, HEADER_LEN + 3] {
             let mut bad = buf.clone();

@@ -14,7 +14,7 @@ pub(crate) const MANIFEST_ENTRY_BYTES: usize = 16;
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 
-const _: () = assert!(MANIFEST_HEADER_BYTES % 8 == 0 && MANIFEST_ENTRY_BYTES % 8 == 0);
+const _: () = assert!(MANIFEST_HEADER_BYTES & 7 == 0 && MANIFEST_ENTRY_BYTES & 7 == 0);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Manifest {

@@ -29,8 +29,8 @@ pub(crate) const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"HOLTWALS");
 pub(crate) const SEGMENT_VERSION: u32 = 1;
 pub(crate) const SEGMENT_HEADER_BYTES: usize = 32;
 
-const _: () = assert!(RECORD_HEADER_BYTES % RECORD_ALIGN == 0);
-const _: () = assert!(SEGMENT_HEADER_BYTES % RECORD_ALIGN == 0);
+const _: () = assert!(RECORD_HEADER_BYTES & (RECORD_ALIGN - 1) == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES & (RECORD_ALIGN - 1) == 0);
 const _: () = assert!(RECORD_ALIGN == 8, "the ring publishes records through their first 8-byte word");
 
 /// Rounds a record length up to the alignment: the bytes it occupies in the ring and the file.

@@ -20,7 +20,16 @@ pub use std_fs::StdFs;
 /// Held while a database directory is open; dropping it releases the lock.
 pub type DirLock = Box<dyn std::any::Any + Send + Sync>;
 
+/// Hook for a named failpoint (feature `failpoints`): returns the injected error, if any.
+/// Without the feature it compiles to `Ok(())`.
+pub(crate) fn failpoint(name: &str) -> io::Result<()> {
+    let _ = name;
+    fail::fail_point!(name, |_| Err(io::Error::other(format!("failpoint {name}"))));
+    Ok(())
+}
+
 /// One open file.
+#[expect(clippy::len_without_is_empty, reason = "a file's size is asked, never its emptiness")]
 pub trait VfsFile: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset` (short reads past the end are an error).
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;

@@ -269,7 +269,7 @@ impl SimFs {
                         (0, _) => None,
                         (1, Pending::Write { offset, bytes }) if bytes.len() > 512 => {
                             // Torn write: only a sector- or page-aligned prefix reached the disk.
-                            let unit = if splitmix(&mut st.rng) % 2 == 0 { 512 } else { 4096 };
+                            let unit = if splitmix(&mut st.rng) & 1 == 0 { 512 } else { 4096 };
                             let cut = (splitmix(&mut st.rng) as usize % bytes.len()) / unit * unit;
                             Some(Pending::Write { offset: *offset, bytes: bytes[..cut].to_vec() })
                         }

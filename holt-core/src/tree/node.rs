@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn iter_from_skips_smaller_keys_in_every_layout() {
         for count in [3usize, 10, 30, 200] {
-            let entries: Vec<(u8, Arc<Node>)> = (0..count).map(|i| ((i * 1) as u8, leaf(i as u8))).collect();
+            let entries: Vec<(u8, Arc<Node>)> = (0..count).map(|i| (i as u8, leaf(i as u8))).collect();
             let node = Inner::with_entries(b"p", None, None, entries);
             let from: Vec<u8> = node.children().iter_from(2).map(|(b, _)| b).collect();
             assert_eq!(from, (2..count as u8).collect::<Vec<_>>(), "count {count}");

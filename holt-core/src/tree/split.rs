@@ -91,7 +91,10 @@ fn pick_subtree(root: &Node, target: usize, max: usize) -> Option<(Vec<u8>, usiz
 }
 
 /// The inner nodes along `path` from `root` (root first), each with the byte taken.
-fn steps_along<'a>(root: &'a Node, path: &[u8]) -> Option<(Vec<(&'a Inner, u8)>, &'a Arc<Node>)> {
+/// Inner nodes from a frame root down a path, each with the child byte taken.
+type Steps<'a> = Vec<(&'a Inner, u8)>;
+
+fn steps_along<'a>(root: &'a Node, path: &[u8]) -> Option<(Steps<'a>, &'a Arc<Node>)> {
     let mut steps = Vec::with_capacity(path.len());
     let mut node = root;
     let mut last = None;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::format::wal::{segment_name, SegmentHeader, SEGMENT_HEADER_BYTES};
-use crate::io::VfsFile;
+use crate::io::{failpoint, VfsFile};
 
 use super::{Resume, Shared};
 
@@ -36,6 +36,8 @@ pub(super) struct Flusher {
     shared: Arc<Shared>,
     cur: Segment,
     spare: Option<(u64, Arc<dyn VfsFile>)>,
+    /// The thread preparing segment `next_no` while no spare is ready.
+    preparing: Option<std::thread::JoinHandle<io::Result<Arc<dyn VfsFile>>>>,
     next_no: u64,
     retry_spare_at: Instant,
     /// Everything before `written` is in the segment files; before `synced`, durable.
@@ -50,20 +52,37 @@ fn io_err(op: &'static str, e: io::Error) -> Error {
     Error::Io { op, source: e, may_have_applied: false }
 }
 
-/// Creates segment `no` preallocated to `bytes` and makes it (and its directory entry)
-/// durable, so writing into it later is an in-place overwrite and never grows a file.
-pub(super) fn create_segment(shared: &Shared, no: u64) -> io::Result<Arc<dyn VfsFile>> {
+/// Creates segment `no`, reserves its blocks and fills it with zeros, and makes it (and its
+/// directory entry) durable. Writing into it later is an in-place overwrite of written
+/// blocks: it never grows the file or converts unwritten extents, which halves the
+/// fdatasync latency here (~127 µs versus ~265 µs for fallocated space, ~3 ms for appends).
+/// Without `zero_fill` the blocks are only reserved (fast: used for the first segment of a
+/// log, so opening a database does not write a whole segment of zeros).
+pub(super) fn create_segment(shared: &Shared, no: u64, zero_fill: bool) -> io::Result<Arc<dyn VfsFile>> {
+    const CHUNK_BYTES: u64 = 1 << 20;
     let name = segment_name(no);
     let vfs = &shared.vfs;
-    let result = (|| {
-        fail::fail_point!("wal-segment-create", |_| Err(io::Error::other("failpoint wal-segment-create")));
+    let result = failpoint("wal-segment-create").and_then(|()| {
         let file = vfs.open(Path::new(&name), true)?;
-        file.allocate(shared.cfg.segment_bytes)?;
-        file.set_len(shared.cfg.segment_bytes)?;
+        let size = shared.cfg.segment_bytes;
+        file.allocate(size)?;
+        if !zero_fill {
+            file.set_len(size)?;
+            file.sync_data()?;
+            vfs.sync_dir()?;
+            return Ok(file);
+        }
+        let zeros = vec![0u8; CHUNK_BYTES.min(size) as usize];
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(CHUNK_BYTES) as usize;
+            file.write_all_at(&zeros[..n], off)?;
+            off += n as u64;
+        }
         file.sync_data()?;
         vfs.sync_dir()?;
         Ok(file)
-    })();
+    });
     if result.is_err() {
         // Best effort: a half-made spare is harmless (recovery removes empty segments).
         let _ = vfs.remove(Path::new(&name));
@@ -77,7 +96,7 @@ impl Flusher {
         let file = if shared.vfs.exists(Path::new(&name)).map_err(|e| io_err("wal open", e))? {
             shared.vfs.open(Path::new(&name), false).map_err(|e| io_err("wal open", e))?
         } else {
-            create_segment(&shared, resume.segment).map_err(|e| match e.raw_os_error() {
+            create_segment(&shared, resume.segment, false).map_err(|e| match e.raw_os_error() {
                 Some(libc::ENOSPC) => Error::DiskFull,
                 _ => io_err("wal segment create", e),
             })?
@@ -90,6 +109,7 @@ impl Flusher {
                 header_written: resume.header_written,
             },
             spare: None,
+            preparing: None,
             next_no: resume.segment + 1,
             retry_spare_at: Instant::now(),
             written: resume.next_lsn,
@@ -99,7 +119,7 @@ impl Flusher {
             bounds: Vec::new(),
             shared,
         };
-        flusher.ensure_spare();
+        flusher.ensure_spare(false);
         Ok(flusher)
     }
 
@@ -119,16 +139,40 @@ impl Flusher {
         self.shared.ring.set_limit(limit);
     }
 
-    fn ensure_spare(&mut self) {
-        if self.spare.is_none() && Instant::now() >= self.retry_spare_at {
-            match create_segment(&self.shared, self.next_no) {
-                Ok(file) => {
-                    self.spare = Some((self.next_no, file));
-                    self.next_no += 1;
+    /// Keeps a spare segment coming: prepared on a helper thread (zero-filling a segment
+    /// takes long enough to stall group commit), collected here. With `wait`, blocks until
+    /// the preparation in progress (or a new one) finishes.
+    fn ensure_spare(&mut self, wait: bool) {
+        if self.spare.is_none() {
+            if self.preparing.is_none() && (wait || Instant::now() >= self.retry_spare_at) {
+                let shared = Arc::clone(&self.shared);
+                let no = self.next_no;
+                let spawned = std::thread::Builder::new().name("holt-wal-prealloc".into()).spawn(move || {
+                    let result = create_segment(&shared, no, true);
+                    shared.ring.wake_flusher();
+                    result
+                });
+                match spawned {
+                    Ok(handle) => self.preparing = Some(handle),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start the log preallocation thread");
+                        self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot preallocate the next log segment; retrying");
-                    self.retry_spare_at = Instant::now() + SPARE_RETRY;
+            }
+            if self.preparing.as_ref().is_some_and(|h| wait || h.is_finished()) {
+                if let Some(handle) = self.preparing.take() {
+                    match handle.join() {
+                        Ok(Ok(file)) => {
+                            self.spare = Some((self.next_no, file));
+                            self.next_no += 1;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "cannot preallocate the next log segment; retrying");
+                            self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                        }
+                        Err(_) => self.retry_spare_at = Instant::now() + SPARE_RETRY,
+                    }
                 }
             }
         }
@@ -138,6 +182,10 @@ impl Flusher {
     pub(super) fn run(mut self) {
         if let Err((op, e)) = self.run_inner() {
             self.shared.poison(op, &e);
+        }
+        // No helper may outlive the log: a reopened log must not see it create files.
+        if let Some(handle) = self.preparing.take() {
+            let _ = handle.join();
         }
     }
 
@@ -173,7 +221,7 @@ impl Flusher {
             if due {
                 self.sync()?;
             }
-            self.ensure_spare();
+            self.ensure_spare(false);
 
             if !open && self.written == self.shared.ring.head() && self.synced == self.written {
                 let mut roll = self.shared.roll.lock();
@@ -232,16 +280,16 @@ impl Flusher {
         }
         let offset = SEGMENT_HEADER_BYTES as u64 + self.written - self.cur.base_lsn;
         let file = self.cur.file.clone();
-        let result = (|| {
-            fail::fail_point!("wal-append-write", |_| Err(io::Error::other("failpoint wal-append-write")));
-            if self.cur.header_written {
+        let header_written = self.cur.header_written;
+        let header = SegmentHeader { segment: self.cur.no, base_lsn: self.cur.base_lsn };
+        let result = failpoint("wal-append-write").and_then(|()| {
+            if header_written {
                 file.write_all_at(chunk, offset)
             } else {
                 // The header goes out with the first records, in one write.
-                let header = SegmentHeader { segment: self.cur.no, base_lsn: self.cur.base_lsn }.encode();
-                file.write_all_at(&[&header[..], chunk].concat(), 0)
+                file.write_all_at(&[&header.encode()[..], chunk].concat(), 0)
             }
-        })();
+        });
         result.map_err(|e| ("wal write", e))?;
         self.cur.header_written = true;
         self.written += chunk.len() as u64;
@@ -254,11 +302,7 @@ impl Flusher {
             return Ok(());
         }
         let file = self.cur.file.clone();
-        (|| {
-            fail::fail_point!("wal-fdatasync", |_| Err(io::Error::other("failpoint wal-fdatasync")));
-            file.sync_data()
-        })()
-        .map_err(|e| ("wal fdatasync", e))?;
+        failpoint("wal-fdatasync").and_then(|()| file.sync_data()).map_err(|e| ("wal fdatasync", e))?;
         self.synced = self.written;
         self.last_sync = Instant::now();
         self.shared.syncs.fetch_add(1, Ordering::Relaxed);
@@ -275,8 +319,7 @@ impl Flusher {
             return Ok(());
         }
         if self.spare.is_none() {
-            self.retry_spare_at = Instant::now();
-            self.ensure_spare();
+            self.ensure_spare(true);
         }
         let Some((no, file)) = self.spare.take() else {
             // No space for a new segment: a checkpoint's roll fails (and is retried later);
@@ -289,10 +332,10 @@ impl Flusher {
             }
             return Ok(());
         };
-        fail::fail_point!("wal-segment-roll", |_| Err(("wal segment roll", io::Error::other("failpoint"))));
+        failpoint("wal-segment-roll").map_err(|e| ("wal segment roll", e))?;
         self.sync()?;
         self.cur = Segment { no, base_lsn: pos, file, header_written: false };
-        self.ensure_spare();
+        self.ensure_spare(false);
         self.answer_roll(pos);
         Ok(())
     }

@@ -40,7 +40,9 @@ pub(crate) struct WalConfig {
 impl WalConfig {
     pub(crate) fn new(ring_bytes: usize, segment_bytes: u64, flush_interval: Duration) -> WalConfig {
         let ring_bytes = ring_bytes.clamp(4096, 1 << 30).next_power_of_two();
-        let segment_bytes = segment_bytes.max(4 * ring_bytes as u64 + SEGMENT_HEADER_BYTES as u64);
+        // Room for the header plus 4 rings (see `Flusher::update_limit`), rounded to 4 KiB.
+        let floor = (4 * ring_bytes as u64 + SEGMENT_HEADER_BYTES as u64 + 4095) & !4095;
+        let segment_bytes = segment_bytes.max(floor);
         WalConfig { ring_bytes, segment_bytes, flush_interval }
     }
 

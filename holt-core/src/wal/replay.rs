@@ -181,7 +181,7 @@ fn valid_record_from(bytes: &[u8], from: usize, max_record: usize) -> Option<u64
 /// Zeroes everything from `off` to the last non-zero byte and syncs: the torn tail is gone
 /// from the file before any new record is appended at `off`.
 fn cut_torn_tail(file: &dyn crate::io::VfsFile, bytes: &[u8], off: usize) -> std::io::Result<()> {
-    fail::fail_point!("wal-truncate", |_| Err(std::io::Error::other("failpoint wal-truncate")));
+    crate::io::failpoint("wal-truncate")?;
     let Some(last) = bytes.iter().rposition(|&b| b != 0) else { return Ok(()) };
     if last < off {
         return Ok(());

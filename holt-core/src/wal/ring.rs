@@ -106,7 +106,7 @@ impl Ring {
     /// A ring of `capacity_bytes` (a power of two, at least 64) whose stream starts at `start`.
     pub fn new(capacity_bytes: usize, start: u64) -> Ring {
         assert!(capacity_bytes.is_power_of_two() && capacity_bytes >= 64, "ring capacity {capacity_bytes}");
-        assert_eq!(start % 8, 0, "log positions are 8-aligned");
+        assert_eq!(start & 7, 0, "log positions are 8-aligned");
         let words: Vec<AtomicU64> = (0..capacity_bytes / 8).map(|_| AtomicU64::new(0)).collect();
         Ring {
             words: words.into_boxed_slice(),
@@ -127,15 +127,12 @@ impl Ring {
         }
     }
 
-    pub fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
-    }
-
     /// Next position to be reserved: every record before it has been reserved.
     pub fn head(&self) -> u64 {
         self.head.load(Ordering::Acquire)
     }
 
+    #[cfg(any(test, loom))]
     pub fn tail(&self) -> u64 {
         self.tail.load(Ordering::Acquire)
     }
@@ -167,7 +164,7 @@ impl Ring {
     /// Reserves `len` bytes (a multiple of 8) and returns the start position. Parks while the
     /// ring is full. Fails without reserving when the disk limit would be passed.
     pub fn reserve(&self, len: u64) -> Result<u64, RingError> {
-        debug_assert!(len % 8 == 0 && len >= 8);
+        debug_assert!(len & 7 == 0 && len >= 8);
         if len > self.capacity_bytes {
             return Err(RingError::TooLarge);
         }
@@ -214,7 +211,7 @@ impl Ring {
     /// sleeps. Every publication wakes it, async ones included: a sync record published behind
     /// an async one must not wait for the async flush interval.
     pub fn publish(&self, pos: u64, unit: &[u8]) {
-        debug_assert!(unit.len() % 8 == 0 && !unit.is_empty());
+        debug_assert!(unit.len() & 7 == 0 && !unit.is_empty());
         let mut words = unit.chunks_exact(8).map(|c| {
             let mut w = [0u8; 8];
             w.copy_from_slice(c);
@@ -250,12 +247,6 @@ impl Ring {
     /// Flusher: a snapshot of the event count, taken BEFORE looking for work.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire) & !SLEEPING
-    }
-
-    /// Flusher: whether the record at `tail` is published.
-    pub fn has_published(&self) -> bool {
-        let tail = self.tail.load(Ordering::Relaxed);
-        self.words[((tail / 8) & self.mask) as usize].load(Ordering::Acquire) != 0
     }
 
     /// Flusher: sleeps until woken or `timeout`, unless the event count moved since `epoch`
