@@ -26,6 +26,7 @@ Builds run under `nice -n 19` so they only take idle CPU.
 USAGE
 }
 
+ORIG_ARGS="$*"
 KEYS=1000000
 QUICK=0
 REPS=3
@@ -79,7 +80,9 @@ BIN="$BENCHES/target/release"
 # --- engine comparison ------------------------------------------------------------------
 ENGINE_CMD="$BIN/bench_driver --keys $KEYS --reps $REPS --engines $ENGINES --out $RUN_DIR/engines --data-dir $DATA_DIR"
 [[ $QUICK -eq 1 ]] && ENGINE_CMD+=" --quick"
-if [[ $RUN_ENGINES -eq 1 ]]; then
+if [[ $RUN_ENGINES -eq 0 ]]; then
+    ENGINE_CMD="(not run by this invocation: the engine figures in benches/results are from an earlier run, see the notes)"
+else
     rm -rf "$RUN_DIR/engines"
     log "engine comparison: $ENGINE_CMD"
     $ENGINE_CMD
@@ -212,6 +215,6 @@ DIRTY=$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -qv '^??' && echo "
     --chart "$OUT/headline.png" \
     --commit "$COMMIT$DIRTY" \
     --engine-command "$ENGINE_CMD" \
-    --script-command "scripts/bench.sh --keys $KEYS --reps $REPS$([[ $QUICK -eq 1 ]] && echo ' --quick')" \
+    --script-command "scripts/bench.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
     --machine "$(nproc) cores; $(free -h | awk '/^Mem:/ {print $2 " RAM"}'); kernel $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')"
 log "wrote benches/RESULTS.md"

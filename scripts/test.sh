@@ -103,11 +103,11 @@ run_phase() {
     fi
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
-    summary_lines+=("$(printf '%-11s %5d passed %5d failed  exit %3d  %5ds' "$name" "$passed" "$failed" "$rc" $(($(date +%s) - started_s)))")
+    summary_lines+=("$(printf '%-12s %5d passed %5d failed  exit %3d  %5ds' "$name" "$passed" "$failed" "$rc" $(($(date +%s) - started_s)))")
 }
 
 skip_phase() {
-    summary_lines+=("$(printf '%-11s skipped: %s' "$1" "$2")")
+    summary_lines+=("$(printf '%-12s skipped: %s' "$1" "$2")")
     holt_log "phase $1 skipped: $2"
 }
 
@@ -126,12 +126,12 @@ ensure_rust_components >/dev/null 2>&1 || holt_log "could not add rustfmt/clippy
 run_phase fmt check 300 cargo fmt --all -- --check
 run_phase clippy check 1800 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The compat suite needs the clients and a built gateway: it runs in its own phase below.
-run_phase test cargo 2400 cargo test --workspace --locked --exclude s3-compat-tests
+run_phase test cargo 2400 cargo test --workspace --locked --no-fail-fast --exclude s3-compat-tests
 
 if [ "$quick" -eq 0 ]; then
     if compgen -G "holt-core/tests/loom_*.rs" >/dev/null; then
         run_phase loom cargo 1800 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-            cargo test -p holt-core --release --locked --target-dir target/loom --test 'loom_*'
+            cargo test -p holt-core --release --locked --no-fail-fast --target-dir target/loom --test 'loom_*'
     else
         skip_phase loom "no holt-core/tests/loom_*.rs"
     fi
@@ -147,7 +147,7 @@ if [ "$quick" -eq 0 ]; then
     fi
     holt_export_client_env
     run_phase compat-build check 1200 cargo build --locked -p gateway --bin holt-gateway
-    run_phase compat cargo 1800 cargo test --locked -p s3-compat-tests
+    run_phase compat cargo 1800 cargo test --locked --no-fail-fast -p s3-compat-tests
 else
     skip_phase compat "--quick"
 fi

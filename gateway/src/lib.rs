@@ -27,6 +27,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use futures_util::FutureExt as _;
 use http::{HeaderValue, Method, StatusCode};
 use tracing::Instrument as _;
 
@@ -108,13 +109,30 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
     let is_head = req.method() == Method::HEAD;
     let span =
         tracing::info_span!("request", id = %request_id, method = %req.method(), path = %req.uri().path());
-    let (op_name, mut resp) = match Arc::clone(&state.0.inflight).try_acquire_owned() {
-        Ok(permit) => {
-            let result = serve(&state, req, &request_id).instrument(span.clone()).await;
-            drop(permit);
-            result
-        }
-        Err(_) => ("SlowDown", error_response(S3Error::new(S3ErrorCode::SlowDown), &request_id)),
+    // Liveness and metrics stay answerable when the server is saturated: they take no slot.
+    let (parts, body) = req.into_parts();
+    let operational = (parts.method == Method::GET || parts.method == Method::HEAD)
+        && matches!(parts.uri.path(), "/health" | "/metrics")
+        && !auth::has_authentication(&parts);
+    let req = Request::from_parts(parts, body);
+    let permit = if operational { None } else { Arc::clone(&state.0.inflight).try_acquire_owned().ok() };
+    let (op_name, mut resp) = if operational || permit.is_some() {
+        // A panic is a bug, but it must cost one request, not the connection: answer it with
+        // InternalError (logged in full by `S3Error::internal`).
+        let served = std::panic::AssertUnwindSafe(serve(&state, req, &request_id).instrument(span.clone()))
+            .catch_unwind()
+            .await;
+        drop(permit);
+        served.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            ("Panic", error_response(S3Error::internal("handler panicked", what), &request_id))
+        })
+    } else {
+        ("SlowDown", error_response(S3Error::new(S3ErrorCode::SlowDown), &request_id))
     };
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("x-amz-request-id", v);
@@ -142,7 +160,12 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
         match parts.uri.path() {
             "/health" => return ("Health", (StatusCode::OK, "ok").into_response()),
             "/metrics" => {
-                let text = state.0.metrics.render(&state.0.store.stats());
+                let mut text = state.0.metrics.render(&state.0.store.stats());
+                let inflight = state.0.settings.max_inflight.max(1) - state.0.inflight.available_permits();
+                text.push_str(&format!(
+                    "# HELP holt_inflight_requests S3 requests being handled.\n\
+                     # TYPE holt_inflight_requests gauge\nholt_inflight_requests {inflight}\n"
+                ));
                 let mut resp = (StatusCode::OK, text).into_response();
                 resp.headers_mut().insert(
                     http::header::CONTENT_TYPE,

@@ -150,6 +150,7 @@ async fn health_and_metrics() {
     );
     assert!(r.text().contains("holt_request_duration_seconds_bucket{operation=\"CreateBucket\""));
     assert!(r.text().contains("holt_engine_keys"));
+    assert!(r.text().contains("holt_inflight_requests 0"), "{}", r.text());
     // A signed request for /health is an S3 request to bucket "health".
     gw.a(Method::GET, "/health", b"").await.assert_error(404, "NoSuchBucket");
 }

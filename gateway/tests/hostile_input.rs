@@ -202,6 +202,8 @@ async fn requests_past_the_inflight_cap_get_slow_down() {
     let held = tokio::spawn(async move { router.oneshot(stalled).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     gw.a(Method::GET, "/", b"").await.assert_error(503, "SlowDown");
+    // Liveness stays answerable at saturation.
+    assert_eq!(gw.send(anonymous(Method::GET, "/health", b"")).await.status, 200);
     held.abort();
     let _ = held.await;
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -111,3 +111,56 @@ async fn conditional_puts_are_atomic_with_the_write() {
         .await
         .assert_error(404, "NoSuchKey");
 }
+
+#[tokio::test]
+async fn presigned_get_and_put() {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings};
+    use std::time::{Duration, SystemTime};
+
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let presign = |method: &str, target: &str| {
+        let creds = aws_credential_types::Credentials::new(USER_A.0, USER_A.1, None, None, "test");
+        let identity = creds.into();
+        let mut settings = SigningSettings::default();
+        settings.signature_location = SignatureLocation::QueryParams;
+        settings.expires_in = Some(Duration::from_secs(300));
+        let params = aws_sigv4::sign::v4::SigningParams::builder()
+            .identity(&identity)
+            .region(REGION)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .unwrap()
+            .into();
+        let url = format!("http://localhost{target}");
+        let signable = SignableRequest::new(
+            method,
+            url,
+            [("host", "localhost")].into_iter(),
+            SignableBody::UnsignedPayload,
+        )
+        .unwrap();
+        let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+        let mut query: Vec<String> = Vec::new();
+        for (k, v) in instructions.params() {
+            query.push(format!("{k}={}", encode_key(v).replace('/', "%2F")));
+        }
+        format!("{target}?{}", query.join("&"))
+    };
+    let put = presign("PUT", "/bkt/p");
+    let req = http::Request::builder()
+        .method(Method::PUT)
+        .uri(&put)
+        .header("host", "localhost")
+        .header("content-length", "9")
+        .body(axum::body::Body::from("presigned"))
+        .unwrap();
+    let r = gw.send(req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let get = presign("GET", "/bkt/p");
+    let r = gw.send(anonymous(Method::GET, &get, b"")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.body, b"presigned");
+}

@@ -94,7 +94,10 @@ fn parse_acks(text: &str) -> BTreeMap<(u64, u64), u64> {
     acks
 }
 
-fn dump(db: &Db) -> Result<Vec<(Vec<u8>, Vec<u8>, u64)>, String> {
+/// (key, value, version) of every stored key, in key order.
+type Dump = Vec<(Vec<u8>, Vec<u8>, u64)>;
+
+fn dump(db: &Db) -> Result<Dump, String> {
     Ok(db
         .scan(b"", b"", usize::MAX)
         .map_err(|e| e.to_string())?

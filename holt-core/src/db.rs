@@ -41,7 +41,7 @@ impl Db {
             source,
             may_have_applied: false,
         })?;
-        Self::open_on(Arc::new(StdFs::new(dir)), options, dir)
+        Self::open_on(Arc::new(StdFs::with_io_uring(dir, options.use_io_uring)), options, dir)
     }
 
     /// Opens a database stored in any [`Vfs`] (the simulated one in crash tests).

@@ -3,7 +3,8 @@
 //! returns, the writer publishes the counter it wrote. A reader that starts after that must
 //! see that counter or a later one (reads are linearizable), listings come back in order, and
 //! keys that writers delete and re-create are either absent or hold a well-formed value. Frames
-//! are tiny so splits and merges run concurrently with everything else.
+//! are tiny so splits and merges run concurrently with everything else, and the cache holds a
+//! quarter of the frames so clean frames are evicted and read back under the same load.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,8 +17,8 @@ use rand::{Rng, SeedableRng};
 
 const WRITERS: usize = 3;
 const READERS: usize = 3;
-const KEYS_PER_WRITER: usize = 150;
-const ROUNDS: usize = 40;
+const KEYS_PER_WRITER: usize = 100;
+const ROUNDS: usize = 30;
 
 fn key(writer: usize, i: usize) -> Vec<u8> {
     format!("w{writer}/d{}/k{i:04}", i % 5).into_bytes()
@@ -49,7 +50,17 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
     let seed =
         std::env::var("HOLT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
     println!("seed {seed} (replay with HOLT_SEED={seed})");
-    let tree = Arc::new(TreeHarness::new(2048));
+    // Start from a checkpointed tree re-opened with a cache smaller than its frames, so readers
+    // and writers also race with frames being evicted and read back.
+    let tree = TreeHarness::new(2048);
+    for w in 0..WRITERS {
+        let ops: Vec<BatchOp> = (0..KEYS_PER_WRITER)
+            .map(|i| BatchOp::Put { key: key(w, i), value: encode(0, 20), condition: Condition::None })
+            .collect();
+        tree.apply(&ops).unwrap();
+    }
+    let cache_bytes = tree.encoded_bytes() as usize / 4;
+    let tree = Arc::new(tree.reopen(cache_bytes).unwrap());
     let committed: Arc<Vec<AtomicU64>> =
         Arc::new((0..WRITERS * KEYS_PER_WRITER).map(|_| AtomicU64::new(0)).collect());
     let done = Arc::new(AtomicBool::new(false));
@@ -164,6 +175,9 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
     println!("{checks} reads checked, {} frames at the end", tree.frame_count());
     assert!(checks > 500, "only {checks} reads ran concurrently with the writers");
     assert!(tree.frame_count() > 5, "frames never split");
+    let (reads, evictions) = tree.cache_counters();
+    println!("{reads} frame reads, {evictions} evictions");
+    assert!(reads > 0 && evictions > 0, "the cache never evicted and re-read a frame");
     tree.check().unwrap();
     for w in 0..WRITERS {
         for i in 0..KEYS_PER_WRITER {

@@ -54,9 +54,14 @@ function getKey(i) {
 // Seed once: the bucket, 100 objects to read, and SEED_PREFIXES subtrees under list/ so a
 // delimiter listing of list/ fills a 1000-entry page with common prefixes.
 export function setup() {
-  const created = s3Request(cfg, 'PUT', objectPath(BUCKET));
+  const created = s3Request(cfg, 'PUT', objectPath(BUCKET), { expectedStatuses: [200, 409] });
   if (created.status !== 200 && created.status !== 409) {
     throw new Error('CreateBucket ' + BUCKET + ': HTTP ' + created.status + ' ' + created.body);
+  }
+  // A sentinel written last marks a complete seed, so repeated runs skip straight to the load.
+  const sentinel = objectPath(BUCKET, 'seeded/prefixes-' + SEED_PREFIXES);
+  if (s3Request(cfg, 'HEAD', sentinel, { expectedStatuses: [200, 404] }).status === 200) {
+    return {};
   }
   const keys = [];
   for (let i = 0; i < GET_OBJECTS; i++) keys.push(getKey(i));
@@ -70,6 +75,10 @@ export function setup() {
     if (failed.length > 0) {
       throw new Error('seeding failed: HTTP ' + failed[0].status + ' ' + failed[0].body);
     }
+  }
+  const marked = s3Request(cfg, 'PUT', sentinel, { body: 'ok' });
+  if (marked.status !== 200) {
+    throw new Error('writing the seed sentinel failed: HTTP ' + marked.status);
   }
   return {};
 }

@@ -9,7 +9,9 @@ use serde_json::Value;
 
 use crate::data::write_file;
 use crate::exec::{Cmd, Outcome};
-use crate::gateway::{Gateway, REGION, USER1_ACCESS_KEY, USER1_SECRET_KEY, USER2_ACCESS_KEY, USER2_SECRET_KEY};
+use crate::gateway::{
+    Gateway, REGION, USER1_ACCESS_KEY, USER1_SECRET_KEY, USER2_ACCESS_KEY, USER2_SECRET_KEY,
+};
 use crate::tools::{crate_file, Tool};
 
 /// Which of the two configured users a client signs as.
@@ -202,7 +204,8 @@ impl Mc {
         mc
     }
 
-    fn raw(&self, args: &[&str]) -> Cmd {
+    /// `mc ARGS` without `--json`.
+    pub fn raw(&self, args: &[&str]) -> Cmd {
         Cmd::new("mc", &self.bin).env("HOME", &self.home).env("MC_DISABLE_PAGER", "1").args(args)
     }
 

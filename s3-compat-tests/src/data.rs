@@ -65,7 +65,11 @@ pub fn same_bytes(actual: &[u8], expected: &[u8]) -> Result<(), String> {
     }
     match actual.iter().zip(expected).position(|(a, b)| a != b) {
         None => Ok(()),
-        Some(at) => Err(format!("first differing byte at offset {at} (md5 {} != {})", md5_hex(actual), md5_hex(expected))),
+        Some(at) => Err(format!(
+            "first differing byte at offset {at} (md5 {} != {})",
+            md5_hex(actual),
+            md5_hex(expected)
+        )),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -78,6 +79,9 @@ impl Cmd {
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Its own process group, so a timeout kills the client and anything it started (a
+        // surviving grandchild would hold the output pipes open and hang the step).
+        command.process_group(0);
         for (key, value) in &self.envs {
             match value {
                 Some(value) => command.env(key, value),
@@ -95,9 +99,9 @@ impl Cmd {
         let mut command = self.command();
         let cmdline = self.cmdline();
         let started = Instant::now();
-        let mut child = command.spawn().unwrap_or_else(|e| {
-            panic!("[{}] step '{step}': cannot start `{cmdline}`: {e}", self.client)
-        });
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("[{}] step '{step}': cannot start `{cmdline}`: {e}", self.client));
         let stdout = child.stdout.take().map(read_in_background);
         let stderr = child.stderr.take().map(read_in_background);
         let deadline = started + self.timeout;
@@ -107,6 +111,7 @@ impl Cmd {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() >= deadline => {
                     timed_out = true;
+                    kill_process_group(child.id());
                     let _ = child.kill();
                     break child.wait().ok();
                 }
@@ -139,6 +144,13 @@ impl Cmd {
             }
         }));
         parts.join(" ")
+    }
+}
+
+/// SIGKILL every process in the group led by `pid`.
+fn kill_process_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 
@@ -301,7 +313,8 @@ pub fn describe_key_difference(actual: &[String], expected: &[String]) -> Option
     let got: BTreeSet<&String> = actual.iter().collect();
     let missing: Vec<&&String> = want.difference(&got).take(8).collect();
     let extra: Vec<&&String> = got.difference(&want).take(8).collect();
-    let first = actual.iter().zip(expected).position(|(a, e)| a != e).unwrap_or(actual.len().min(expected.len()));
+    let first =
+        actual.iter().zip(expected).position(|(a, e)| a != e).unwrap_or(actual.len().min(expected.len()));
     Some(format!(
         "{} keys, expected {}; first difference at index {first}: got {:?}, expected {:?}; \
          missing (first 8): {missing:?}; unexpected (first 8): {extra:?}; duplicates: {}",
@@ -349,12 +362,18 @@ mod tests {
         .and_then(|e| e.downcast_ref::<String>().cloned())
         .unwrap_or_default();
         assert!(message.contains("[sh] step 'demo'"), "{message}");
-        assert!(message.contains("exit code 3") && message.contains("out") && message.contains("err"), "{message}");
+        assert!(
+            message.contains("exit code 3") && message.contains("out") && message.contains("err"),
+            "{message}"
+        );
     }
 
     #[test]
     fn a_step_over_its_time_limit_is_killed() {
-        let outcome = Cmd::new("sh", "/bin/sh").args(["-c", "sleep 30"]).timeout(Duration::from_millis(200)).run("slow");
+        let outcome = Cmd::new("sh", "/bin/sh")
+            .args(["-c", "sleep 30"])
+            .timeout(Duration::from_millis(200))
+            .run("slow");
         assert!(outcome.timed_out);
         assert!(outcome.elapsed < Duration::from_secs(10));
     }

@@ -131,12 +131,16 @@ impl Gateway {
 
     /// SIGTERM and wait; returns the exit status.
     fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().unwrap_or_else(|| panic!("[{}] gateway is not running", self.label));
-        let pid = child.id().to_string();
-        // std has no SIGTERM; the `kill` utility keeps this crate free of unsafe code.
-        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        let mut child =
+            self.child.take().unwrap_or_else(|| panic!("[{}] gateway is not running", self.label));
+        let pid = child.id();
+        // std has no SIGTERM.
+        let sent = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .map(|p| rustix::process::kill_process(p, rustix::process::Signal::TERM));
         assert!(
-            matches!(sent, Ok(s) if s.success()),
+            matches!(sent, Some(Ok(()))),
             "[{}] could not send SIGTERM to pid {pid}: {sent:?}",
             self.label
         );
@@ -186,7 +190,8 @@ impl Gateway {
             .stderr(Stdio::from(log_for_stderr))
             .spawn()
             .unwrap_or_else(|e| panic!("[{}] cannot start {}: {e}", self.label, bin.display()));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("[{}] gateway stdout not piped", self.label));
+        let stdout =
+            child.stdout.take().unwrap_or_else(|| panic!("[{}] gateway stdout not piped", self.label));
         let (tx, rx) = mpsc::channel::<String>();
         // The reader keeps draining stdout into the log after the start-up line so the gateway
         // never blocks on a full pipe.

@@ -18,7 +18,7 @@
 //! use s3_compat_tests::{clients::Aws, gateway::Gateway};
 //! let gw = Gateway::start("example");
 //! let aws = Aws::new(&gw);
-//! aws.s3(&["mb", "s3://example-bucket"]).ok("create bucket");
+//! aws.s3(&["mb", "s3://example-bucket"]).run("create bucket").ok().stdout_has("make_bucket");
 //! ```
 
 pub mod clients;

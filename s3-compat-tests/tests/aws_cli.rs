@@ -58,7 +58,10 @@ fn after_tokens(line: &str, n: usize) -> &str {
 }
 
 fn create_bucket(aws: &Aws) {
-    aws.s3(&["mb", &format!("s3://{BUCKET}")]).run("create bucket").ok().stdout_has(&format!("make_bucket: {BUCKET}"));
+    aws.s3(&["mb", &format!("s3://{BUCKET}")])
+        .run("create bucket")
+        .ok()
+        .stdout_has(&format!("make_bucket: {BUCKET}"));
 }
 
 #[test]
@@ -80,10 +83,19 @@ fn aws_cli_object_lifecycle() {
     let local = gw.work_dir().join("small.bin");
     write_file(&local, &body);
     let target = format!("s3://{BUCKET}/docs/small.bin");
-    aws.s3(&["cp", local.to_str().unwrap_or_default(), &target, "--metadata", "color=blue", "--content-type", "text/plain"])
-        .run("upload small object with metadata")
-        .ok();
-    let head = aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "docs/small.bin"]).run("head object").ok();
+    aws.s3(&[
+        "cp",
+        local.to_str().unwrap_or_default(),
+        &target,
+        "--metadata",
+        "color=blue",
+        "--content-type",
+        "text/plain",
+    ])
+    .run("upload small object with metadata")
+    .ok();
+    let head =
+        aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "docs/small.bin"]).run("head object").ok();
     let h = head.json();
     head.check_eq(h["ContentLength"].as_u64(), Some(body.len() as u64), "ContentLength");
     head.check_eq(h["ContentType"].as_str(), Some("text/plain"), "ContentType");
@@ -121,7 +133,8 @@ fn aws_cli_object_lifecycle() {
         Some(format!("\"{}\"", md5_hex(&body))),
         "CopyObjectResult.ETag",
     );
-    let head = aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "docs/copy.json"]).run("head copy").ok();
+    let head =
+        aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "docs/copy.json"]).run("head copy").ok();
     let h = head.json();
     head.check_eq(h["Metadata"]["color"].as_str(), Some("red"), "copied Metadata.color");
     head.check_eq(h["Metadata"]["shape"].as_str(), Some("round"), "copied Metadata.shape");
@@ -129,13 +142,21 @@ fn aws_cli_object_lifecycle() {
 
     // Buckets are private to their owner.
     let other = Aws::as_user(&gw, User::Two);
-    other.s3(&["ls", &format!("s3://{BUCKET}/")]).run("list as another user").fails().mentions("AccessDenied");
+    other
+        .s3(&["ls", &format!("s3://{BUCKET}/")])
+        .run("list as another user")
+        .fails()
+        .mentions("AccessDenied");
     other
         .s3api(&["head-object", "--bucket", BUCKET, "--key", "docs/small.bin"])
         .run("head as another user")
         .fails()
         .mentions("403");
-    other.s3(&["mb", &format!("s3://{BUCKET}")]).run("create another user's bucket").fails().mentions("BucketAlreadyExists");
+    other
+        .s3(&["mb", &format!("s3://{BUCKET}")])
+        .run("create another user's bucket")
+        .fails()
+        .mentions("BucketAlreadyExists");
 
     // Delete one object.
     aws.s3(&["rm", &target]).run("delete one object").ok().stdout_has("delete: s3://");
@@ -147,9 +168,17 @@ fn aws_cli_object_lifecycle() {
     // Batch delete.
     let batch: Vec<String> = (0..5).map(|i| format!("batch/obj-{i}")).collect();
     for key in &batch {
-        aws.s3api(&["put-object", "--bucket", BUCKET, "--key", key, "--body", local.to_str().unwrap_or_default()])
-            .run("put batch object")
-            .ok();
+        aws.s3api(&[
+            "put-object",
+            "--bucket",
+            BUCKET,
+            "--key",
+            key,
+            "--body",
+            local.to_str().unwrap_or_default(),
+        ])
+        .run("put batch object")
+        .ok();
     }
     let objects: Vec<Value> = batch.iter().map(|k| serde_json::json!({ "Key": k })).collect();
     let spec = serde_json::json!({ "Objects": objects, "Quiet": false }).to_string();
@@ -159,13 +188,22 @@ fn aws_cli_object_lifecycle() {
         .map(|d| d.iter().filter_map(|o| o["Key"].as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     del.check_eq(sorted(deleted), batch.clone(), "Deleted keys");
-    let list = aws.s3api(&["list-objects-v2", "--bucket", BUCKET, "--prefix", "batch/"]).run("list after batch delete").ok();
+    let list = aws
+        .s3api(&["list-objects-v2", "--bucket", BUCKET, "--prefix", "batch/"])
+        .run("list after batch delete")
+        .ok();
     list.check_eq(keys_of(&list.json()), Vec::<String>::new(), "keys left under batch/");
 
     // A bucket with objects cannot be deleted; an empty one can.
-    aws.s3(&["rb", &format!("s3://{BUCKET}")]).run("delete non-empty bucket").fails().mentions("BucketNotEmpty");
+    aws.s3(&["rb", &format!("s3://{BUCKET}")])
+        .run("delete non-empty bucket")
+        .fails()
+        .mentions("BucketNotEmpty");
     aws.s3(&["rm", &format!("s3://{BUCKET}/docs/copy.json")]).run("delete last object").ok();
-    aws.s3(&["rb", &format!("s3://{BUCKET}")]).run("delete bucket").ok().stdout_has(&format!("remove_bucket: {BUCKET}"));
+    aws.s3(&["rb", &format!("s3://{BUCKET}")])
+        .run("delete bucket")
+        .ok()
+        .stdout_has(&format!("remove_bucket: {BUCKET}"));
     let buckets = aws.s3api(&["list-buckets"]).run("list buckets after delete").ok();
     let names: Vec<String> = buckets.json()["Buckets"]
         .as_array()
@@ -189,7 +227,8 @@ fn aws_cli_multipart_20mib() {
     aws.s3(&["cp", local.to_str().unwrap_or_default(), &target, "--metadata", "kind=multipart"])
         .run("multipart upload 20 MiB")
         .ok();
-    let head = aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "big/twenty.bin"]).run("head multipart").ok();
+    let head =
+        aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "big/twenty.bin"]).run("head multipart").ok();
     let h = head.json();
     head.check_eq(h["ContentLength"].as_u64(), Some(body.len() as u64), "ContentLength");
     head.check_eq(
@@ -234,17 +273,30 @@ fn aws_cli_listing_and_pagination() {
     write_tree(&src, &keys);
     write_tree(&src, &tree);
     // Bulk upload the way aws-cli users do it: one process, concurrent PutObjects.
-    aws.s3(&["cp", "--recursive", "--only-show-errors", src.to_str().unwrap_or_default(), &format!("s3://{BUCKET}/")])
-        .run("recursive upload of 1054 files")
-        .ok();
+    aws.s3(&[
+        "cp",
+        "--recursive",
+        "--only-show-errors",
+        src.to_str().unwrap_or_default(),
+        &format!("s3://{BUCKET}/"),
+    ])
+    .run("recursive upload of 1054 files")
+    .ok();
 
     let root = aws.s3(&["ls", &format!("s3://{BUCKET}/")]).run("list root").ok();
-    root.check_eq(ls_names(&root), vec!["page/".to_string(), "tree/".to_string(), "top.txt".to_string()], "root listing");
+    root.check_eq(
+        ls_names(&root),
+        vec!["page/".to_string(), "tree/".to_string(), "top.txt".to_string()],
+        "root listing",
+    );
     let prefix = aws.s3(&["ls", &format!("s3://{BUCKET}/tree/")]).run("list prefix").ok();
     prefix.check_eq(ls_names(&prefix), vec!["sub/".to_string(), "a.txt".to_string()], "prefix listing");
     let rec = aws.s3(&["ls", "--recursive", &format!("s3://{BUCKET}/tree/")]).run("list recursive").ok();
     rec.check_keys(&ls_names(&rec), &tree[1..], "recursive listing");
-    let all = aws.s3(&["ls", "--recursive", &format!("s3://{BUCKET}/page/")]).run("list 1050 keys recursively").ok();
+    let all = aws
+        .s3(&["ls", "--recursive", &format!("s3://{BUCKET}/page/")])
+        .run("list 1050 keys recursively")
+        .ok();
     all.check_keys(&ls_names(&all), &keys, "recursive listing over 1000 keys");
 
     // s3api pagination: the CLI follows NextContinuationToken itself with --page-size.
@@ -258,7 +310,17 @@ fn aws_cli_listing_and_pagination() {
     let mut collected = Vec::new();
     let mut token: Option<String> = None;
     for page in 0..20 {
-        let mut args = vec!["list-objects-v2", "--bucket", BUCKET, "--prefix", "page/", "--max-items", "250", "--page-size", "250"];
+        let mut args = vec![
+            "list-objects-v2",
+            "--bucket",
+            BUCKET,
+            "--prefix",
+            "page/",
+            "--max-items",
+            "250",
+            "--page-size",
+            "250",
+        ];
         if let Some(t) = &token {
             args.extend(["--starting-token", t.as_str()]);
         }
@@ -283,7 +345,17 @@ fn aws_cli_listing_and_pagination() {
 
     // Delimiter rollups paged 3 at a time: 7 prefixes, no keys.
     let rolled = aws
-        .s3api(&["list-objects-v2", "--bucket", BUCKET, "--prefix", "page/", "--delimiter", "/", "--page-size", "3"])
+        .s3api(&[
+            "list-objects-v2",
+            "--bucket",
+            BUCKET,
+            "--prefix",
+            "page/",
+            "--delimiter",
+            "/",
+            "--page-size",
+            "3",
+        ])
         .run("list-objects-v2 delimiter, pages of 3")
         .ok();
     let expected: Vec<String> = (0..7).map(|i| format!("page/{i:02}/")).collect();
@@ -303,7 +375,10 @@ fn aws_cli_presigned_get() {
     aws.s3(&["cp", local.to_str().unwrap_or_default(), &target]).run("upload object to share").ok();
     let presign = aws.s3(&["presign", &target, "--expires-in", "300"]).run("presign").ok();
     let url = presign.stdout.trim().to_string();
-    presign.check(url.contains("X-Amz-Signature=") && url.contains("X-Amz-Expires=300"), "expected a SigV4 presigned URL");
+    presign.check(
+        url.contains("X-Amz-Signature=") && url.contains("X-Amz-Expires=300"),
+        "expected a SigV4 presigned URL",
+    );
     let out = gw.work_dir().join("fetched.txt");
     let fetched = curl_get(&url, &out).ok();
     fetched.check_eq(fetched.stdout.trim(), "200", "HTTP status of the presigned GET");
@@ -332,12 +407,22 @@ fn aws_cli_tricky_keys_and_key_length() {
     for (i, key) in TRICKY_KEYS.iter().enumerate() {
         let local = gw.work_dir().join(format!("tricky-{i}"));
         write_file(&local, key.as_bytes());
-        aws.s3api(&["put-object", "--bucket", BUCKET, "--key", key, "--body", local.to_str().unwrap_or_default()])
-            .run(&format!("put tricky key {key:?}"))
-            .ok();
+        aws.s3api(&[
+            "put-object",
+            "--bucket",
+            BUCKET,
+            "--key",
+            key,
+            "--body",
+            local.to_str().unwrap_or_default(),
+        ])
+        .run(&format!("put tricky key {key:?}"))
+        .ok();
         expected.push(key.to_string());
     }
-    aws.s3api(&["put-object", "--bucket", BUCKET, "--key", DIR_MARKER_KEY]).run("put zero-byte dir marker").ok();
+    aws.s3api(&["put-object", "--bucket", BUCKET, "--key", DIR_MARKER_KEY])
+        .run("put zero-byte dir marker")
+        .ok();
     expected.push(DIR_MARKER_KEY.to_string());
     let long = longest_key();
     aws.s3api(&["put-object", "--bucket", BUCKET, "--key", &long]).run("put 1024-byte key").ok();
@@ -345,7 +430,10 @@ fn aws_cli_tricky_keys_and_key_length() {
 
     let list = aws.s3api(&["list-objects-v2", "--bucket", BUCKET]).run("list tricky keys").ok();
     list.check_keys(&keys_of(&list.json()), &sorted(expected.clone()), "listed keys (UTF-8 byte order)");
-    let rolled = aws.s3api(&["list-objects-v2", "--bucket", BUCKET, "--delimiter", "/"]).run("list tricky keys with /").ok();
+    let rolled = aws
+        .s3api(&["list-objects-v2", "--bucket", BUCKET, "--delimiter", "/"])
+        .run("list tricky keys with /")
+        .ok();
     let expected_prefixes = sorted(
         expected
             .iter()
@@ -364,7 +452,8 @@ fn aws_cli_tricky_keys_and_key_length() {
             .ok();
         out.check_eq(read_file(&down), key.as_bytes().to_vec(), "tricky key body");
     }
-    let marker = aws.s3api(&["head-object", "--bucket", BUCKET, "--key", DIR_MARKER_KEY]).run("head dir marker").ok();
+    let marker =
+        aws.s3api(&["head-object", "--bucket", BUCKET, "--key", DIR_MARKER_KEY]).run("head dir marker").ok();
     marker.check_eq(marker.json()["ContentLength"].as_u64(), Some(0), "dir marker ContentLength");
     // `aws s3 ls` of the marker's prefix shows the zero-byte marker as an object named "".
     let ls = aws.s3(&["ls", &format!("s3://{BUCKET}/{DIR_MARKER_KEY}")]).run("ls dir marker prefix").ok();
@@ -375,6 +464,9 @@ fn aws_cli_tricky_keys_and_key_length() {
         .run("put 1025-byte key")
         .fails()
         .mentions("KeyTooLongError");
-    let after = aws.s3api(&["list-objects-v2", "--bucket", BUCKET, "--prefix", "long/"]).run("list after rejected key").ok();
+    let after = aws
+        .s3api(&["list-objects-v2", "--bucket", BUCKET, "--prefix", "long/"])
+        .run("list after rejected key")
+        .ok();
     after.check_keys(&keys_of(&after.json()), &[long], "keys under long/ after the rejected PUT");
 }

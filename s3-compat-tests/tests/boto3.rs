@@ -18,7 +18,10 @@ const BUCKET: &str = "boto3-bucket";
 const MIB: usize = 1024 * 1024;
 
 fn strings(value: &Value) -> Vec<String> {
-    value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 fn create_bucket(b: &Boto3) {
@@ -39,7 +42,8 @@ fn boto3_object_lifecycle() {
     )
     .run("put small object with metadata")
     .ok();
-    let head = b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("head object").ok();
+    let head =
+        b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("head object").ok();
     let h = head.json();
     head.check_eq(h["ContentLength"].as_u64(), Some(body.len() as u64), "ContentLength");
     head.check_eq(h["ContentType"].as_str(), Some("text/plain"), "ContentType");
@@ -47,8 +51,13 @@ fn boto3_object_lifecycle() {
     let etag = format!("\"{}\"", md5_hex(body.as_bytes()));
     head.check_eq(h["ETag"].as_str(), Some(etag.as_str()), "ETag");
 
-    let get = b.call("get_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("get object").ok();
-    get.check_eq(get.json()["Body_md5"].as_str().map(str::to_string), Some(md5_hex(body.as_bytes())), "body md5");
+    let get =
+        b.call("get_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("get object").ok();
+    get.check_eq(
+        get.json()["Body_md5"].as_str().map(str::to_string),
+        Some(md5_hex(body.as_bytes())),
+        "body md5",
+    );
 
     // Conditional GET: a matching If-None-Match is 304, a wrong If-Match is 412.
     let not_modified = b
@@ -71,14 +80,23 @@ fn boto3_object_lifecycle() {
         .run("copy object with REPLACE")
         .ok();
     copy.check_eq(copy.json()["CopyObjectResult"]["ETag"].as_str(), Some(etag.as_str()), "copy ETag");
-    let head = b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/copy.txt" })).run("head copy").ok();
+    let head =
+        b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/copy.txt" })).run("head copy").ok();
     head.check_eq(head.json()["Metadata"].clone(), json!({ "color": "red" }), "replaced Metadata");
-    head.check_eq(head.json()["ContentType"].as_str(), Some("application/octet-stream"), "replaced ContentType");
+    head.check_eq(
+        head.json()["ContentType"].as_str(),
+        Some("application/octet-stream"),
+        "replaced ContentType",
+    );
 
-    b.call("delete_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("delete one object").ok();
-    let gone = b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("head deleted");
+    b.call("delete_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" }))
+        .run("delete one object")
+        .ok();
+    let gone =
+        b.call("head_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("head deleted");
     gone.check_eq(boto3_error_code(&gone), "404".to_string(), "HEAD of a deleted key");
-    let missing = b.call("get_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("get deleted");
+    let missing =
+        b.call("get_object", json!({ "Bucket": BUCKET, "Key": "docs/small.txt" })).run("get deleted");
     missing.check_eq(boto3_error_code(&missing), "NoSuchKey".to_string(), "GET of a deleted key");
 
     let batch: Vec<String> = (0..20).map(|i| format!("batch/{i:02}")).collect();
@@ -101,7 +119,9 @@ fn boto3_object_lifecycle() {
 
     let busy = b.call("delete_bucket", json!({ "Bucket": BUCKET })).run("delete non-empty bucket");
     busy.check_eq(boto3_error_code(&busy), "BucketNotEmpty".to_string(), "error code");
-    b.call("delete_object", json!({ "Bucket": BUCKET, "Key": "docs/copy.txt" })).run("delete last object").ok();
+    b.call("delete_object", json!({ "Bucket": BUCKET, "Key": "docs/copy.txt" }))
+        .run("delete last object")
+        .ok();
     b.call("delete_bucket", json!({ "Bucket": BUCKET })).run("delete bucket").ok();
     let head = b.call("head_bucket", json!({ "Bucket": BUCKET })).run("head deleted bucket");
     head.check_eq(boto3_error_code(&head), "404".to_string(), "HEAD of a deleted bucket");
@@ -124,7 +144,10 @@ fn boto3_multipart_20mib() {
     )
     .run("managed multipart upload, 5 MiB parts")
     .ok();
-    let head = b.call("head_object", json!({ "Bucket": BUCKET, "Key": "big/twenty.bin" })).run("head multipart").ok();
+    let head = b
+        .call("head_object", json!({ "Bucket": BUCKET, "Key": "big/twenty.bin" }))
+        .run("head multipart")
+        .ok();
     let h = head.json();
     head.check_eq(h["ContentLength"].as_u64(), Some(body.len() as u64), "ContentLength");
     head.check_eq(
@@ -135,7 +158,10 @@ fn boto3_multipart_20mib() {
     head.check_eq(h["Metadata"]["kind"].as_str(), Some("multipart"), "Metadata.kind");
     head.check_eq(h["ContentType"].as_str(), Some("application/x-test"), "ContentType");
     let down = gw.work_dir().join("big.down");
-    let get = b.op("download", &json!({ "bucket": BUCKET, "key": "big/twenty.bin", "file": down })).run("download").ok();
+    let get = b
+        .op("download", &json!({ "bucket": BUCKET, "key": "big/twenty.bin", "file": down }))
+        .run("download")
+        .ok();
     if let Err(e) = same_bytes(&read_file(&down), &body) {
         get.fail(&format!("downloaded bytes differ: {e}"));
     }
@@ -143,7 +169,11 @@ fn boto3_multipart_20mib() {
         .call("get_object", json!({ "Bucket": BUCKET, "Key": "big/twenty.bin", "PartNumber": 2 }))
         .run("get part 2")
         .ok();
-    part.check_eq(part.json()["Body_md5"].as_str().map(str::to_string), Some(md5_hex(&body[5 * MIB..10 * MIB])), "part 2 md5");
+    part.check_eq(
+        part.json()["Body_md5"].as_str().map(str::to_string),
+        Some(md5_hex(&body[5 * MIB..10 * MIB])),
+        "part 2 md5",
+    );
 
     // An aborted upload leaves nothing behind.
     let created = b
@@ -155,7 +185,8 @@ fn boto3_multipart_20mib() {
     b.call("upload_part", json!({ "Bucket": BUCKET, "Key": "big/aborted.bin", "UploadId": upload_id, "PartNumber": 1, "Body": "tiny" }))
         .run("upload part")
         .ok();
-    let listed = b.call("list_multipart_uploads", json!({ "Bucket": BUCKET })).run("list multipart uploads").ok();
+    let listed =
+        b.call("list_multipart_uploads", json!({ "Bucket": BUCKET })).run("list multipart uploads").ok();
     let ids: Vec<String> = listed.json()["Uploads"]
         .as_array()
         .map(|u| u.iter().filter_map(|x| x["UploadId"].as_str().map(str::to_string)).collect())
@@ -166,12 +197,17 @@ fn boto3_multipart_20mib() {
         .run("list parts")
         .ok();
     parts.check_eq(parts.json()["Parts"].as_array().map(Vec::len), Some(1), "parts listed");
-    b.call("abort_multipart_upload", json!({ "Bucket": BUCKET, "Key": "big/aborted.bin", "UploadId": upload_id }))
-        .run("abort multipart upload")
-        .ok();
-    let listed = b.call("list_multipart_uploads", json!({ "Bucket": BUCKET })).run("list uploads after abort").ok();
+    b.call(
+        "abort_multipart_upload",
+        json!({ "Bucket": BUCKET, "Key": "big/aborted.bin", "UploadId": upload_id }),
+    )
+    .run("abort multipart upload")
+    .ok();
+    let listed =
+        b.call("list_multipart_uploads", json!({ "Bucket": BUCKET })).run("list uploads after abort").ok();
     listed.check_eq(listed.json()["Uploads"].as_array().map(Vec::len).unwrap_or(0), 0, "uploads after abort");
-    let head = b.call("head_object", json!({ "Bucket": BUCKET, "Key": "big/aborted.bin" })).run("head aborted key");
+    let head =
+        b.call("head_object", json!({ "Bucket": BUCKET, "Key": "big/aborted.bin" })).run("head aborted key");
     head.check_eq(boto3_error_code(&head), "404".to_string(), "aborted upload must not create the object");
 }
 
@@ -205,10 +241,17 @@ fn boto3_listing_and_pagination() {
     v1.check_eq(v1.json()["pages"].as_u64(), Some(11), "v1 pages");
 
     let root = b
-        .op("paginate", &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Delimiter": "/" } }))
+        .op(
+            "paginate",
+            &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Delimiter": "/" } }),
+        )
         .run("list root with delimiter")
         .ok();
-    root.check_eq(strings(&root.json()["prefixes"]), vec!["page/".to_string(), "tree/".to_string()], "root prefixes");
+    root.check_eq(
+        strings(&root.json()["prefixes"]),
+        vec!["page/".to_string(), "tree/".to_string()],
+        "root prefixes",
+    );
     root.check_eq(strings(&root.json()["keys"]), vec!["top.txt".to_string()], "root keys");
     let sub = b
         .op("paginate", &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Prefix": "tree/", "Delimiter": "/" } }))
@@ -225,7 +268,10 @@ fn boto3_listing_and_pagination() {
     v1_rolled.check_eq(v1_rolled.json()["pages"].as_u64(), Some(4), "v1 rollup pages");
 
     let after = b
-        .call("list_objects_v2", json!({ "Bucket": BUCKET, "Prefix": "page/", "StartAfter": "page/06/obj-01042", "MaxKeys": 10 }))
+        .call(
+            "list_objects_v2",
+            json!({ "Bucket": BUCKET, "Prefix": "page/", "StartAfter": "page/06/obj-01042", "MaxKeys": 10 }),
+        )
         .run("StartAfter near the end")
         .ok();
     let keys_after: Vec<String> = after.json()["Contents"]
@@ -247,7 +293,13 @@ fn boto3_listing_and_pagination() {
     let vs = versions.json();
     let ids: Vec<String> = vs["Versions"]
         .as_array()
-        .map(|v| v.iter().map(|x| format!("{}={}", x["Key"].as_str().unwrap_or("?"), x["VersionId"].as_str().unwrap_or("?"))).collect())
+        .map(|v| {
+            v.iter()
+                .map(|x| {
+                    format!("{}={}", x["Key"].as_str().unwrap_or("?"), x["VersionId"].as_str().unwrap_or("?"))
+                })
+                .collect()
+        })
         .unwrap_or_default();
     versions.check_eq(
         ids,
@@ -263,9 +315,14 @@ fn boto3_presigned_get() {
     create_bucket(&b);
     let body = "presigned by boto3 \u{263a}\n";
     let key = "shared/\u{e9}t\u{e9} & more.txt";
-    b.call("put_object", json!({ "Bucket": BUCKET, "Key": key, "Body": body })).run("put object to share").ok();
+    b.call("put_object", json!({ "Bucket": BUCKET, "Key": key, "Body": body }))
+        .run("put object to share")
+        .ok();
     let presign = b
-        .op("presign", &json!({ "method": "get_object", "params": { "Bucket": BUCKET, "Key": key }, "expires": 300 }))
+        .op(
+            "presign",
+            &json!({ "method": "get_object", "params": { "Bucket": BUCKET, "Key": key }, "expires": 300 }),
+        )
         .run("presign GET")
         .ok();
     let url = presign.json()["url"].as_str().unwrap_or_default().to_string();
@@ -276,7 +333,10 @@ fn boto3_presigned_get() {
     fetched.check_eq(read_file(&out), body.as_bytes().to_vec(), "presigned body");
 
     let short = b
-        .op("presign", &json!({ "method": "get_object", "params": { "Bucket": BUCKET, "Key": key }, "expires": 1 }))
+        .op(
+            "presign",
+            &json!({ "method": "get_object", "params": { "Bucket": BUCKET, "Key": key }, "expires": 1 }),
+        )
         .run("presign GET expiring in 1 s")
         .ok();
     let short_url = short.json()["url"].as_str().unwrap_or_default().to_string();
@@ -294,29 +354,45 @@ fn boto3_tricky_keys_and_key_length() {
     let long = longest_key();
     keys.push(long.clone());
     b.op("seed", &json!({ "bucket": BUCKET, "keys": keys, "threads": 4 })).run("put tricky keys").ok();
-    b.call("put_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY, "Body": "" })).run("put dir marker").ok();
+    b.call("put_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY, "Body": "" }))
+        .run("put dir marker")
+        .ok();
     let mut expected = keys.clone();
     expected.push(DIR_MARKER_KEY.to_string());
     let list = b
-        .op("paginate", &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET }, "page_size": 3 }))
+        .op(
+            "paginate",
+            &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET }, "page_size": 3 }),
+        )
         .run("list tricky keys, pages of 3")
         .ok();
-    list.check_keys(&strings(&list.json()["keys"]), &sorted(expected.clone()), "tricky keys (EncodingType=url round trip)");
+    list.check_keys(
+        &strings(&list.json()["keys"]),
+        &sorted(expected.clone()),
+        "tricky keys (EncodingType=url round trip)",
+    );
     let v1 = b
         .op("paginate", &json!({ "method": "list_objects", "kwargs": { "Bucket": BUCKET }, "page_size": 3 }))
         .run("list tricky keys with v1, pages of 3")
         .ok();
     v1.check_keys(&strings(&v1.json()["keys"]), &sorted(expected.clone()), "tricky keys via v1 markers");
-    let md5s: serde_json::Map<String, Value> = keys.iter().map(|k| (k.clone(), json!(md5_hex(k.as_bytes())))).collect();
-    let verify = b.op("verify", &json!({ "bucket": BUCKET, "expected": md5s })).run("read back tricky keys").ok();
+    let md5s: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.clone(), json!(md5_hex(k.as_bytes())))).collect();
+    let verify =
+        b.op("verify", &json!({ "bucket": BUCKET, "expected": md5s })).run("read back tricky keys").ok();
     verify.check_eq(verify.json()["missing"].clone(), json!([]), "missing keys");
     verify.check_eq(verify.json()["mismatched"].clone(), json!([]), "keys with wrong bodies");
-    let marker = b.call("head_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY })).run("head dir marker").ok();
+    let marker =
+        b.call("head_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY })).run("head dir marker").ok();
     marker.check_eq(marker.json()["ContentLength"].as_u64(), Some(0), "dir marker length");
     let rejected = b
         .call("put_object", json!({ "Bucket": BUCKET, "Key": too_long_key(), "Body": "x" }))
         .run("put 1025-byte key");
     rejected.check_eq(boto3_error_code(&rejected), "KeyTooLongError".to_string(), "error code");
     let head = b.call("head_object", json!({ "Bucket": BUCKET, "Key": long })).run("head 1024-byte key").ok();
-    head.check_eq(head.json()["ContentLength"].as_u64(), Some(long.len() as u64), "1024-byte key body length");
+    head.check_eq(
+        head.json()["ContentLength"].as_u64(),
+        Some(long.len() as u64),
+        "1024-byte key body length",
+    );
 }

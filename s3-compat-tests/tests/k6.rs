@@ -18,7 +18,8 @@ const BUCKET: &str = "k6-compat";
 fn summary(k6: &K6, out: &Outcome) -> Value {
     let text = std::fs::read_to_string(k6.summary_path())
         .unwrap_or_else(|e| out.fail(&format!("no summary at {}: {e}", k6.summary_path().display())));
-    let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| out.fail(&format!("summary is not JSON: {e}")));
+    let value: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| out.fail(&format!("summary is not JSON: {e}")));
     let checks = value["checks"].as_array().cloned().unwrap_or_default();
     let failed: Vec<String> = checks
         .iter()
@@ -57,7 +58,9 @@ fn k6_raw_sigv4_scenario() {
         "presigned body md5",
     );
 
-    let cleanup = k6.run_script("compat.js", &[("BUCKET", BUCKET), ("PHASE", "cleanup")]).run("compat scenario (cleanup)");
+    let cleanup = k6
+        .run_script("compat.js", &[("BUCKET", BUCKET), ("PHASE", "cleanup")])
+        .run("compat scenario (cleanup)");
     summary(&k6, &cleanup);
     cleanup.ok();
 }

@@ -31,7 +31,10 @@ const LOAD_ACKS_BEFORE_KILL: usize = 300;
 const LOAD_KILL_AFTER: Duration = Duration::from_secs(20);
 
 fn strings(value: &Value) -> Vec<String> {
-    value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 /// Everything the clients can see of the bucket, as comparable text.
@@ -40,7 +43,10 @@ fn snapshot(gw: &Gateway, when: &str) -> BTreeMap<&'static str, Vec<String>> {
     let mut snap = BTreeMap::new();
     let page = |kwargs: Value, page_size: u64, what: &str| {
         let out = b
-            .op("paginate", &json!({ "method": kwargs["method"], "kwargs": kwargs["kwargs"], "page_size": page_size }))
+            .op(
+                "paginate",
+                &json!({ "method": kwargs["method"], "kwargs": kwargs["kwargs"], "page_size": page_size }),
+            )
             .run(&format!("{what} ({when})"))
             .ok();
         let v = out.json();
@@ -48,10 +54,17 @@ fn snapshot(gw: &Gateway, when: &str) -> BTreeMap<&'static str, Vec<String>> {
         entries.extend(strings(&v["prefixes"]).into_iter().map(|p| format!("PREFIX {p}")));
         entries
     };
-    snap.insert("v2 recursive", page(json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET } }), 300, "v2 recursive"));
+    snap.insert(
+        "v2 recursive",
+        page(json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET } }), 300, "v2 recursive"),
+    );
     snap.insert(
         "v2 root delimiter",
-        page(json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Delimiter": "/" } }), 2, "v2 root /"),
+        page(
+            json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Delimiter": "/" } }),
+            2,
+            "v2 root /",
+        ),
     );
     snap.insert(
         "v2 prefix delimiter",
@@ -63,7 +76,11 @@ fn snapshot(gw: &Gateway, when: &str) -> BTreeMap<&'static str, Vec<String>> {
     );
     snap.insert(
         "v1 markers",
-        page(json!({ "method": "list_objects", "kwargs": { "Bucket": BUCKET, "Prefix": "page/" } }), 250, "v1 page/"),
+        page(
+            json!({ "method": "list_objects", "kwargs": { "Bucket": BUCKET, "Prefix": "page/" } }),
+            250,
+            "v1 page/",
+        ),
     );
     let aws = Aws::new(gw);
     let ls = aws.s3(&["ls", &format!("s3://{BUCKET}/")]).run(&format!("aws s3 ls root ({when})")).ok();
@@ -86,14 +103,21 @@ fn snapshot(gw: &Gateway, when: &str) -> BTreeMap<&'static str, Vec<String>> {
 
 fn verify_bodies(gw: &Gateway, expected: &BTreeMap<String, String>, when: &str) {
     let b = Boto3::new(gw);
-    let out = b.op("verify", &json!({ "bucket": BUCKET, "expected": expected })).run(&format!("read back bodies ({when})")).ok();
+    let out = b
+        .op("verify", &json!({ "bucket": BUCKET, "expected": expected }))
+        .run(&format!("read back bodies ({when})"))
+        .ok();
     let v = out.json();
     out.check_eq(v["missing"].clone(), json!([]), "missing keys");
     out.check_eq(v["mismatched"].clone(), json!([]), "keys with wrong bodies");
     out.check_eq(v["checked"].as_u64(), Some(expected.len() as u64), "keys checked");
 }
 
-fn compare_snapshots(before: &BTreeMap<&'static str, Vec<String>>, after: &BTreeMap<&'static str, Vec<String>>, when: &str) {
+fn compare_snapshots(
+    before: &BTreeMap<&'static str, Vec<String>>,
+    after: &BTreeMap<&'static str, Vec<String>>,
+    when: &str,
+) {
     for (name, entries) in before {
         let other = after.get(name).cloned().unwrap_or_default();
         if let Some(diff) = describe_key_difference(&other, entries) {
@@ -111,8 +135,11 @@ fn listings_survive_clean_restarts() {
     keys.extend(TREE_KEYS.iter().map(|k| k.to_string()));
     keys.extend(TRICKY_KEYS.iter().map(|k| k.to_string()));
     b.op("seed", &json!({ "bucket": BUCKET, "keys": keys, "threads": 16 })).run("seed 1065 keys").ok();
-    b.call("put_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY, "Body": "" })).run("put dir marker").ok();
-    let expected: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), md5_hex(k.as_bytes()))).collect();
+    b.call("put_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY, "Body": "" }))
+        .run("put dir marker")
+        .ok();
+    let expected: BTreeMap<String, String> =
+        keys.iter().map(|k| (k.clone(), md5_hex(k.as_bytes()))).collect();
 
     let before = snapshot(&gw, "before restart");
     let mut all = sorted(keys.clone());
@@ -144,7 +171,8 @@ fn acknowledged_uploads_survive_sigkill_under_load() {
         "load",
         &json!({ "bucket": BUCKET, "prefix": "load/", "count": 100_000, "threads": LOAD_THREADS, "size": LOAD_BODY_BYTES }),
     );
-    let mut child = load.command().spawn().unwrap_or_else(|e| panic!("[boto3] cannot start the load generator: {e}"));
+    let mut child =
+        load.command().spawn().unwrap_or_else(|e| panic!("[boto3] cannot start the load generator: {e}"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("[boto3] load generator stdout not piped"));
     let (tx, rx) = mpsc::channel::<String>();
     let reader = thread::spawn(move || {
@@ -204,12 +232,18 @@ fn acknowledged_uploads_survive_sigkill_under_load() {
     let missing: Vec<&String> = acked.keys().filter(|k| !listed_keys.contains(*k)).take(10).collect();
     listed.check(
         missing.is_empty(),
-        &format!("{} acknowledged keys are not listed after SIGKILL, e.g. {missing:?}", acked.keys().filter(|k| !listed_keys.contains(*k)).count()),
+        &format!(
+            "{} acknowledged keys are not listed after SIGKILL, e.g. {missing:?}",
+            acked.keys().filter(|k| !listed_keys.contains(*k)).count()
+        ),
     );
     let extra: Vec<&String> = listed_keys.iter().filter(|k| !acked.contains_key(*k)).collect();
     listed.check(
         extra.len() <= LOAD_THREADS,
-        &format!("{} keys listed that were never acknowledged (at most {LOAD_THREADS} in flight): {extra:?}", extra.len()),
+        &format!(
+            "{} keys listed that were never acknowledged (at most {LOAD_THREADS} in flight): {extra:?}",
+            extra.len()
+        ),
     );
     // Every listed key, acknowledged or in flight, must carry exactly the body written for it.
     let mut expected: BTreeMap<String, String> = acked.clone();
@@ -223,9 +257,16 @@ fn acknowledged_uploads_survive_sigkill_under_load() {
     println!("{} acknowledged, {} listed, {} in-flight extras", acked.len(), listed_keys.len(), extra.len());
 
     // The restarted gateway takes writes.
-    b.call("put_object", json!({ "Bucket": BUCKET, "Key": "after-crash", "Body": "alive" })).run("put after restart").ok();
-    let get = b.call("get_object", json!({ "Bucket": BUCKET, "Key": "after-crash" })).run("get after restart").ok();
-    get.check_eq(get.json()["Body_md5"].as_str().map(str::to_string), Some(md5_hex(b"alive")), "body written after restart");
+    b.call("put_object", json!({ "Bucket": BUCKET, "Key": "after-crash", "Body": "alive" }))
+        .run("put after restart")
+        .ok();
+    let get =
+        b.call("get_object", json!({ "Bucket": BUCKET, "Key": "after-crash" })).run("get after restart").ok();
+    get.check_eq(
+        get.json()["Body_md5"].as_str().map(str::to_string),
+        Some(md5_hex(b"alive")),
+        "body written after restart",
+    );
 }
 
 fn record_line(line: &str, acked: &mut BTreeMap<String, String>, other: &mut Vec<String>) {

@@ -11,8 +11,8 @@
 
 use s3_compat_tests::clients::S3cmd;
 use s3_compat_tests::data::{
-    longest_key, md5_hex, pagination_keys, payload, read_file, run_seed, same_bytes, sorted,
-    too_long_key, write_file, write_tree, TREE_KEYS, TRICKY_KEYS,
+    longest_key, md5_hex, pagination_keys, payload, read_file, run_seed, same_bytes, sorted, too_long_key,
+    write_file, write_tree, TREE_KEYS, TRICKY_KEYS,
 };
 use s3_compat_tests::exec::Outcome;
 use s3_compat_tests::gateway::Gateway;
@@ -80,7 +80,10 @@ fn s3cmd_object_lifecycle() {
     info.check_eq(info_field(&info, "x-amz-meta-color"), Some("blue".to_string()), "x-amz-meta-color");
 
     let down = gw.work_dir().join("small.down");
-    let get = s3cmd.cmd(&["get", "--force", &uri("docs/small.bin"), down.to_str().unwrap_or_default()]).run("download").ok();
+    let get = s3cmd
+        .cmd(&["get", "--force", &uri("docs/small.bin"), down.to_str().unwrap_or_default()])
+        .run("download")
+        .ok();
     if let Err(e) = same_bytes(&read_file(&down), &body) {
         get.fail(&format!("downloaded bytes differ: {e}"));
     }
@@ -88,11 +91,20 @@ fn s3cmd_object_lifecycle() {
     // Copy, then replace the copy's metadata with a copy onto itself (s3cmd modify).
     s3cmd.cmd(&["cp", &uri("docs/small.bin"), &uri("docs/copy.bin")]).run("server-side copy").ok();
     s3cmd
-        .cmd(&["modify", "--add-header=x-amz-meta-color:red", "--mime-type=application/json", &uri("docs/copy.bin")])
+        .cmd(&[
+            "modify",
+            "--add-header=x-amz-meta-color:red",
+            "--mime-type=application/json",
+            &uri("docs/copy.bin"),
+        ])
         .run("modify metadata (copy onto itself with REPLACE)")
         .ok();
     let info = s3cmd.cmd(&["info", &uri("docs/copy.bin")]).run("info copy").ok();
-    info.check_eq(info_field(&info, "x-amz-meta-color"), Some("red".to_string()), "replaced x-amz-meta-color");
+    info.check_eq(
+        info_field(&info, "x-amz-meta-color"),
+        Some("red".to_string()),
+        "replaced x-amz-meta-color",
+    );
     info.check_eq(info_field(&info, "MIME type"), Some("application/json".to_string()), "replaced MIME type");
     info.check_eq(info_field(&info, "MD5 sum"), Some(md5_hex(&body)), "MD5 sum after modify");
 
@@ -112,7 +124,11 @@ fn s3cmd_object_lifecycle() {
     let after = s3cmd.cmd(&["ls", "--recursive", &uri("batch/")]).run("list after batch delete").ok();
     after.check_eq(ls_keys(&after).len(), 0, "keys left under batch/");
 
-    s3cmd.cmd(&["rb", &format!("s3://{BUCKET}")]).run("remove non-empty bucket").fails().mentions("BucketNotEmpty");
+    s3cmd
+        .cmd(&["rb", &format!("s3://{BUCKET}")])
+        .run("remove non-empty bucket")
+        .fails()
+        .mentions("BucketNotEmpty");
     s3cmd.cmd(&["del", &uri("docs/copy.bin")]).run("delete last object").ok();
     s3cmd.cmd(&["rb", &format!("s3://{BUCKET}")]).run("remove bucket").ok().stdout_has("removed");
     let buckets = s3cmd.cmd(&["ls"]).run("list buckets").ok();
@@ -130,7 +146,12 @@ fn s3cmd_multipart_20mib() {
     let local = gw.work_dir().join("big.bin");
     write_file(&local, &body);
     s3cmd
-        .cmd(&["put", "--multipart-chunk-size-mb=5", local.to_str().unwrap_or_default(), &uri("big/twenty.bin")])
+        .cmd(&[
+            "put",
+            "--multipart-chunk-size-mb=5",
+            local.to_str().unwrap_or_default(),
+            &uri("big/twenty.bin"),
+        ])
         .run("multipart upload 20 MiB in 5 MiB parts")
         .ok();
     let info = s3cmd.cmd(&["info", &uri("big/twenty.bin")]).run("info multipart").ok();
@@ -139,7 +160,10 @@ fn s3cmd_multipart_20mib() {
     // (x-amz-meta-s3cmd-attrs); the multipart ETag itself is checked by the other clients.
     info.check_eq(info_field(&info, "MD5 sum"), Some(md5_hex(&body)), "MD5 sum");
     let down = gw.work_dir().join("big.down");
-    let get = s3cmd.cmd(&["get", "--force", &uri("big/twenty.bin"), down.to_str().unwrap_or_default()]).run("download").ok();
+    let get = s3cmd
+        .cmd(&["get", "--force", &uri("big/twenty.bin"), down.to_str().unwrap_or_default()])
+        .run("download")
+        .ok();
     if let Err(e) = same_bytes(&read_file(&down), &body) {
         get.fail(&format!("downloaded bytes differ: {e}"));
     }
@@ -191,7 +215,10 @@ fn s3cmd_tricky_keys_and_key_length() {
     for (i, key) in TRICKY_KEYS.iter().enumerate() {
         let local = gw.work_dir().join(format!("tricky-{i}"));
         write_file(&local, key.as_bytes());
-        s3cmd.cmd(&["put", local.to_str().unwrap_or_default(), &uri(key)]).run(&format!("upload tricky key {key:?}")).ok();
+        s3cmd
+            .cmd(&["put", local.to_str().unwrap_or_default(), &uri(key)])
+            .run(&format!("upload tricky key {key:?}"))
+            .ok();
         expected.push(key.to_string());
     }
     let long = longest_key();

@@ -64,8 +64,8 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if a.reps == 0 || a.engines.is_empty() {
-        return Err("need at least one repetition and one engine".into());
+    if (a.reps == 0 && a.include.is_empty()) || a.engines.is_empty() {
+        return Err("need a repetition and an engine (or --reps 0 with --include to report only)".into());
     }
     Ok(a)
 }
@@ -151,15 +151,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // Earlier results for engines not run now (marked in their rows' `included_from`).
     let mut engines_in_tables = args.engines.clone();
+    let run_now: Vec<String> = results.keys().cloned().collect();
     for path in &args.include {
         let text = std::fs::read_to_string(path)?;
         for line in text.lines() {
             let Ok(mut v) = serde_json::from_str::<Value>(line) else { continue };
             let Some(engine) = v["engine"].as_str().map(str::to_string) else { continue };
-            if args.engines.contains(&engine) {
+            if run_now.contains(&engine) {
                 continue;
             }
-            v["included_from"] = Value::from(path.display().to_string());
+            // A report-only pass keeps the markers the runs themselves wrote.
+            if args.reps > 0 {
+                v["included_from"] = Value::from(path.display().to_string());
+            }
             writeln!(raw, "{v}")?;
             if !engines_in_tables.contains(&engine) {
                 engines_in_tables.push(engine.clone());
@@ -168,8 +172,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let medians = medians(&results);
+    let wrong = wrong_pages(&results);
     std::fs::write(args.out.join("tables.md"), tables(args, &engines_in_tables, &results, &medians))?;
-    std::fs::write(args.out.join("headline.csv"), headline_csv(&medians))?;
+    std::fs::write(args.out.join("headline.csv"), headline_csv(&medians, &wrong))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
 }
@@ -195,6 +200,32 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> std::io::Result<(Option<i32
         pipe.read_to_string(&mut stdout)?;
     }
     Ok((status.code(), stdout))
+}
+
+/// Listings whose page digest differs from the one most engines returned: their timings are
+/// for a wrong answer. Returns (engine, metric key prefix) pairs.
+fn wrong_pages(results: &BTreeMap<String, Vec<Value>>) -> Vec<(String, &'static str)> {
+    let mut wrong = Vec::new();
+    for listing in ["list_key_heavy", "list_bucket_root", "list_wide_root"] {
+        let field = format!("{listing}_digest");
+        let mut digests: BTreeMap<String, (String, usize)> = BTreeMap::new();
+        for (engine, runs) in results {
+            if let Some(d) = runs.iter().find_map(|r| r["metrics"][&field].as_str()) {
+                digests.insert(engine.clone(), (d.to_string(), 0));
+            }
+        }
+        let mut votes: BTreeMap<String, usize> = BTreeMap::new();
+        for (d, _) in digests.values() {
+            *votes.entry(d.clone()).or_default() += 1;
+        }
+        let Some((majority, _)) = votes.iter().max_by_key(|(_, n)| **n) else { continue };
+        for (engine, (d, _)) in &digests {
+            if d != majority {
+                wrong.push((engine.clone(), listing));
+            }
+        }
+    }
+    wrong
 }
 
 type Medians = BTreeMap<String, BTreeMap<String, f64>>;
@@ -252,11 +283,11 @@ const MAIN: &[Metric] = &[
 ];
 
 const FSYNC: &[Metric] = &[
-    metric("fsync_w1_ops_s", "1 writer (ops/s)", false, false, 1.0),
+    metric("fsync_w1_ops_s", "fsync 1 writer (ops/s)", false, false, 1.0),
     metric("fsync_w1_p50_us", "1 writer p50 (µs)", true, false, 1.0),
-    metric("fsync_w4_ops_s", "4 writers (ops/s)", false, false, 1.0),
-    metric("fsync_w16_ops_s", "16 writers (ops/s)", false, false, 1.0),
-    metric("fsync_w64_ops_s", "64 writers (ops/s)", false, false, 1.0),
+    metric("fsync_w4_ops_s", "fsync 4 writers (ops/s)", false, false, 1.0),
+    metric("fsync_w16_ops_s", "fsync 16 writers (ops/s)", false, false, 1.0),
+    metric("fsync_w64_ops_s", "fsync 64 writers (ops/s)", false, false, 1.0),
     metric("fsync_w64_p50_us", "64 writers p50 (µs)", true, false, 1.0),
 ];
 
@@ -295,7 +326,13 @@ fn fmt(x: f64) -> String {
     }
 }
 
-fn table(out: &mut String, metrics: &[Metric], medians: &Medians, engines: &[String]) {
+fn table(
+    out: &mut String,
+    metrics: &[Metric],
+    medians: &Medians,
+    engines: &[String],
+    wrong: &[(String, &str)],
+) {
     let _ = write!(out, "| engine |");
     for m in metrics {
         let _ = write!(out, " {} |", m.title);
@@ -309,7 +346,11 @@ fn table(out: &mut String, metrics: &[Metric], medians: &Medians, engines: &[Str
         let Some(e) = medians.get(engine) else { continue };
         let _ = write!(out, "| {engine} |");
         for m in metrics {
+            let is_wrong = wrong.iter().any(|(w, listing)| w == engine && m.key.starts_with(listing));
             match e.get(m.key) {
+                Some(v) if is_wrong => {
+                    let _ = write!(out, " {} (wrong page) |", fmt(v * m.scale));
+                }
                 Some(v) => {
                     let shown = fmt(v * m.scale);
                     match reference(medians, m) {
@@ -345,19 +386,20 @@ fn tables(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Medians of {} repetition(s), {} keys{}. In parentheses: holt-core's advantage over that \
+        "Medians of up to {} repetition(s), {} keys{}. In parentheses: holt-core's advantage over that \
          engine (peer ÷ holt-core for times and sizes, holt-core ÷ peer for rates; **>1× means \
          holt-core is better**). The reference figure is shown in bold; where durable holt-core \
          has no figure, read-only metrics are held against in-memory holt-core (`holt-core-mem`) \
          and write metrics are not compared.\n",
-        args.reps,
+        results.values().map(Vec::len).max().unwrap_or(0),
         results.values().flatten().find_map(|v| v["keys"].as_u64()).unwrap_or(args.keys),
         if args.quick { ", quick mode (5× fewer operations per phase)" } else { "" }
     );
     out.push_str("### Reads, listings, writes with the log in the page cache, space, memory\n\n");
-    table(&mut out, MAIN, medians, engines);
+    let wrong = wrong_pages(results);
+    table(&mut out, MAIN, medians, engines, &wrong);
     out.push_str("\n### fsync-durable overwrites (each write its own commit)\n\n");
-    table(&mut out, FSYNC, medians, engines);
+    table(&mut out, FSYNC, medians, engines, &wrong);
     out.push_str("\n### Deferred work behind the amortized overwrite figure\n\n");
     out.push_str("| engine | put only (µs) | finish (s) | amortized (µs) | disk / logical | fsync 64 ÷ 1 writer |\n|---|---|---|---|---|---|\n");
     for engine in engines {
@@ -404,6 +446,13 @@ fn tables(
             digest("list_wide_root")
         );
     }
+    for (engine, listing) in &wrong {
+        let _ = writeln!(
+            out,
+            "\n**{engine} returned a different page for `{listing}` than the other engines** (its digest and \
+             counts above): its timing for that listing is for a wrong answer and is not compared."
+        );
+    }
     out.push_str("\n### Failures and skipped phases\n\n");
     let mut any = false;
     for engine in engines {
@@ -437,12 +486,15 @@ fn tables(
 }
 
 /// `metric,engine,advantage` rows for the chart (only where a reference exists).
-fn headline_csv(medians: &Medians) -> String {
+fn headline_csv(medians: &Medians, wrong: &[(String, &str)]) -> String {
     let mut out = String::from("metric,engine,advantage\n");
     for m in MAIN.iter().chain(FSYNC.iter().filter(|m| m.key.ends_with("ops_s"))) {
         let Some((h, name)) = reference(medians, m) else { continue };
         for (engine, e) in medians {
-            if engine == name || engine.starts_with("holt-core") {
+            if engine == name
+                || engine.starts_with("holt-core")
+                || wrong.iter().any(|(w, listing)| w == engine && m.key.starts_with(listing))
+            {
                 continue;
             }
             if let Some(r) = e.get(m.key).and_then(|v| advantage(m, h, *v)) {

@@ -94,7 +94,9 @@ impl Engine for Lmdb {
         let rtxn = self.env.read_txn()?;
         let mut from = start.to_vec();
         'seek: loop {
-            let range = (Bound::Included(from.as_slice()), Bound::Unbounded);
+            // LMDB rejects zero-length keys, even as a bound: the empty start is "from the first".
+            let lower = if from.is_empty() { Bound::Unbounded } else { Bound::Included(from.as_slice()) };
+            let range = (lower, Bound::Unbounded);
             for item in self.db.range(&rtxn, &range)? {
                 let (k, v) = item?;
                 match f(k, v) {

@@ -14,6 +14,8 @@ pub mod lmdb;
 pub mod redb_engine;
 pub mod rocks;
 pub mod sqlite;
+#[cfg(test)]
+mod tests;
 
 /// Errors from any engine, boxed: the benchmark only reports them.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;

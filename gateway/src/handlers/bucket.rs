@@ -97,14 +97,33 @@ pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
         )
         .resource(format!("/{name}")));
     }
+    let record = ctx
+        .store()
+        .get(schema::bucket(name))
+        .await?
+        .ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchBucket))?;
     let mut batch = Batch::new();
-    batch.delete_if(schema::bucket(name), Condition::Present);
+    batch.delete_if(schema::bucket(name), Condition::Version(record.version));
     batch.delete(schema::owned_bucket(&ctx.user, name));
     match ctx.store().write_batch(batch).await {
-        Ok(_) => Ok(empty_response(StatusCode::NO_CONTENT)),
-        Err(e) if e.code == S3ErrorCode::PreconditionFailed => Err(S3Error::new(S3ErrorCode::NoSuchBucket)),
-        Err(e) => Err(e),
+        Ok(_) => {}
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => {
+            return Err(S3Error::new(S3ErrorCode::NoSuchBucket))
+        }
+        Err(e) => return Err(e),
     }
+    // An object or upload that committed between the emptiness check and the delete: put the
+    // bucket back (writers that look after this see it gone and withdraw their record).
+    let objects = ctx.store().scan(schema::objects_prefix(name), Vec::new(), 1).await?;
+    let uploads = ctx.store().scan(schema::uploads_prefix(name), Vec::new(), 1).await?;
+    if !objects.is_empty() || !uploads.is_empty() {
+        let mut restore = Batch::new();
+        restore.put_if(schema::bucket(name), record.value, Condition::Absent);
+        restore.put(schema::owned_bucket(&ctx.user, name), Vec::new());
+        ctx.store().write_batch(restore).await?;
+        return Err(S3Error::new(S3ErrorCode::BucketNotEmpty).resource(format!("/{name}")));
+    }
+    Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
 pub async fn handle_get_bucket_location(ctx: &ReqCtx) -> S3Result<Response> {

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::response::Response;
-use holt_core::Condition;
+use holt_core::{Batch, Condition};
 use http::StatusCode;
 
 use super::body::{read_small, XML_BODY_BYTES_MAX};
@@ -57,18 +57,40 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
     let req = request::parse_delete(&body)?;
     let mut deleted: Vec<&str> = Vec::new();
     let mut failures: Vec<(String, S3Error)> = Vec::new();
+    // Fast path: one atomic batch deleting every named object at the version just read (one
+    // log record and one fsync for up to 1000 keys). If any object changed in between, or the
+    // batch fails, fall back to deleting key by key.
+    let mut batch = Batch::new();
+    let mut reclaim = Vec::new();
+    let mut valid: Vec<&str> = Vec::new();
     for obj in &req.objects {
-        let result = match check_key(&obj.key) {
-            Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => {
-                // No versions exist besides `null`: deleting another one is a no-op.
-                Ok(())
-            }
-            Ok(()) => delete_object_record(ctx, bucket, &obj.key).await,
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(()) => deleted.push(&obj.key),
+        match check_key(&obj.key) {
             Err(e) => failures.push((obj.key.clone(), e)),
+            // No versions exist besides `null`: deleting another one is a no-op.
+            Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => deleted.push(&obj.key),
+            Ok(()) => {
+                valid.push(&obj.key);
+                if let Some(current) = ctx.store().get(schema::object(bucket, &obj.key)).await? {
+                    batch.delete_if(schema::object(bucket, &obj.key), Condition::Version(current.version));
+                    if let Some(meta) = ObjectMeta::decode(&current.value) {
+                        reclaim.push(meta.body);
+                    }
+                }
+            }
+        }
+    }
+    let batch_ok = batch.is_empty() || ctx.store().write_batch(batch).await.is_ok();
+    if batch_ok {
+        for body in &reclaim {
+            ctx.store().bodies.remove(body).await;
+        }
+        deleted.extend(valid);
+    } else {
+        for key in valid {
+            match delete_object_record(ctx, bucket, key).await {
+                Ok(()) => deleted.push(key),
+                Err(e) => failures.push((key.to_owned(), e)),
+            }
         }
     }
     let errors: Vec<response::DeleteError<'_>> = failures

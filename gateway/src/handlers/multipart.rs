@@ -88,7 +88,12 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     };
     let id = new_upload_id();
     let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo };
-    ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
+    let version = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
+    // See `commit_object`: a concurrent DeleteBucket must not strand the upload.
+    if ctx.store().get(schema::bucket(bucket)).await?.is_none() {
+        let _ = ctx.store().delete(schema::upload(bucket, key, &id), Condition::Version(version)).await;
+        return Err(S3Error::new(S3ErrorCode::NoSuchBucket));
+    }
     let mut resp = xml_response(response::initiate_multipart_upload(bucket, key, &id));
     if let Some(a) = checksum_algo {
         set_header(&mut resp, "x-amz-checksum-algorithm", a.name());

@@ -55,8 +55,17 @@ pub async fn commit_object(
     meta: &ObjectMeta,
     condition: &PutCondition,
 ) -> S3Result<()> {
-    let result = commit_inner(ctx, bucket, key, meta, condition).await;
-    match result {
+    let mut result = commit_inner(ctx, bucket, key, meta, condition).await;
+    if let Ok((_, version)) = &result {
+        // DeleteBucket checks emptiness before removing the bucket record; a write that
+        // committed in between would be left in a deleted bucket. Whichever side looks second
+        // sees the other: here the object is withdrawn, in DeleteBucket the bucket restored.
+        if ctx.store().get(schema::bucket(bucket)).await?.is_none() {
+            let _ = ctx.store().delete(schema::object(bucket, key), Condition::Version(*version)).await;
+            result = Err(S3Error::new(S3ErrorCode::NoSuchBucket));
+        }
+    }
+    match result.map(|(old, _)| old) {
         Ok(Some(old_body)) => {
             if old_body != meta.body {
                 ctx.store().bodies.remove(&old_body).await;
@@ -77,7 +86,7 @@ async fn commit_inner(
     key: &str,
     meta: &ObjectMeta,
     condition: &PutCondition,
-) -> S3Result<Option<BodyRef>> {
+) -> S3Result<(Option<BodyRef>, holt_core::Version)> {
     let okey = schema::object(bucket, key);
     let value = meta.encode();
     for _ in 0..COMMIT_ATTEMPTS_MAX {
@@ -100,7 +109,7 @@ async fn commit_inner(
             (_, None, _) => Condition::Absent,
         };
         match ctx.store().put(okey.clone(), value.clone(), engine_condition).await {
-            Ok(_) => return Ok(old.map(|o| o.body)),
+            Ok(version) => return Ok((old.map(|o| o.body), version)),
             // Another writer got in between our read and our write: re-evaluate.
             Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
             Err(e) => return Err(e),

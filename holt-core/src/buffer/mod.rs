@@ -107,7 +107,7 @@ impl<N> FrameCell<N> {
     pub(crate) fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
     }
-    /// Called before the parent publishes the merged root (see `tree::merge`).
+    /// Called before the parent publishes the merged root (see `Tree::try_merge` in `tree/split.rs`).
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
     }

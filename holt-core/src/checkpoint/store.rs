@@ -33,7 +33,7 @@ fn slot_offset(slot: u64) -> u64 {
 
 impl FrameStore {
     pub(crate) fn open(vfs: &dyn Vfs, slots: HashMap<u64, u64>) -> Result<FrameStore> {
-        let file = vfs.open(Path::new(FRAMES_NAME), true).map_err(|source| Error::Io {
+        let file = vfs.open_batched(Path::new(FRAMES_NAME)).map_err(|source| Error::Io {
             op: "open frames file",
             source,
             may_have_applied: false,

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 mod sim;
 mod std_fs;
+#[cfg(all(target_os = "linux", feature = "io-uring"))]
+mod uring;
 
 pub use sim::{Fault, FaultError, OpKind, SimFs};
 pub use std_fs::StdFs;
@@ -76,6 +78,11 @@ pub trait Vfs: Send + Sync {
     fn list(&self) -> io::Result<Vec<String>>;
     /// Makes creations, renames and removals in the directory durable (fsync of the directory).
     fn sync_dir(&self) -> io::Result<()>;
+    /// Opens (creating) a file used for batched I/O (the frames file): implementations may
+    /// return a file whose `read_many_at`/`write_many_at` submit a batch at once.
+    fn open_batched(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
+        self.open(path, true)
+    }
     /// Takes an exclusive lock named by `path` (an flock on that file for real files) that
     /// lasts until the returned guard is dropped. Fails with `WouldBlock` if another handle or
     /// process holds it.

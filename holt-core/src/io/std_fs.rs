@@ -11,12 +11,20 @@ use super::{Vfs, VfsFile};
 /// The database directory on a real file system.
 pub struct StdFs {
     dir: PathBuf,
+    /// Use io_uring for batched I/O where the kernel allows it.
+    io_uring: bool,
 }
 
 impl StdFs {
     /// Uses `dir` (which must exist) as the database directory.
     pub fn new(dir: impl Into<PathBuf>) -> StdFs {
-        StdFs { dir: dir.into() }
+        StdFs { dir: dir.into(), io_uring: false }
+    }
+
+    /// Like `new`, with batched frame I/O through io_uring when `enabled` (feature
+    /// `io-uring`, Linux) and the kernel allows it; pread/pwrite otherwise.
+    pub fn with_io_uring(dir: impl Into<PathBuf>, enabled: bool) -> StdFs {
+        StdFs { dir: dir.into(), io_uring: enabled }
     }
 
     /// The directory this file system is rooted at.
@@ -57,7 +65,7 @@ impl VfsFile for StdFile {
 
 #[cfg(target_os = "linux")]
 #[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
-fn allocate(file: &File, len: u64) -> io::Result<()> {
+pub(super) fn allocate(file: &File, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: the descriptor is owned by `file`, which outlives the call; mode
@@ -91,7 +99,7 @@ fn flock_exclusive(file: &File) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn allocate(_file: &File, _len: u64) -> io::Result<()> {
+pub(super) fn allocate(_file: &File, _len: u64) -> io::Result<()> {
     Ok(())
 }
 
@@ -126,6 +134,23 @@ impl Vfs for StdFs {
 
     fn sync_dir(&self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn open_batched(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(path))?;
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
+        if self.io_uring {
+            match super::uring::UringFile::new(file.try_clone()?) {
+                Ok(uring) => return Ok(Arc::new(uring)),
+                Err(e) => tracing::info!(error = %e, "io_uring unavailable; using pread/pwrite"),
+            }
+        }
+        Ok(Arc::new(StdFile { file }))
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {

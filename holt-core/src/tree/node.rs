@@ -71,6 +71,7 @@ pub(crate) enum Children {
 const PREFIX_INLINE_MAX: usize = 22;
 
 /// A compressed prefix: inline when short, on the heap otherwise.
+#[derive(Clone)]
 enum Prefix {
     Inline { len: u8, bytes: [u8; PREFIX_INLINE_MAX] },
     Heap(Box<[u8]>),
@@ -210,6 +211,16 @@ impl Inner {
     }
     /// The same node with child `b` set to `node` (added or replaced).
     pub(crate) fn with_child(&self, b: u8, node: Arc<Node>) -> Inner {
+        // Replacing a child (every level of a path copy but the last) keeps the layout: copy
+        // the pointer array in one pass instead of rebuilding the node from entries.
+        if let Some(children) = self.children.replaced(b, &node) {
+            return Inner {
+                prefix: self.prefix.clone(),
+                terminal: self.terminal.clone(),
+                kind: self.kind,
+                children,
+            };
+        }
         let mut entries = self.children.entries();
         match entries.binary_search_by_key(&b, |e| e.0) {
             Ok(i) => entries[i].1 = node,
@@ -269,6 +280,30 @@ impl Children {
         };
         ChildIter { children: self, pos }
     }
+    /// A copy with the existing child `b` replaced by `node`; `None` if there is no child `b`.
+    fn replaced(&self, b: u8, node: &Arc<Node>) -> Option<Children> {
+        match self {
+            Children::Small { keys, ptrs } => {
+                let i = keys[..ptrs.len()].iter().position(|&k| k == b)?;
+                let mut copy = ptrs.to_vec();
+                copy[i] = Arc::clone(node);
+                Some(Children::Small { keys: *keys, ptrs: copy.into_boxed_slice() })
+            }
+            Children::N48 { index, ptrs } => {
+                let slot = usize::from(index[usize::from(b)]).checked_sub(1)?;
+                let mut copy = ptrs.to_vec();
+                *copy.get_mut(slot)? = Arc::clone(node);
+                Some(Children::N48 { index: index.clone(), ptrs: copy.into_boxed_slice() })
+            }
+            Children::N256 { ptrs, len } => {
+                ptrs[usize::from(b)].as_ref()?;
+                let mut copy = ptrs.clone();
+                copy[usize::from(b)] = Some(Arc::clone(node));
+                Some(Children::N256 { ptrs: copy, len: *len })
+            }
+        }
+    }
+
     /// Owned (key, child) pairs, ascending.
     pub(crate) fn entries(&self) -> Vec<(u8, Arc<Node>)> {
         let mut v = Vec::with_capacity(self.len() + 1);
@@ -402,6 +437,28 @@ mod tests {
         }
         assert_eq!(shrink_points, [(40, InnerKind::N48), (12, InnerKind::N16), (3, InnerKind::N4)]);
         assert!(node.is_empty());
+    }
+
+    #[test]
+    fn replacing_a_child_keeps_layout_and_siblings() {
+        for count in [3usize, 10, 30, 200] {
+            let entries: Vec<(u8, Arc<Node>)> =
+                (0..count).map(|i| ((i * 251 % 256) as u8, leaf(i as u8))).collect();
+            let mut sorted = entries.clone();
+            sorted.sort_by_key(|e| e.0);
+            let node = Inner::with_entries(b"p", None, None, sorted);
+            let target = entries[count / 2].0;
+            let copy = node.with_child(target, leaf(255));
+            assert_eq!((copy.kind(), copy.children().len(), copy.prefix()), (node.kind(), count, &b"p"[..]));
+            for (b, child) in copy.children().iter() {
+                let Node::Leaf(l) = &**child else { panic!("not a leaf") };
+                let Some(Node::Leaf(old)) = node.children().get(b).map(|n| &**n) else {
+                    panic!("missing {b}")
+                };
+                let want = if b == target { 255 } else { old.value()[0] };
+                assert_eq!(l.value()[0], want, "count {count}, child {b}");
+            }
+        }
     }
 
     #[test]

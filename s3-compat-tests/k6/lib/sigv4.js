@@ -80,6 +80,8 @@ function signingKey(secret, date, region) {
 // Sign a request. Returns the headers to send (including Authorization).
 //   cfg: {endpoint, accessKey, secretKey, region}
 //   req: {method, path, query: {}, headers: {}, body, payloadHash}
+// signedRequest/s3Request opts: {query, headers, body, payloadHash, tags, responseType, timeout,
+//   expectedStatuses: [200, 404, ...]}
 export function signHeaders(cfg, req, now) {
   now = now || new Date();
   const stamp = amzDate(now);
@@ -169,6 +171,10 @@ export function signedRequest(cfg, method, path, opts) {
   const params = { headers: headers, tags: opts.tags || {}, responseType: opts.responseType || 'text' };
   if (opts.timeout) {
     params.timeout = opts.timeout;
+  }
+  if (opts.expectedStatuses) {
+    // Statuses that are not failures for http_req_failed (e.g. 404 for an existence probe).
+    params.responseCallback = http.expectedStatuses(...opts.expectedStatuses);
   }
   return { method: method, url: url, body: method === 'GET' || method === 'HEAD' ? null : body, params: params };
 }
