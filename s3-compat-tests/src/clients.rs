@@ -313,3 +313,10 @@ pub fn curl_get(url: &str, out: &Path) -> Outcome {
         .arg(url)
         .run("presigned GET with curl")
 }
+
+/// Fetch a presigned GET URL with curl into `out` and check it answered 200 with `body`.
+pub fn check_presigned_get(url: &str, out: &Path, body: &[u8]) {
+    let fetched = curl_get(url, out).ok();
+    fetched.check_eq(fetched.stdout.trim(), "200", "HTTP status of the presigned GET");
+    fetched.check_eq(crate::data::read_file(out), body.to_vec(), "presigned GET body");
+}

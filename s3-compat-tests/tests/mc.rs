@@ -6,7 +6,7 @@
 //! (signed chunks), lists with ListObjectsV2 + `fetch-owner`, batch-deletes with DeleteObjects,
 //! and presigns with SigV4 (`mc share download`).
 
-use s3_compat_tests::clients::{curl_get, Mc};
+use s3_compat_tests::clients::{check_presigned_get, Mc};
 use s3_compat_tests::data::{
     longest_key, md5_hex, multipart_etag, pagination_keys, payload, read_file, run_seed, same_bytes, sorted,
     too_long_key, write_file, write_tree, TREE_KEYS, TRICKY_KEYS,
@@ -216,9 +216,7 @@ fn mc_presigned_get() {
     let url = v["share"].as_str().unwrap_or_default().to_string();
     share.check(url.contains("X-Amz-Signature="), "expected a SigV4 presigned URL");
     let out = gw.work_dir().join("fetched");
-    let fetched = curl_get(&url, &out).ok();
-    fetched.check_eq(fetched.stdout.trim(), "200", "HTTP status");
-    fetched.check_eq(read_file(&out), body, "presigned body");
+    check_presigned_get(&url, &out, &body);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! rclone maps keys to paths: a key with `//` or a `..` segment cannot be named through rclone
 //! at all, so those two tricky keys are covered by the other clients only.
 
-use s3_compat_tests::clients::{curl_get, Rclone};
+use s3_compat_tests::clients::{check_presigned_get, Rclone};
 use s3_compat_tests::data::{
     longest_key, md5_hex, pagination_keys, payload, read_file, run_seed, same_bytes, sorted, too_long_key,
     write_file, write_tree, TREE_KEYS, TRICKY_KEYS,
@@ -225,9 +225,7 @@ fn rclone_presigned_get() {
     let url = link.stdout.trim().to_string();
     link.check(url.contains("X-Amz-Signature="), "expected a SigV4 presigned URL");
     let out = gw.work_dir().join("fetched");
-    let fetched = curl_get(&url, &out).ok();
-    fetched.check_eq(fetched.stdout.trim(), "200", "HTTP status");
-    fetched.check_eq(read_file(&out), body, "presigned body");
+    check_presigned_get(&url, &out, &body);
 }
 
 #[test]
