@@ -15,7 +15,9 @@ pub enum Durability {
     Sync,
     /// Once the record is in the log ring; on disk within `Options::wal_flush_interval`.
     Async,
-    /// No log at all: data lives until the process ends (or the next checkpoint, on disk).
+    /// The durability of a database opened with `Db::open_in_memory`: no log, data lives until
+    /// the process ends. As a per-write override on a database with a log it is treated as
+    /// `Async` (the write is logged: an unlogged write would break replay's version order).
     Memory,
 }
 
@@ -164,6 +166,29 @@ impl ListItem {
         match self {
             ListItem::Key { key, .. } => key,
             ListItem::CommonPrefix(p) => p,
+        }
+    }
+}
+
+/// One entry of a listing as `Db::list_with` meets it, borrowed from the tree for the length
+/// of the visit: no copy of the key or the value is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListEntry<'a> {
+    /// A key, with its value (empty unless the request asked `with_values`) and version.
+    Key {
+        key: &'a [u8],
+        value: &'a [u8],
+        version: Version,
+    },
+    CommonPrefix(&'a [u8]),
+}
+
+impl ListEntry<'_> {
+    /// The key or common prefix: the exclusive resume point after this entry.
+    pub fn name(&self) -> &[u8] {
+        match self {
+            ListEntry::Key { key, .. } => key,
+            ListEntry::CommonPrefix(p) => p,
         }
     }
 }

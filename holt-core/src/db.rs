@@ -41,7 +41,8 @@ impl Db {
             source,
             may_have_applied: false,
         })?;
-        Self::open_on(Arc::new(StdFs::with_io_uring(dir, options.use_io_uring)), options, dir)
+        let fs = StdFs::with_io_uring(dir, options.use_io_uring).with_direct_io(options.direct_io);
+        Self::open_on(Arc::new(fs), options, dir)
     }
 
     /// Opens a database stored in any [`Vfs`] (the simulated one in crash tests).
@@ -81,14 +82,23 @@ impl Db {
         };
         let durability = options.durability.unwrap_or(self.default_durability);
         let mut ticket = None;
-        let result = {
-            let _gate = durable.gate.read();
-            self.tree.apply(ops, &mut || {
-                let t = durable.wal.append(ops, durability)?;
-                ticket = Some(t);
-                Ok(t.lsn)
-            })
-        };
+        // The checkpoint gate is taken shared only once the batch's frames are latched, just
+        // before its record is reserved, and held until the batch is published: a checkpoint
+        // then waits for batches between reservation and publication, never for one still
+        // looking for its frames or waiting for a latch. (Lock order: frame latches, then the
+        // gate; a checkpoint holding the gate exclusively takes no frame latch.)
+        let mut gate = None;
+        let result = self.tree.apply(ops, &mut || {
+            if gate.is_none() {
+                // Never a second shared acquisition while holding one: with a checkpoint
+                // queued for the gate exclusively, that would wait on itself.
+                gate = Some(durable.gate.read());
+            }
+            let t = durable.wal.append(ops, durability)?;
+            ticket = Some(t);
+            Ok(t.lsn)
+        });
+        drop(gate);
         match (result, ticket) {
             (Ok(outcome), Some(ticket)) => {
                 if durability == Durability::Sync {
@@ -171,11 +181,40 @@ impl Db {
         Ok(self.tree.list(request)?.page)
     }
 
+    /// Makes every write acknowledged so far durable, whatever its durability: returns after
+    /// an fdatasync of the log that covers them (shared with concurrent sync writers). A
+    /// caller that must not act on an `Async` write until it survives a crash (for example,
+    /// unlinking the file the previous value named) calls this first. In-memory databases
+    /// have nothing to sync.
+    pub fn sync(&self) -> Result<()> {
+        match &self.durable {
+            Some(durable) => durable.wal.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// `list` without copies: hands each entry of the page to `visit`, in key order, borrowed
+    /// from the tree (`visit` decodes what it needs and copies nothing it does not). Returns
+    /// whether more entries follow the page (`ListPage::truncated`).
+    pub fn list_with(&self, request: &ListRequest<'_>, visit: &mut dyn FnMut(ListEntry<'_>)) -> Result<bool> {
+        Ok(self.tree.list_with(request, visit)?.truncated)
+    }
+
     /// Writes every dirty frame to fresh slots, switches the manifest and truncates the log.
     pub fn checkpoint(&self) -> Result<()> {
         match &self.durable {
             Some(durable) => durable.checkpoint(&self.tree),
             None => Ok(()),
+        }
+    }
+
+    /// The durability writes get unless their options override it: `Memory` exactly when the
+    /// database is in memory (it has no log to sync); otherwise `Sync` or `Async` as opened
+    /// (a database with a log opened with `Memory` logs its writes like `Async`).
+    pub fn durability(&self) -> Durability {
+        match (&self.durable, self.default_durability) {
+            (Some(_), Durability::Memory) => Durability::Async,
+            (_, durability) => durability,
         }
     }
 

@@ -101,3 +101,49 @@ fn values_are_copied_only_when_asked() {
     assert_eq!(scanned[0].0, b"k2");
     assert_eq!(scanned[0].1.value, b"k2");
 }
+
+/// `list_with` visits exactly the page `list` returns (values and versions included), in the
+/// same order, and reports the same `truncated`, for every page size around the data's size.
+#[test]
+fn list_with_visits_the_same_page_as_list() {
+    let keys = ["a/1", "a/2", "a/b/3", "ab", "b", "b/c/d", "c", "c\0", "d/e", "e"];
+    let db = db_with(&keys);
+    for limit in 0..=keys.len() + 1 {
+        for delimiter in ["", "/", "b/"] {
+            let request = ListRequest {
+                prefix: b"",
+                delimiter: delimiter.as_bytes(),
+                start_after: b"a/1",
+                limit,
+                with_values: true,
+            };
+            let page = db.list(&request).unwrap();
+            let mut visited = Vec::new();
+            let truncated = db
+                .list_with(&request, &mut |entry| {
+                    visited.push(match entry {
+                        holt_core::ListEntry::Key { key, value, version } => ListItem::Key {
+                            key: key.to_vec(),
+                            entry: holt_core::Entry { value: value.to_vec(), version },
+                        },
+                        holt_core::ListEntry::CommonPrefix(p) => ListItem::CommonPrefix(p.to_vec()),
+                    })
+                })
+                .unwrap();
+            assert_eq!(visited, page.items, "limit {limit}, delimiter {delimiter:?}");
+            assert_eq!(truncated, page.truncated, "limit {limit}, delimiter {delimiter:?}");
+            assert!(visited.len() <= limit);
+        }
+    }
+}
+
+/// An unbounded page (`usize::MAX`, what a full scan asks for) walks every entry without the
+/// look-ahead arithmetic overflowing.
+#[test]
+fn unbounded_limit_lists_everything() {
+    let keys = ["a/1", "a/2", "b", "c/d"];
+    let db = db_with(&keys);
+    assert_eq!(names(&db, "", "", "", usize::MAX), (keys.iter().map(|k| k.to_string()).collect(), false));
+    assert_eq!(names(&db, "", "/", "", usize::MAX), (vec!["a/*".into(), "b".into(), "c/*".into()], false));
+    assert_eq!(db.scan(b"", b"", usize::MAX).unwrap().len(), keys.len());
+}

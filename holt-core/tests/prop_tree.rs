@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use holt_core::testing::TreeHarness;
 use holt_core::{BatchOp, Condition, Error, ListItem, ListRequest, Version};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const ATOMS: [&[u8]; 7] = [b"a", b"b", b"/", b"\0", "\u{e9}".as_bytes(), b"a/", b"zz"];
 
@@ -251,6 +252,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        // Integration tests have no `src/` parent, so proptest's default would put the file
+        // beside this one under another name: name it explicitly.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/prop_tree.txt"
+        )))),
         ..ProptestConfig::default()
     })]
 

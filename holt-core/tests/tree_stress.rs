@@ -19,6 +19,8 @@ const WRITERS: usize = 3;
 const READERS: usize = 3;
 const KEYS_PER_WRITER: usize = 100;
 const ROUNDS: usize = 30;
+/// Reads that must run while the writers are still writing.
+const MIN_READS: u64 = 500;
 
 fn key(writer: usize, i: usize) -> Vec<u8> {
     format!("w{writer}/d{}/k{i:04}", i % 5).into_bytes()
@@ -64,13 +66,20 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
     let committed: Arc<Vec<AtomicU64>> =
         Arc::new((0..WRITERS * KEYS_PER_WRITER).map(|_| AtomicU64::new(0)).collect());
     let done = Arc::new(AtomicBool::new(false));
+    // Reads checked so far: writers keep writing past ROUNDS until readers have had their turn,
+    // however the scheduler shares two cores between them.
+    let reads = Arc::new(AtomicU64::new(0));
 
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let (tree, committed) = (Arc::clone(&tree), Arc::clone(&committed));
+            let (tree, committed, reads) = (Arc::clone(&tree), Arc::clone(&committed), Arc::clone(&reads));
             thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(seed ^ (w as u64 + 1));
-                for round in 1..=ROUNDS as u64 {
+                let mut round = 0u64;
+                while round < ROUNDS as u64
+                    || (reads.load(Ordering::Relaxed) < MIN_READS && round < 100 * ROUNDS as u64)
+                {
+                    round += 1;
                     // Each round rewrites every key of this writer in batches of 1..8 keys.
                     let mut i = 0;
                     while i < KEYS_PER_WRITER {
@@ -102,13 +111,15 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
                         thread::yield_now();
                     }
                 }
+                round
             })
         })
         .collect();
 
     let readers: Vec<_> = (0..READERS)
         .map(|r| {
-            let (tree, committed, done) = (Arc::clone(&tree), Arc::clone(&committed), Arc::clone(&done));
+            let (tree, committed, done, reads) =
+                (Arc::clone(&tree), Arc::clone(&committed), Arc::clone(&done), Arc::clone(&reads));
             thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(seed ^ (100 + r as u64));
                 let mut checks = 0u64;
@@ -161,19 +172,18 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
                         assert!(listed >= present, "listing lost keys: {listed} < {present}");
                     }
                     checks += 1;
+                    reads.fetch_add(1, Ordering::Relaxed);
                 }
                 checks
             })
         })
         .collect();
 
-    for w in writers {
-        w.join().unwrap();
-    }
+    let last_rounds: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     done.store(true, Ordering::Release);
     let checks: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
     println!("{checks} reads checked, {} frames at the end", tree.frame_count());
-    assert!(checks > 500, "only {checks} reads ran concurrently with the writers");
+    assert!(checks >= MIN_READS, "only {checks} reads ran concurrently with the writers");
     assert!(tree.frame_count() > 5, "frames never split");
     let (reads, evictions) = tree.cache_counters();
     println!("{reads} frame reads, {evictions} evictions");
@@ -181,7 +191,7 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
     tree.check().unwrap();
     for w in 0..WRITERS {
         for i in 0..KEYS_PER_WRITER {
-            assert_eq!(decode(&tree.get(&key(w, i)).unwrap().unwrap().value), ROUNDS as u64);
+            assert_eq!(decode(&tree.get(&key(w, i)).unwrap().unwrap().value), last_rounds[w]);
         }
     }
 }

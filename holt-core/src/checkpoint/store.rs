@@ -14,6 +14,7 @@ use parking_lot::RwLock;
 
 use crate::buffer::FrameSource;
 use crate::error::{Error, Location, Result};
+use crate::format::frame::stored_len;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::io::{failpoint, Vfs, VfsFile};
 
@@ -46,35 +47,75 @@ impl FrameStore {
         self.slots.read().clone()
     }
 
-    /// Writes `frames` (id, encoded image) to slots the durable manifest does not name and
-    /// syncs them. Returns the slot chosen for each frame, in order.
-    pub(crate) fn write_fresh(&self, frames: &[(u64, Vec<u8>)]) -> io::Result<Vec<u64>> {
+    /// `count` slots the durable manifest does not name, lowest first: where a checkpoint
+    /// writes its frames.
+    pub(crate) fn fresh_slots(&self, count: usize) -> Vec<u64> {
         let used: HashSet<u64> = self.slots.read().values().copied().collect();
-        let mut chosen = Vec::with_capacity(frames.len());
-        let mut slot = 0u64;
-        while chosen.len() < frames.len() {
-            if !used.contains(&slot) {
-                chosen.push(slot);
-            }
-            slot += 1;
-        }
-        let requests: Vec<(&[u8], u64)> =
-            frames.iter().zip(&chosen).map(|((_, bytes), &slot)| (&bytes[..], slot_offset(slot))).collect();
-        failpoint("frame-write")?;
-        self.file.write_many_at(&requests)?;
-        failpoint("frame-sync")?;
-        self.file.sync_data()?;
-        Ok(chosen)
+        (0u64..).filter(|slot| !used.contains(slot)).take(count).collect()
     }
 
-    /// Switches the table to the one a newly durable manifest names.
+    /// Writes encoded frame images (id, image) to `slots` (from `fresh_slots`, one each, in
+    /// order), without syncing: a checkpoint writes its frames in batches and calls `sync`
+    /// once after the last.
+    pub(crate) fn write_at(&self, frames: &[(u64, Vec<u8>)], slots: &[u64]) -> io::Result<()> {
+        debug_assert_eq!(frames.len(), slots.len());
+        // Only a frame's header and records (rounded to 4 KiB) are written; the rest of its
+        // slot is a hole, so the file holds about the encoded bytes, not slots × 512 KiB.
+        let requests: Vec<(&[u8], u64)> = frames
+            .iter()
+            .zip(slots)
+            .map(|((_, bytes), &slot)| (&bytes[..stored_len(bytes)], slot_offset(slot)))
+            .collect();
+        failpoint("frame-write")?;
+        for (bytes, offset) in &requests {
+            // The slot may hold an older, longer image: its tail is padding from now on.
+            self.file.release(offset + bytes.len() as u64, (FRAME_SIZE - bytes.len()) as u64)?;
+        }
+        self.file.write_many_at(&requests)?;
+        // Every slot reads as FRAME_SIZE bytes: extend the file over the last slot's padding
+        // (a hole, made durable by `sync` together with the writes).
+        if let Some(&last) = slots.iter().max() {
+            let end = slot_offset(last + 1);
+            if self.file.len()? < end {
+                self.file.set_len(end)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every `write_at` so far durable.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        failpoint("frame-sync")?;
+        self.file.sync_data()
+    }
+
+    /// Switches the table to the one a newly durable manifest names, then gives the slots
+    /// only the old table named back to the file system and cuts the file after the last
+    /// named slot. Both are best effort: a failure (or a crash before the next sync) only
+    /// costs space, since no durable manifest names those bytes any more.
     pub(crate) fn install(&self, slots: HashMap<u64, u64>) {
-        *self.slots.write() = slots;
+        let live: HashSet<u64> = slots.values().copied().collect();
+        let end = live.iter().max().map_or(0, |&s| slot_offset(s + 1));
+        let old = std::mem::replace(&mut *self.slots.write(), slots);
+        for slot in old.into_values().filter(|s| !live.contains(s)) {
+            if let Err(e) = self.file.release(slot_offset(slot), FRAME_SIZE as u64) {
+                tracing::debug!(error = %e, slot, "releasing a free frame slot failed");
+            }
+        }
+        self.truncate_after(end);
+    }
+
+    fn truncate_after(&self, end: u64) {
+        if self.file.len().is_ok_and(|len| len > end) {
+            if let Err(e) = self.file.set_len(end) {
+                tracing::debug!(error = %e, "cutting the frames file after its last slot failed");
+            }
+        }
     }
 }
 
 impl FrameSource for FrameStore {
-    fn read_frame(&self, id: FrameId) -> Result<Vec<u8>> {
+    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<()> {
         let slots = self.slots.read();
         let Some(&slot) = slots.get(&id.0) else {
             return Err(Error::Corruption {
@@ -82,8 +123,10 @@ impl FrameSource for FrameStore {
                 reason: "frame is not in the manifest".into(),
             });
         };
-        let mut buf = vec![0u8; FRAME_SIZE];
-        self.file.read_exact_at(&mut buf, slot_offset(slot)).map_err(|source| match source.kind() {
+        if buf.len() != FRAME_SIZE {
+            return Err(Error::InvalidArgument(format!("frame buffer of {} bytes", buf.len())));
+        }
+        self.file.read_exact_at(buf, slot_offset(slot)).map_err(|source| match source.kind() {
             io::ErrorKind::UnexpectedEof => Error::Corruption {
                 location: Location {
                     file: PathBuf::from(FRAMES_NAME),
@@ -93,8 +136,7 @@ impl FrameSource for FrameStore {
                 reason: "frames file ends inside the frame's slot".into(),
             },
             _ => Error::Io { op: "read frame", source, may_have_applied: false },
-        })?;
-        Ok(buf)
+        })
     }
 
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {

@@ -49,7 +49,10 @@ fn checksum(frame: &[u8], used: usize) -> u32 {
     crc32c::crc32c_append(head, &frame[OFF_CHECKSUM + 4..used])
 }
 
-/// Fills the header of a buffer made by `start_frame` and pads it to exactly `FRAME_SIZE`.
+/// Fills the header of a buffer made by `start_frame` and pads it with zeros to `stored_len`
+/// (a multiple of 4 KiB): the image a checkpoint writes. The rest of the frame's
+/// `FRAME_SIZE` bytes is padding that is never stored or read. The spare capacity is given
+/// back, so a checkpoint holding hundreds of images holds about their encoded bytes.
 /// Fails (leaving the buffer unusable) when the records do not fit.
 pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<(), usize> {
     let used = buf.len();
@@ -65,9 +68,22 @@ pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<()
     buf[OFF_RESERVED..OFF_RESERVED + 4].copy_from_slice(&0u32.to_le_bytes());
     let crc = checksum(buf, used);
     buf[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
-    buf.resize(FRAME_SIZE, 0);
+    buf.resize(used.next_multiple_of(STORE_ALIGN_BYTES).min(FRAME_SIZE), 0);
+    buf.shrink_to_fit();
     Ok(())
 }
+
+/// The bytes of a sealed frame that must reach the disk: header and records, rounded up to
+/// 4 KiB (the rest of the frame is zero padding nobody reads, left as a hole on disk).
+pub(crate) fn stored_len(frame: &[u8]) -> usize {
+    let used = if frame.len() >= HEADER_LEN { le_u32(frame, OFF_USED) as usize } else { 0 };
+    used.clamp(HEADER_LEN, FRAME_SIZE).next_multiple_of(STORE_ALIGN_BYTES).min(frame.len())
+}
+
+/// Frames are stored and released in units of this many bytes (the file system block and the
+/// O_DIRECT alignment).
+pub(crate) const STORE_ALIGN_BYTES: usize = 4096;
+const _: () = assert!(FRAME_SIZE.is_multiple_of(STORE_ALIGN_BYTES));
 
 /// A validated frame: its record count and body (the records).
 #[derive(Debug)]
@@ -88,12 +104,13 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Validates the header and checksum of a frame read for `expected`. Offsets in errors are
-/// relative to the start of the frame.
+/// Validates the header and checksum of a frame read for `expected`: `FRAME_SIZE` bytes read
+/// from a slot, or a shorter image that holds at least its header and records. Offsets in
+/// errors are relative to the start of the frame.
 pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, RecordError> {
     let err = |offset: usize, reason: String| RecordError { offset, reason };
-    if frame.len() != FRAME_SIZE {
-        return Err(err(0, format!("frame is {} bytes, expected {FRAME_SIZE}", frame.len())));
+    if !(HEADER_LEN..=FRAME_SIZE).contains(&frame.len()) {
+        return Err(err(0, format!("frame is {} bytes, expected {HEADER_LEN}..={FRAME_SIZE}", frame.len())));
     }
     if frame[OFF_MAGIC..OFF_MAGIC + 4] != FRAME_MAGIC {
         return Err(err(OFF_MAGIC, "bad frame magic".into()));
@@ -103,7 +120,7 @@ pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, Rec
         return Err(err(OFF_VERSION, format!("unsupported frame format version {version}")));
     }
     let used = le_u32(frame, OFF_USED) as usize;
-    if !(HEADER_LEN..=FRAME_SIZE).contains(&used) {
+    if !(HEADER_LEN..=frame.len()).contains(&used) {
         return Err(err(OFF_USED, format!("used byte count {used} out of range")));
     }
     let stored = le_u32(frame, OFF_CHECKSUM);
@@ -134,7 +151,12 @@ mod tests {
         let mut buf = start_frame(64);
         buf.extend_from_slice(b"records");
         seal(&mut buf, FrameId(9), 1).unwrap();
-        assert_eq!(buf.len(), FRAME_SIZE);
+        assert_eq!((buf.len(), stored_len(&buf)), (STORE_ALIGN_BYTES, STORE_ALIGN_BYTES));
+        // A slot read back is FRAME_SIZE bytes: the same frame with its padding.
+        let mut slot = buf.clone();
+        slot.resize(FRAME_SIZE, 0);
+        assert_eq!(open(&slot, FrameId(9)).unwrap().body, b"records");
+        assert!(open(&buf[..HEADER_LEN + 3], FrameId(9)).is_err(), "an image cut inside its records");
         let view = open(&buf, FrameId(9)).unwrap();
         assert_eq!((view.node_count, view.body), (1, &b"records"[..]));
         assert!(open(&buf, FrameId(8)).is_err());

@@ -2,6 +2,8 @@
 //!
 //! - `StdFs`: real files with pread/pwrite/fdatasync (always built).
 //! - `Uring` (feature `io-uring`, Linux): batched frame reads and writes through io_uring.
+//! - `DirectFile` (Linux): frame I/O through O_DIRECT with aligned bounce buffers, buffered
+//!   where the file system refuses it (`StdFs::with_direct_io`).
 //! - `SimFs`: a simulated, fault-injecting file system that keeps each file's durable bytes
 //!   apart from its not-yet-synced bytes, for crash tests.
 //!
@@ -11,6 +13,8 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+#[cfg(target_os = "linux")]
+mod direct;
 mod sim;
 mod std_fs;
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
@@ -47,6 +51,15 @@ pub trait VfsFile: Send + Sync {
     /// Reserves space up to `len` bytes without changing what reads return (fallocate where
     /// available), so later writes cannot fail with ENOSPC.
     fn allocate(&self, len: u64) -> io::Result<()>;
+    /// Gives the blocks of `[offset, offset + len)` back to the file system (punches a hole)
+    /// without changing the file's length. Afterwards reads of the range return zeros or, where
+    /// the file system cannot release space, the bytes that were there, so callers release
+    /// only bytes nothing will read again. Like a write, it is durable only after `sync_data`,
+    /// and losing it in a crash only costs space. The default releases nothing.
+    fn release(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// Reads several frames at once: `(buffer, offset)` pairs. The default reads one by one;
     /// io_uring submits them together.
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {

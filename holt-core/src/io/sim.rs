@@ -371,6 +371,25 @@ impl VfsFile for SimFile {
         n.allocated = n.allocated.max(len);
         Ok(())
     }
+
+    /// Zeroes the range (a real hole reads as zeros), as an unsynced change: a crash may
+    /// bring the old bytes back, which the contract allows. Never fails by injection:
+    /// releasing space is best effort everywhere it is called.
+    fn release(&self, offset: u64, len: u64) -> io::Result<()> {
+        let st = self.state.lock();
+        if st.generation != self.generation {
+            return Err(dead());
+        }
+        let mut n = self.node.lock();
+        let end = offset.saturating_add(len).min(n.current.len);
+        if offset >= end {
+            return Ok(());
+        }
+        let p = Pending::Write { offset, bytes: vec![0; (end - offset) as usize] };
+        n.current.apply(&p);
+        n.pending.push(p);
+        Ok(())
+    }
 }
 
 impl Vfs for SimFs {

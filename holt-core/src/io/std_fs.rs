@@ -13,18 +13,27 @@ pub struct StdFs {
     dir: PathBuf,
     /// Use io_uring for batched I/O where the kernel allows it.
     io_uring: bool,
+    /// Open the frames file with O_DIRECT where the file system allows it.
+    direct_io: bool,
 }
 
 impl StdFs {
     /// Uses `dir` (which must exist) as the database directory.
     pub fn new(dir: impl Into<PathBuf>) -> StdFs {
-        StdFs { dir: dir.into(), io_uring: false }
+        StdFs { dir: dir.into(), io_uring: false, direct_io: false }
     }
 
     /// Like `new`, with batched frame I/O through io_uring when `enabled` (feature
     /// `io-uring`, Linux) and the kernel allows it; pread/pwrite otherwise.
     pub fn with_io_uring(dir: impl Into<PathBuf>, enabled: bool) -> StdFs {
-        StdFs { dir: dir.into(), io_uring: enabled }
+        StdFs { dir: dir.into(), io_uring: enabled, direct_io: false }
+    }
+
+    /// Frame reads and writes through O_DIRECT (Linux) when `enabled` and the file system
+    /// accepts it; buffered otherwise. See `io/direct.rs`.
+    pub fn with_direct_io(mut self, enabled: bool) -> StdFs {
+        self.direct_io = enabled;
+        self
     }
 
     /// The directory this file system is rooted at.
@@ -33,8 +42,14 @@ impl StdFs {
     }
 }
 
-struct StdFile {
+pub(super) struct StdFile {
     file: File,
+}
+
+impl From<File> for StdFile {
+    fn from(file: File) -> StdFile {
+        StdFile { file }
+    }
 }
 
 impl VfsFile for StdFile {
@@ -61,6 +76,10 @@ impl VfsFile for StdFile {
     fn allocate(&self, len: u64) -> io::Result<()> {
         allocate(&self.file, len)
     }
+
+    fn release(&self, offset: u64, len: u64) -> io::Result<()> {
+        punch_hole(&self.file, offset, len)
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -82,6 +101,37 @@ pub(super) fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
+/// Deallocates `[offset, offset + len)` (FALLOC_FL_PUNCH_HOLE), keeping the file's size.
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
+pub(super) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let invalid = |_| io::Error::from(io::ErrorKind::InvalidInput);
+    let (offset, len) =
+        (libc::off_t::try_from(offset).map_err(invalid)?, libc::off_t::try_from(len).map_err(invalid)?);
+    if len == 0 {
+        return Ok(());
+    }
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: the descriptor is owned by `file`, which outlives the call; the call takes no
+    // pointers, and punching only replaces the range's contents with zeros.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        // File systems that cannot punch holes keep the bytes: only space is lost.
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn punch_hole(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+    Ok(())
+}
+
 #[expect(unsafe_code, reason = "flock has no safe wrapper at the crate's minimum Rust version")]
 fn flock_exclusive(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -101,6 +151,20 @@ fn flock_exclusive(file: &File) -> io::Result<()> {
 #[cfg(not(target_os = "linux"))]
 pub(super) fn allocate(_file: &File, _len: u64) -> io::Result<()> {
     Ok(())
+}
+
+impl StdFs {
+    /// `file` with batched I/O through io_uring when enabled and available.
+    fn batched(&self, file: File) -> Arc<dyn VfsFile> {
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
+        if self.io_uring {
+            match file.try_clone().and_then(super::uring::UringFile::new) {
+                Ok(uring) => return Arc::new(uring),
+                Err(e) => tracing::info!(error = %e, "io_uring unavailable; using pread/pwrite"),
+            }
+        }
+        Arc::new(StdFile { file })
+    }
 }
 
 impl Vfs for StdFs {
@@ -143,14 +207,25 @@ impl Vfs for StdFs {
             .create(true)
             .truncate(false)
             .open(self.dir.join(path))?;
-        #[cfg(all(target_os = "linux", feature = "io-uring"))]
-        if self.io_uring {
-            match super::uring::UringFile::new(file.try_clone()?) {
-                Ok(uring) => return Ok(Arc::new(uring)),
-                Err(e) => tracing::info!(error = %e, "io_uring unavailable; using pread/pwrite"),
+        #[cfg(target_os = "linux")]
+        if self.direct_io {
+            use std::os::unix::fs::OpenOptionsExt;
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(self.dir.join(path))
+            {
+                Ok(direct) => {
+                    let buffered: Arc<dyn VfsFile> = Arc::new(StdFile { file });
+                    let direct = self.batched(direct);
+                    return Ok(Arc::new(super::direct::DirectFile::new(direct, buffered)));
+                }
+                // tmpfs and some FUSE file systems refuse O_DIRECT at open.
+                Err(e) => tracing::info!(error = %e, "O_DIRECT unavailable; frame I/O is buffered"),
             }
         }
-        Ok(Arc::new(StdFile { file }))
+        Ok(self.batched(file))
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {

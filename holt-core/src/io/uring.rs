@@ -92,6 +92,10 @@ impl VfsFile for UringFile {
         super::std_fs::allocate(&self.file, len)
     }
 
+    fn release(&self, offset: u64, len: u64) -> io::Result<()> {
+        super::std_fs::punch_hole(&self.file, offset, len)
+    }
+
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {
         let fd = types::Fd(self.file.as_raw_fd());
         let mut entries = Vec::with_capacity(requests.len());

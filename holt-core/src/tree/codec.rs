@@ -14,7 +14,8 @@ use crate::format::frame::{self, HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
 use crate::format::{FrameId, FRAME_SIZE};
 
-/// Encodes the frame `id` rooted at `root` into exactly `FRAME_SIZE` checksummed bytes.
+/// Encodes the frame `id` rooted at `root` into its checksummed image: header and records,
+/// zero-padded to a multiple of 4 KiB (the frame's `FRAME_SIZE` bytes minus padding).
 /// Fails only if the nodes do not fit, which the split policy rules out.
 pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
     enum Step<'a> {
@@ -122,8 +123,19 @@ pub(super) fn decode_frame(
                         format!("inner node needs {needed} records, {} precede it", stack.len()),
                     ));
                 }
-                let popped = stack.split_off(stack.len() - needed);
-                let mut popped = popped.into_iter();
+                let mut key_bytes = [0u8; 256];
+                let mut key_count = 0usize;
+                for b in keys.iter() {
+                    if let Some(slot) = key_bytes.get_mut(key_count) {
+                        *slot = b;
+                    }
+                    key_count += 1;
+                }
+                if key_count != child_count || key_count > kind.capacity() {
+                    return Err(fail(at, "child keys disagree with child count".into()));
+                }
+                // Drained in place: no vector per node (allocation dominated decoding).
+                let mut popped = stack.drain(stack.len() - needed..);
                 let terminal = if has_terminal {
                     match popped.next() {
                         Some(Pending::Leaf(t)) if t.suffix().is_empty() => Some(Arc::new(t)),
@@ -132,11 +144,14 @@ pub(super) fn decode_frame(
                 } else {
                     None
                 };
-                let entries: Vec<(u8, Arc<Node>)> = keys.iter().zip(popped.map(Pending::into_node)).collect();
-                if entries.len() != child_count {
-                    return Err(fail(at, "child keys disagree with child count".into()));
-                }
-                stack.push(Pending::Node(Arc::new(Node::Inner(Inner::new(prefix, terminal, kind, entries)))));
+                let inner = Inner::from_parts(
+                    prefix,
+                    terminal,
+                    kind,
+                    &key_bytes[..key_count],
+                    popped.map(Pending::into_node),
+                );
+                stack.push(Pending::Node(Arc::new(Node::Inner(inner))));
             }
         }
     }

@@ -10,7 +10,7 @@
 //! emitted (exclusive): a common prefix as resume point also excludes everything under it,
 //! because those keys would roll up into that same prefix, which is not greater than itself.
 
-use crate::api::{Entry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
+use crate::api::{Entry, ListEntry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
 use crate::error::{Error, Location, Result};
 
 use super::node::{Cell, Leaf, Node};
@@ -20,6 +20,12 @@ use std::sync::Arc;
 /// A listing page and how many nodes the walk visited (the cost measure tests assert on).
 pub(crate) struct ListOutcome {
     pub page: ListPage,
+    pub nodes_visited: u64,
+}
+
+/// How a walk ended: whether more entries follow the last one visited, and its cost.
+pub(crate) struct VisitOutcome {
+    pub truncated: bool,
     pub nodes_visited: u64,
 }
 
@@ -43,9 +49,15 @@ struct Walk<'r> {
     delimiter: &'r [u8],
     start_after: Vec<u8>,
     with_values: bool,
-    /// One more than the page size: the extra entry decides `truncated`.
-    want: usize,
-    items: Vec<ListItem>,
+    /// The page size.
+    limit: usize,
+    /// Entries handed to `visit` so far.
+    emitted: usize,
+    /// Set when an entry was found after the page was full (the walk then stops).
+    truncated: bool,
+    /// The name of the last entry emitted: where a restarted walk resumes (exclusive).
+    last: Vec<u8>,
+    visit: &'r mut dyn FnMut(ListEntry<'_>),
     visited: u64,
 }
 
@@ -83,47 +95,80 @@ impl Walk<'_> {
         (first..=path.len() - d.len()).find(|&s| &path[s..s + d.len()] == d).map(|s| s + d.len())
     }
 
-    fn emit(&mut self, item: ListItem) -> Flow {
-        self.items.push(item);
-        if self.items.len() >= self.want {
-            Flow::Stop
-        } else {
-            Flow::Continue
+    /// Hands `entry` to the visitor, unless the page is full: then the entry only proves
+    /// that the page is truncated, and the walk stops.
+    fn emit(&mut self, entry: ListEntry<'_>) -> Flow {
+        if self.emitted >= self.limit {
+            self.truncated = true;
+            return Flow::Stop;
         }
+        self.last.clear();
+        self.last.extend_from_slice(entry.name());
+        (self.visit)(entry);
+        self.emitted += 1;
+        Flow::Continue
     }
 
     fn emit_common_prefix(&mut self, cp: &[u8]) -> Flow {
         if cp > &self.start_after[..] {
-            self.emit(ListItem::CommonPrefix(cp.to_vec()))
+            self.emit(ListEntry::CommonPrefix(cp))
         } else {
             Flow::Continue
         }
     }
 
     fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
-        let value = if self.with_values { leaf.value().to_vec() } else { Vec::new() };
-        self.emit(ListItem::Key {
-            key: key.to_vec(),
-            entry: Entry { value, version: Version(leaf.version()) },
-        })
+        let value = if self.with_values { leaf.value() } else { &[] };
+        self.emit(ListEntry::Key { key, value, version: Version(leaf.version()) })
+    }
+
+    /// Entries the page can still take, plus the one that decides `truncated`.
+    fn remaining(&self) -> usize {
+        self.limit.saturating_add(1).saturating_sub(self.emitted)
     }
 }
 
 impl Tree {
     /// A page of `request`, with the walk's cost.
     pub(crate) fn list(&self, request: &ListRequest<'_>) -> Result<ListOutcome> {
+        let mut items = Vec::with_capacity(request.limit.min(1024));
+        let outcome = self.list_with(request, &mut |entry| {
+            items.push(match entry {
+                ListEntry::Key { key, value, version } => {
+                    ListItem::Key { key: key.to_vec(), entry: Entry { value: value.to_vec(), version } }
+                }
+                ListEntry::CommonPrefix(p) => ListItem::CommonPrefix(p.to_vec()),
+            })
+        })?;
+        Ok(ListOutcome {
+            page: ListPage { items, truncated: outcome.truncated },
+            nodes_visited: outcome.nodes_visited,
+        })
+    }
+
+    /// Walks a page of `request`, handing each entry to `visit` in key order as it is met,
+    /// borrowed from the tree (nodes are immutable once published, so nothing changes under
+    /// the borrow). At most `request.limit` entries are visited.
+    pub(crate) fn list_with(
+        &self,
+        request: &ListRequest<'_>,
+        visit: &mut dyn FnMut(ListEntry<'_>),
+    ) -> Result<VisitOutcome> {
+        if request.limit == 0 {
+            return Ok(VisitOutcome { truncated: false, nodes_visited: 0 });
+        }
         let mut walk = Walk {
             prefix: request.prefix,
             delimiter: request.delimiter,
             start_after: request.start_after.to_vec(),
             with_values: request.with_values,
-            want: request.limit.saturating_add(1),
-            items: Vec::with_capacity(request.limit.min(1024) + 1),
+            limit: request.limit,
+            emitted: 0,
+            truncated: false,
+            last: Vec::new(),
+            visit,
             visited: 0,
         };
-        if request.limit == 0 {
-            return Ok(ListOutcome { page: ListPage::default(), nodes_visited: 0 });
-        }
         // Bound: a restart happens only when the walk meets a frame merged after it started.
         loop {
             let bounds = Bounds { in_prefix: walk.prefix.is_empty(), on_start_after: true };
@@ -131,15 +176,13 @@ impl Tree {
             match self.list_frame(&mut walk, &self.root, &mut path, 0, bounds)? {
                 Flow::Continue | Flow::Stop => break,
                 Flow::Restart => {
-                    if let Some(last) = walk.items.last() {
-                        walk.start_after = last.name().to_vec();
+                    if walk.emitted > 0 {
+                        walk.start_after = walk.last.clone();
                     }
                 }
             }
         }
-        let truncated = walk.items.len() > request.limit;
-        walk.items.truncate(request.limit);
-        Ok(ListOutcome { page: ListPage { items: walk.items, truncated }, nodes_visited: walk.visited })
+        Ok(VisitOutcome { truncated: walk.truncated, nodes_visited: walk.visited })
     }
 
     fn list_frame(
@@ -237,6 +280,7 @@ impl Tree {
             return flow;
         }
         let from = if bounds.on_start_after { walk.start_after.get(len).copied().unwrap_or(0) } else { 0 };
+        touch_ahead(inner, from, walk.remaining());
         for (b, child) in inner.children().iter_from(from) {
             path.push(b);
             let flow = self.list_node(walk, child, path, len, bounds)?;
@@ -248,4 +292,21 @@ impl Tree {
         }
         Ok(Flow::Continue)
     }
+}
+
+/// How many children `touch_ahead` reads before the walk enters the first of them.
+const TOUCH_AHEAD_MAX: usize = 16;
+
+/// Reads the first bytes of the next children the walk will enter, so their cache misses
+/// overlap instead of being paid one after the other: nodes inserted in random order are
+/// scattered over the heap, and a listing that emits one entry per child (a rollup page, the
+/// leaves of a directory) was bound by one dependent miss per entry. Safe code only: plain
+/// loads whose result is kept alive with `black_box`, not prefetch instructions. Reads at
+/// most `remaining` (entries the page still needs) and `TOUCH_AHEAD_MAX` children.
+fn touch_ahead(inner: &super::node::Inner, from: u8, remaining: usize) {
+    let mut acc = 0u8;
+    for (_, child) in inner.children().iter_from(from).take(remaining.min(TOUCH_AHEAD_MAX)) {
+        acc ^= child.first_byte();
+    }
+    std::hint::black_box(acc);
 }

@@ -37,6 +37,7 @@ use node::{Cell, Inner, Leaf, Node};
 
 pub(crate) use apply::ApplyOutcome;
 pub(crate) use codec::encode_frame;
+pub(crate) use frames::CapturedFrame;
 
 /// Split a frame when its encoded size passes this (the whole frame minus its header).
 pub(crate) const FRAME_BUDGET_BYTES: usize = FRAME_SIZE - HEADER_LEN;

@@ -23,26 +23,55 @@ pub(crate) enum Node {
     Link(Arc<Cell>),
 }
 
-/// A key's suffix, its value and its version, in one allocation.
+/// A key's suffix, its value and its version. Suffix and value live inside the node when
+/// they fit (`LEAF_INLINE_MAX`, sized so `Node` stays 88 bytes): a lookup pays one cache miss
+/// for the leaf instead of two, and the leaf costs one allocation instead of two.
 pub(crate) struct Leaf {
-    bytes: Box<[u8]>,
-    suffix_len: u16,
     version: u64,
+    bytes: LeafBytes,
+    suffix_len: u16,
+}
+
+/// Suffix and value bytes of a leaf up to this length are stored inline (path-shaped keys
+/// leave a suffix of a few bytes; S3 metadata values of ~60 bytes then fit).
+const LEAF_INLINE_MAX: usize = 70;
+
+enum LeafBytes {
+    Inline { len: u8, bytes: [u8; LEAF_INLINE_MAX] },
+    Heap(Box<[u8]>),
+}
+
+impl LeafBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            LeafBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            LeafBytes::Heap(b) => b,
+        }
+    }
 }
 
 impl Leaf {
     pub(crate) fn new(suffix: &[u8], value: &[u8], version: u64) -> Leaf {
         debug_assert!(suffix.len() <= crate::KEY_LEN_MAX);
-        let mut bytes = Vec::with_capacity(suffix.len() + value.len());
-        bytes.extend_from_slice(suffix);
-        bytes.extend_from_slice(value);
-        Leaf { bytes: bytes.into_boxed_slice(), suffix_len: suffix.len() as u16, version }
+        let total = suffix.len() + value.len();
+        let bytes = if total <= LEAF_INLINE_MAX {
+            let mut inline = [0u8; LEAF_INLINE_MAX];
+            inline[..suffix.len()].copy_from_slice(suffix);
+            inline[suffix.len()..total].copy_from_slice(value);
+            LeafBytes::Inline { len: total as u8, bytes: inline }
+        } else {
+            let mut heap = Vec::with_capacity(total);
+            heap.extend_from_slice(suffix);
+            heap.extend_from_slice(value);
+            LeafBytes::Heap(heap.into_boxed_slice())
+        };
+        Leaf { version, bytes, suffix_len: suffix.len() as u16 }
     }
     pub(crate) fn suffix(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.suffix_len)]
+        &self.bytes.as_slice()[..usize::from(self.suffix_len)]
     }
     pub(crate) fn value(&self) -> &[u8] {
-        &self.bytes[usize::from(self.suffix_len)..]
+        &self.bytes.as_slice()[usize::from(self.suffix_len)..]
     }
     pub(crate) fn version(&self) -> u64 {
         self.version
@@ -58,7 +87,10 @@ impl Leaf {
 
 /// Children keyed by the next byte of the key, in one of four layouts.
 pub(crate) enum Children {
-    /// N4 and N16: up to 16 ascending keys inline, pointers beside them.
+    /// N4: keys and pointers inline in the node, so a lookup through it pays no second
+    /// cache miss for a pointer array (slots `len..` are `None`).
+    N4 { keys: [u8; 4], len: u8, ptrs: [Option<Arc<Node>>; 4] },
+    /// N16: up to 16 ascending keys inline, pointers beside them.
     Small { keys: [u8; 16], ptrs: Box<[Arc<Node>]> },
     /// N48: a byte-indexed table of slot numbers (0 = none, i = ptrs[i - 1]).
     N48 { index: Box<[u8; 256]>, ptrs: Box<[Arc<Node>]> },
@@ -140,7 +172,16 @@ impl Inner {
         debug_assert!(entries.len() <= kind.capacity());
         debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
         let children = match kind {
-            InnerKind::N4 | InnerKind::N16 => {
+            InnerKind::N4 => {
+                let (mut keys, mut ptrs) = ([0u8; 4], [None, None, None, None]);
+                let len = entries.len() as u8;
+                for (i, (b, n)) in entries.into_iter().enumerate() {
+                    keys[i] = b;
+                    ptrs[i] = Some(n);
+                }
+                Children::N4 { keys, len, ptrs }
+            }
+            InnerKind::N16 => {
                 let mut keys = [0u8; 16];
                 for (slot, (b, _)) in keys.iter_mut().zip(&entries) {
                     *slot = *b;
@@ -159,6 +200,51 @@ impl Inner {
                 let mut ptrs: Box<[Option<Arc<Node>>; 256]> = Box::new(std::array::from_fn(|_| None));
                 for (b, n) in entries {
                     ptrs[usize::from(b)] = Some(n);
+                }
+                Children::N256 { ptrs, len }
+            }
+        };
+        Inner { prefix: Prefix::new(prefix), terminal, kind, children }
+    }
+
+    /// Builds a node of `kind` from ascending, distinct `keys` and their `nodes`, allocating
+    /// the pointer array once (the decoder's path: no intermediate vector per node).
+    pub(crate) fn from_parts(
+        prefix: &[u8],
+        terminal: Option<Arc<Leaf>>,
+        kind: InnerKind,
+        keys: &[u8],
+        nodes: impl ExactSizeIterator<Item = Arc<Node>>,
+    ) -> Inner {
+        debug_assert_eq!(keys.len(), nodes.len());
+        debug_assert!(keys.len() <= kind.capacity());
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        let children = match kind {
+            InnerKind::N4 => {
+                let (mut inline, mut ptrs) = ([0u8; 4], [None, None, None, None]);
+                inline[..keys.len()].copy_from_slice(keys);
+                for (slot, n) in ptrs.iter_mut().zip(nodes) {
+                    *slot = Some(n);
+                }
+                Children::N4 { keys: inline, len: keys.len() as u8, ptrs }
+            }
+            InnerKind::N16 => {
+                let mut inline = [0u8; 16];
+                inline[..keys.len()].copy_from_slice(keys);
+                Children::Small { keys: inline, ptrs: nodes.collect() }
+            }
+            InnerKind::N48 => {
+                let mut index = Box::new([0u8; 256]);
+                for (i, b) in keys.iter().enumerate() {
+                    index[usize::from(*b)] = (i + 1) as u8;
+                }
+                Children::N48 { index, ptrs: nodes.collect() }
+            }
+            InnerKind::N256 => {
+                let len = keys.len() as u16;
+                let mut ptrs: Box<[Option<Arc<Node>>; 256]> = Box::new(std::array::from_fn(|_| None));
+                for (b, n) in keys.iter().zip(nodes) {
+                    ptrs[usize::from(*b)] = Some(n);
                 }
                 Children::N256 { ptrs, len }
             }
@@ -245,6 +331,7 @@ impl Inner {
 impl Children {
     pub(crate) fn len(&self) -> usize {
         match self {
+            Children::N4 { len, .. } => usize::from(*len),
             Children::Small { ptrs, .. } | Children::N48 { ptrs, .. } => ptrs.len(),
             Children::N256 { len, .. } => usize::from(*len),
         }
@@ -254,6 +341,10 @@ impl Children {
     }
     pub(crate) fn get(&self, b: u8) -> Option<&Arc<Node>> {
         match self {
+            Children::N4 { keys, len, ptrs } => {
+                let i = keys[..usize::from(*len)].iter().position(|&k| k == b)?;
+                ptrs[i].as_ref()
+            }
             Children::Small { keys, ptrs } => {
                 keys[..ptrs.len()].iter().position(|&k| k == b).map(|i| &ptrs[i])
             }
@@ -275,6 +366,9 @@ impl Children {
     /// Children with key >= `b`, ascending.
     pub(crate) fn iter_from(&self, b: u8) -> ChildIter<'_> {
         let pos = match self {
+            Children::N4 { keys, len, .. } => {
+                keys[..usize::from(*len)].iter().take_while(|&&k| k < b).count()
+            }
             Children::Small { keys, ptrs } => keys[..ptrs.len()].iter().take_while(|&&k| k < b).count(),
             _ => usize::from(b),
         };
@@ -283,6 +377,12 @@ impl Children {
     /// A copy with the existing child `b` replaced by `node`; `None` if there is no child `b`.
     fn replaced(&self, b: u8, node: &Arc<Node>) -> Option<Children> {
         match self {
+            Children::N4 { keys, len, ptrs } => {
+                let i = keys[..usize::from(*len)].iter().position(|&k| k == b)?;
+                let mut copy = ptrs.clone();
+                copy[i] = Some(Arc::clone(node));
+                Some(Children::N4 { keys: *keys, len: *len, ptrs: copy })
+            }
             Children::Small { keys, ptrs } => {
                 let i = keys[..ptrs.len()].iter().position(|&k| k == b)?;
                 let mut copy = ptrs.to_vec();
@@ -321,6 +421,14 @@ impl<'a> Iterator for ChildIter<'a> {
     type Item = (u8, &'a Arc<Node>);
     fn next(&mut self) -> Option<Self::Item> {
         match self.children {
+            Children::N4 { keys, len, ptrs } => {
+                let i = self.pos;
+                if i >= usize::from(*len) {
+                    return None;
+                }
+                self.pos += 1;
+                ptrs[i].as_ref().map(|p| (keys[i], p))
+            }
             Children::Small { keys, ptrs } => {
                 let i = self.pos;
                 self.pos += 1;
@@ -362,6 +470,14 @@ impl Node {
     }
     pub(crate) fn is_empty(&self) -> bool {
         matches!(self, Node::Inner(i) if i.is_empty())
+    }
+    /// A byte from the start of the node's own memory (for `list`'s touch-ahead of children).
+    pub(crate) fn first_byte(&self) -> u8 {
+        match self {
+            Node::Leaf(l) => l.suffix_len as u8,
+            Node::Inner(i) => i.prefix().first().copied().unwrap_or(0),
+            Node::Link(_) => 0,
+        }
     }
     /// This node re-rooted `extra` bytes higher: `extra` is prepended to its prefix or suffix.
     /// Used when a parent collapses into its only child. Links cannot be re-rooted.
@@ -462,6 +578,31 @@ mod tests {
     }
 
     #[test]
+    fn leaves_round_trip_inline_and_on_the_heap() {
+        // Around the inline limit, and far above it (a 64 KiB value).
+        let cases = [
+            (0, 0),
+            (4, 62),
+            (4, 66),
+            (0, LEAF_INLINE_MAX),
+            (1, LEAF_INLINE_MAX),
+            (LEAF_INLINE_MAX, 0),
+            (9, 65536),
+        ];
+        for (suffix_len, value_len) in cases {
+            let suffix: Vec<u8> = (0..suffix_len).map(|i| i as u8).collect();
+            let value: Vec<u8> = (0..value_len).map(|i| (i * 7 + 1) as u8).collect();
+            let leaf = Leaf::new(&suffix, &value, 77);
+            assert_eq!((leaf.suffix(), leaf.value(), leaf.version()), (&suffix[..], &value[..], 77));
+            let inline = matches!(leaf.bytes, LeafBytes::Inline { .. });
+            assert_eq!(inline, suffix_len + value_len <= LEAF_INLINE_MAX, "{suffix_len}+{value_len}");
+            let moved = leaf.with_suffix(b"xyz");
+            assert_eq!((moved.suffix(), moved.value(), moved.version()), (&b"xyz"[..], &value[..], 77));
+            assert_eq!(leaf.encoded_len(), leaf_len(suffix_len, value_len, 77));
+        }
+    }
+
+    #[test]
     fn iter_from_skips_smaller_keys_in_every_layout() {
         for count in [3usize, 10, 30, 200] {
             let entries: Vec<(u8, Arc<Node>)> = (0..count).map(|i| (i as u8, leaf(i as u8))).collect();
@@ -480,6 +621,7 @@ mod size_tests {
     #[test]
     fn nodes_stay_small() {
         assert!(std::mem::size_of::<Node>() <= 88, "Node is {} bytes", std::mem::size_of::<Node>());
-        assert!(std::mem::size_of::<Leaf>() <= 32, "Leaf is {} bytes", std::mem::size_of::<Leaf>());
+        // A leaf may use all of it: its suffix and value are inline up to LEAF_INLINE_MAX.
+        assert!(std::mem::size_of::<Leaf>() <= std::mem::size_of::<Node>());
     }
 }

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::wal::{segment_name, SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::io::{failpoint, VfsFile};
 
-use super::{Resume, Shared};
+use super::{Resume, Rolled, Shared};
 
 /// How often a failed segment preallocation is retried.
 const SPARE_RETRY: Duration = Duration::from_millis(100);
@@ -211,7 +211,7 @@ impl Flusher {
             self.bounds = bounds;
             result?;
             if roll_at == Some(self.written) {
-                self.roll(self.written)?;
+                self.roll(self.written, false)?;
             }
 
             let wanted = self.shared.sync_wanted.load(Ordering::Acquire);
@@ -232,15 +232,26 @@ impl Flusher {
                 return Ok(());
             }
             if !wrote && !due {
+                // While anything reserved is not yet synced, sleep LAZY: the timer fires
+                // within the flush interval, so async writers need not wake us (see
+                // `Ring::nudge_flusher`). With nothing outstanding, the next record wakes us.
+                let lazy = self.written > self.synced || self.shared.ring.head() > self.written;
                 let mut timeout = if self.written > self.synced {
                     interval.saturating_sub(self.last_sync.elapsed())
+                } else if lazy {
+                    interval
                 } else {
                     Duration::from_secs(1)
                 };
                 if self.spare.is_none() {
                     timeout = timeout.min(SPARE_RETRY);
                 }
-                self.shared.ring.sleep(epoch, Some(timeout.max(Duration::from_micros(50))));
+                let timeout = timeout.max(Duration::from_micros(50));
+                if lazy {
+                    self.shared.ring.sleep_lazy(epoch, timeout);
+                } else {
+                    self.shared.ring.sleep(epoch, Some(timeout));
+                }
             }
         }
     }
@@ -263,7 +274,7 @@ impl Flusher {
             if (roll_at == Some(pos) || over) && pos != self.cur.base_lsn {
                 self.write_chunk(&buf[(chunk_start - first) as usize..(pos - first) as usize])?;
                 chunk_start = pos;
-                self.roll(pos)?;
+                self.roll(pos, over)?;
             } else if roll_at == Some(pos) {
                 self.answer_roll(pos);
             }
@@ -312,18 +323,30 @@ impl Flusher {
 
     /// Starts the spare segment at log position `pos` (a record boundary; everything before
     /// it is written). The old segment is synced first, so the durable log is always a prefix.
-    fn roll(&mut self, pos: u64) -> std::result::Result<(), (&'static str, io::Error)> {
+    /// `size`: the next record does not fit the current segment (else a checkpoint asked).
+    fn roll(&mut self, pos: u64, size: bool) -> std::result::Result<(), (&'static str, io::Error)> {
         debug_assert_eq!(pos, self.written);
         if pos == self.cur.base_lsn {
             self.answer_roll(pos);
+            return Ok(());
+        }
+        if self.spare.is_none() && !size {
+            // A checkpoint asked, and the next segment is still being zero-filled (taking
+            // ~0.1 s for 32 MiB here): waiting would stall every sync writer that long.
+            // Instead the log stays in this segment, durable up to `pos`, and the checkpoint
+            // replays from its start (see `Rolled`).
+            self.sync()?;
+            self.answer_roll(pos);
+            self.ensure_spare(false);
             return Ok(());
         }
         if self.spare.is_none() {
             self.ensure_spare(true);
         }
         let Some((no, file)) = self.spare.take() else {
-            // No space for a new segment: a checkpoint's roll fails (and is retried later);
-            // a size roll cannot happen here, because the limit kept writers out.
+            // No space for a new segment. Only a size roll gets here (a checkpoint's roll
+            // stays in place when no spare is ready), and it cannot happen, because the
+            // limit kept writers out; answer a request at this position all the same.
             let mut roll = self.shared.roll.lock();
             if roll.request == Some(pos) {
                 roll.request = None;
@@ -343,8 +366,9 @@ impl Flusher {
     fn answer_roll(&self, pos: u64) {
         let mut roll = self.shared.roll.lock();
         if roll.request == Some(pos) {
+            debug_assert!(self.synced >= pos || self.cur.base_lsn == pos);
             roll.request = None;
-            roll.answer = Some(Ok(self.cur.no));
+            roll.answer = Some(Ok(Rolled { segment: self.cur.no, base_lsn: self.cur.base_lsn }));
             self.shared.roll_cv.notify_all();
         }
     }

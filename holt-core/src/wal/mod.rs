@@ -93,12 +93,24 @@ impl Failure {
     }
 }
 
+/// The flusher's answer to a checkpoint's roll request at log position L.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rolled {
+    /// The segment replay must start with.
+    pub segment: u64,
+    /// Its first log position: L after a roll, or below L when no preallocated segment was
+    /// ready and the log stayed in its current segment (replaying the records between the
+    /// two again over frames that already hold them changes nothing: see `checkpoint`).
+    /// Either way the log is durable up to L when the answer is given.
+    pub base_lsn: u64,
+}
+
 #[derive(Default)]
 struct RollState {
     /// Roll to a new segment at this log position (set under the checkpoint gate).
     request: Option<u64>,
-    /// The flusher's answer: the segment that starts at the requested position.
-    answer: Option<std::result::Result<u64, Error>>,
+    /// The flusher's answer.
+    answer: Option<std::result::Result<Rolled, Error>>,
 }
 
 pub(crate) struct Shared {
@@ -188,13 +200,40 @@ impl Wal {
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             encode_record(ops, lsn, &mut buf);
-            if durability == Durability::Sync {
-                // Before publishing: the flusher reads this after draining the record.
-                self.shared.sync_wanted.fetch_max(end, Ordering::AcqRel);
-            }
-            ring.publish(lsn, &buf);
+            self.publish(lsn, &buf, durability);
         });
         Ok(Ticket { lsn, end })
+    }
+
+    /// Publishes the encoded record reserved at `lsn` and wakes the flusher if the record
+    /// needs it now.
+    fn publish(&self, lsn: u64, record: &[u8], durability: Durability) {
+        let ring = &self.shared.ring;
+        let end = lsn + record.len() as u64;
+        if durability == Durability::Sync {
+            // Before publishing: the flusher reads this after draining the record.
+            self.shared.sync_wanted.fetch_max(end, Ordering::AcqRel);
+            ring.publish(lsn, record);
+            return;
+        }
+        // An async record wakes the flusher only when someone needs it now: waking it per
+        // record costs the writer a futex wake (and the flusher a write per record).
+        // Otherwise a flusher sleeping LAZY drains the ring within `flush_interval`.
+        ring.publish_quiet(lsn, record);
+        // A sync writer may have published a record after this one and be waiting for it:
+        // the flusher stops at this record's gap until it is published. Reading `sync_wanted`
+        // with an RMW after publishing orders the two writers: either this RMW comes after
+        // the sync writer's `fetch_max` (and sees it, so we wake the flusher), or the sync
+        // writer's RMW comes after ours, synchronizes with it, and the wake-up it sends after
+        // publishing makes the flusher see this record too.
+        let sync_waiting = self.shared.sync_wanted.fetch_add(0, Ordering::AcqRel) > lsn;
+        // Keep a quarter of the ring as the most an idle flusher leaves undrained.
+        let filling = ring.backlog_bytes(end) >= ring.capacity_bytes() / 4;
+        if sync_waiting || filling {
+            ring.wake_flusher();
+        } else {
+            ring.nudge_flusher();
+        }
     }
 
     /// Waits until the record of `ticket` is durable (group commit: one fdatasync covers every
@@ -256,8 +295,8 @@ impl Wal {
         self.shared.ring.wake_flusher();
     }
 
-    /// Waits for the flusher's answer to `request_roll`: the segment starting at the lsn.
-    pub(crate) fn wait_roll(&self) -> Result<u64> {
+    /// Waits for the flusher's answer to `request_roll`: the segment replay starts with.
+    pub(crate) fn wait_roll(&self) -> Result<Rolled> {
         let mut roll = self.shared.roll.lock();
         loop {
             if let Some(answer) = roll.answer.take() {
@@ -295,5 +334,48 @@ impl Wal {
 impl Drop for Wal {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::api::Condition;
+    use crate::io::SimFs;
+
+    fn put(key: &[u8]) -> [BatchOp; 1] {
+        [BatchOp::Put { key: key.to_vec(), value: b"value".to_vec(), condition: Condition::None }]
+    }
+
+    /// A sync record published behind an async record that is reserved but not yet published
+    /// must not wait for the flush interval: when the async record is finally published
+    /// (without a wake-up of its own, the flusher sleeping lazily at the gap), its writer sees
+    /// the waiting sync writer through `sync_wanted` and wakes the flusher.
+    #[test]
+    fn sync_record_behind_an_unannounced_async_record_is_not_delayed() {
+        let interval = Duration::from_secs(10);
+        let cfg = WalConfig::new(4096, 1 << 20, interval);
+        let resume = Resume { segment: 1, base_lsn: FIRST_LSN, header_written: false, next_lsn: FIRST_LSN };
+        let wal = Arc::new(Wal::open(SimFs::new(7), cfg, resume).expect("open log"));
+        let async_ops = put(b"async");
+        let async_len = padded_len(record_len(&async_ops)) as u64;
+        let async_lsn = wal.shared.ring.reserve(async_len).expect("reserve");
+        let writer = Arc::clone(&wal);
+        let sync_writer = std::thread::spawn(move || {
+            let ticket = writer.append(&put(b"sync"), Durability::Sync).expect("append");
+            let start = Instant::now();
+            writer.wait(ticket).expect("wait");
+            start.elapsed()
+        });
+        // Long enough for the flusher to drain up to the gap and fall asleep lazily.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut record = Vec::new();
+        encode_record(&async_ops, async_lsn, &mut record);
+        wal.publish(async_lsn, &record, Durability::Async);
+        let waited = sync_writer.join().expect("sync writer");
+        assert!(waited < interval / 5, "the sync write waited {waited:?} (flush interval {interval:?})");
+        assert_eq!(wal.durable(), wal.head());
     }
 }

@@ -17,7 +17,11 @@
 //!    takes (so a stale word can never look published on the next lap) and only then advances
 //!    `tail` with `Release`, which hands the space back to writers.
 //! 5. **Durable.** After the flusher's write (and fdatasync in sync mode) it advances `durable`
-//!    and wakes writers waiting for it; concurrent writers share one fdatasync (group commit).
+//!    and wakes the writers waiting for it; concurrent writers share one fdatasync (group
+//!    commit). Waiters queue with the position they need and are woken one by one, only once
+//!    `durable` covers them: a sync that covers 20 of 64 waiting writers wakes those 20 (a
+//!    condition variable's `notify_all` would wake all 64, and the 44 not yet covered would
+//!    contend for its mutex only to sleep again).
 //!
 //! Bounded memory: a writer that does not fit parks on a condition variable until the flusher
 //! frees space; the ring never grows.
@@ -27,18 +31,27 @@
 //! work to one with the SLEEPING bit. RMWs on one location are totally ordered, so either the
 //! CAS fails (the flusher rescans) or the writer's RMW sees the bit and notifies under the lock
 //! the flusher holds until it waits: no lost wake-up, without relying on SeqCst fences.
+//! A flusher that will wake up on its own within the flush interval sleeps LAZY: writers of
+//! records that nobody waits for (`nudge_flusher`) then only bump the count, with no system
+//! call; writers that need it now (`wake_flusher`) wake it either way.
 //!
 //! This file is self-contained (std or loom only) so `tests/loom_ring.rs` can model-check it.
 
 #[cfg(loom)]
-use loom::sync::{
-    atomic::{AtomicU64, AtomicU8, Ordering},
-    Condvar, Mutex, MutexGuard,
+use loom::{
+    sync::{
+        atomic::{AtomicU64, AtomicU8, Ordering},
+        Condvar, Mutex, MutexGuard,
+    },
+    thread::{current as current_thread, park, Thread},
 };
 #[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicU64, AtomicU8, Ordering},
-    Condvar, Mutex, MutexGuard,
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicU8, Ordering},
+        Condvar, Mutex, MutexGuard,
+    },
+    thread::{current as current_thread, park, Thread},
 };
 
 use std::time::Duration;
@@ -52,6 +65,11 @@ const STATE_CLOSED: u8 = 2;
 
 /// Low bit of `epoch`: the flusher is asleep (or about to sleep) and must be notified.
 const SLEEPING: u64 = 1;
+/// Second bit of `epoch`: the sleeping flusher's timer fires within the flush interval, so
+/// writers that can wait that long need not wake it.
+const LAZY: u64 = 2;
+/// One event in `epoch` (above the two flag bits).
+const EVENT: u64 = 4;
 
 /// Why a reservation or a wait did not succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,26 +104,30 @@ pub struct Ring {
     limit: AtomicU64,
     /// Everything before `durable` is on disk (or, in async mode, written and synced).
     durable: AtomicU64,
-    /// Event count for flusher wake-ups (see the module docs): publications << 1 | SLEEPING.
+    /// Event count for flusher wake-ups (see the module docs): events << 2 | LAZY | SLEEPING.
     epoch: AtomicU64,
     state: AtomicU8,
-    /// Writers parked for space / for durability. Registered with an RMW before checking the
-    /// condition; the flusher reads them with an RMW after advancing `tail` / `durable`. Two
+    /// Writers parked for space. Registered with an RMW before checking the
+    /// condition; the flusher reads them with an RMW after advancing `tail`. Two
     /// RMWs on one location are ordered, so either the flusher sees the waiter (and takes the
     /// lock to notify) or the waiter's RMW synchronizes with the flusher's and its check sees
     /// the advanced position. The flusher skips the lock when nobody waits.
     space_waiters: AtomicU64,
-    durable_waiters: AtomicU64,
     lock: Mutex<()>,
     flusher_cv: Condvar,
     space_cv: Condvar,
-    durable_cv: Condvar,
+    /// Writers parked until `durable` reaches their position: (position, thread). A writer
+    /// checks `durable` and enqueues under this lock; the flusher advances `durable` BEFORE
+    /// taking it to collect the covered entries, so either the writer's check sees the new
+    /// value or the flusher sees the entry (the lock orders the two critical sections).
+    durable_queue: Mutex<Vec<(u64, Thread)>>,
 }
 
 impl Ring {
-    /// A ring of `capacity_bytes` (a power of two, at least 64) whose stream starts at `start`.
+    /// A ring of `capacity_bytes` (a power of two, at least 16) whose stream starts at `start`.
     pub fn new(capacity_bytes: usize, start: u64) -> Ring {
-        assert!(capacity_bytes.is_power_of_two() && capacity_bytes >= 64, "ring capacity {capacity_bytes}");
+        // 16 bytes is enough for the model checks; the log itself uses at least 4 KiB.
+        assert!(capacity_bytes.is_power_of_two() && capacity_bytes >= 16, "ring capacity {capacity_bytes}");
         assert_eq!(start & 7, 0, "log positions are 8-aligned");
         let words: Vec<AtomicU64> = (0..capacity_bytes / 8).map(|_| AtomicU64::new(0)).collect();
         Ring {
@@ -119,11 +141,10 @@ impl Ring {
             epoch: AtomicU64::new(0),
             state: AtomicU8::new(STATE_OPEN),
             space_waiters: AtomicU64::new(0),
-            durable_waiters: AtomicU64::new(0),
             lock: Mutex::new(()),
             flusher_cv: Condvar::new(),
             space_cv: Condvar::new(),
-            durable_cv: Condvar::new(),
+            durable_queue: Mutex::new(Vec::new()),
         }
     }
 
@@ -132,7 +153,7 @@ impl Ring {
         self.head.load(Ordering::Acquire)
     }
 
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     pub fn tail(&self) -> u64 {
         self.tail.load(Ordering::Acquire)
     }
@@ -151,6 +172,12 @@ impl Ring {
         // The mutex protects no data (only the wait/notify handshake), so a panic while it was
         // held cannot have left anything inconsistent: ignore poisoning.
         self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Vec<(u64, Thread)>> {
+        // Entries are pushed and removed whole: a panic while the lock was held cannot have
+        // left the queue inconsistent.
+        self.durable_queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn check_state(&self) -> Result<(), RingError> {
@@ -208,9 +235,15 @@ impl Ring {
 
     /// Copies `unit` (a multiple of 8 bytes whose first word is non-zero) into the range
     /// reserved at `pos`, publishing it with its first word, and wakes the flusher if it
-    /// sleeps. Every publication wakes it, async ones included: a sync record published behind
-    /// an async one must not wait for the async flush interval.
+    /// sleeps (lazily or not): for records someone waits for.
     pub fn publish(&self, pos: u64, unit: &[u8]) {
+        self.publish_quiet(pos, unit);
+        self.wake_flusher();
+    }
+
+    /// Like `publish`, without waking the flusher. The caller must guarantee that someone
+    /// wakes it (or that its timer is soon enough): see `Wal::append`.
+    pub fn publish_quiet(&self, pos: u64, unit: &[u8]) {
         debug_assert!(unit.len() & 7 == 0 && !unit.is_empty());
         let mut words = unit.chunks_exact(8).map(|c| {
             let mut w = [0u8; 8];
@@ -225,20 +258,38 @@ impl Ring {
         }
         // Publication: Release orders every word above before the first word.
         self.words[(base & self.mask) as usize].store(first, Ordering::Release);
-        self.wake_flusher();
+    }
+
+    /// Bytes between the flusher's tail and `end`: how full the ring is up to `end`.
+    pub fn backlog_bytes(&self, end: u64) -> u64 {
+        end.saturating_sub(self.tail.load(Ordering::Relaxed))
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
     }
 
     /// Wakes the flusher if it sleeps (also used for roll requests and shutdown).
     pub fn wake_flusher(&self) {
-        let before = self.epoch.fetch_add(2, Ordering::AcqRel);
+        let before = self.epoch.fetch_add(EVENT, Ordering::AcqRel);
         if before & SLEEPING != 0 {
             let _guard = self.guard();
             self.flusher_cv.notify_one();
         }
     }
 
+    /// Records an event without waking a LAZY sleeper (its timer drains the ring soon enough);
+    /// wakes a flusher that sleeps without a near deadline.
+    pub fn nudge_flusher(&self) {
+        let before = self.epoch.fetch_add(EVENT, Ordering::AcqRel);
+        if before & SLEEPING != 0 && before & LAZY == 0 {
+            let _guard = self.guard();
+            self.flusher_cv.notify_one();
+        }
+    }
+
     fn bump_locked(&self) {
-        let before = self.epoch.fetch_add(2, Ordering::AcqRel);
+        let before = self.epoch.fetch_add(EVENT, Ordering::AcqRel);
         if before & SLEEPING != 0 {
             self.flusher_cv.notify_one();
         }
@@ -246,15 +297,24 @@ impl Ring {
 
     /// Flusher: a snapshot of the event count, taken BEFORE looking for work.
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire) & !SLEEPING
+        self.epoch.load(Ordering::Acquire) & !(SLEEPING | LAZY)
     }
 
     /// Flusher: sleeps until woken or `timeout`, unless the event count moved since `epoch`
     /// (then something happened after the caller last looked: it must look again).
     pub fn sleep(&self, epoch: u64, timeout: Option<Duration>) {
+        self.sleep_flagged(epoch, timeout, SLEEPING);
+    }
+
+    /// Like `sleep`, for a flusher whose `timeout` is within the flush interval: `nudge_flusher`
+    /// leaves it asleep.
+    pub fn sleep_lazy(&self, epoch: u64, timeout: Duration) {
+        self.sleep_flagged(epoch, Some(timeout), SLEEPING | LAZY);
+    }
+
+    fn sleep_flagged(&self, epoch: u64, timeout: Option<Duration>, flags: u64) {
         let guard = self.guard();
-        if self.epoch.compare_exchange(epoch, epoch | SLEEPING, Ordering::AcqRel, Ordering::Acquire).is_err()
-        {
+        if self.epoch.compare_exchange(epoch, epoch | flags, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
         }
         let guard = match timeout {
@@ -263,7 +323,7 @@ impl Ring {
             }
             None => self.flusher_cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
         };
-        self.epoch.fetch_and(!SLEEPING, Ordering::AcqRel);
+        self.epoch.fetch_and(!(SLEEPING | LAZY), Ordering::AcqRel);
         drop(guard);
     }
 
@@ -305,12 +365,27 @@ impl Ring {
         pos
     }
 
-    /// Flusher: everything before `pos` is durable; wakes the writers waiting for it.
+    /// Flusher: everything before `pos` is durable; wakes exactly the writers it covers.
     pub fn set_durable(&self, pos: u64) {
-        self.durable.fetch_max(pos, Ordering::AcqRel);
-        if self.durable_waiters.fetch_add(0, Ordering::AcqRel) != 0 {
-            let _guard = self.guard();
-            self.durable_cv.notify_all();
+        let durable = self.durable.fetch_max(pos, Ordering::AcqRel).max(pos);
+        let covered: Vec<Thread> = {
+            let mut queue = self.queue();
+            if queue.is_empty() {
+                return;
+            }
+            let mut covered = Vec::new();
+            queue.retain(|(end, thread)| {
+                let keep = *end > durable;
+                if !keep {
+                    covered.push(thread.clone());
+                }
+                keep
+            });
+            covered
+        };
+        // Outside the lock: a woken writer never has to wait for the flusher's lock.
+        for thread in covered {
+            thread.unpark();
         }
     }
 
@@ -319,24 +394,39 @@ impl Ring {
         if self.durable.load(Ordering::Acquire) >= end {
             return Ok(());
         }
-        let mut guard = self.guard();
-        self.durable_waiters.fetch_add(1, Ordering::AcqRel);
-        let result = loop {
-            // `durable` is advanced with an RMW: reading it with one (like the waiter count)
-            // gives the same ordering argument as for `space_waiters`.
-            if self.durable.fetch_add(0, Ordering::AcqRel) >= end {
-                break Ok(());
+        let me = current_thread();
+        {
+            let mut queue = self.queue();
+            // See `durable_queue`: checked under the lock the flusher takes after advancing.
+            if self.durable.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            if self.state.load(Ordering::Acquire) == STATE_POISONED {
+                return Err(RingError::Poisoned);
+            }
+            queue.push((end, me.clone()));
+        }
+        loop {
+            // An unpark that came before this park is not lost (the thread keeps its token);
+            // a spurious or stale wake-up just goes round the loop.
+            park();
+            if self.durable.load(Ordering::Acquire) >= end {
+                // The flusher may not have removed the entry yet; if it has not, its late
+                // unpark only costs this thread one spurious wake-up in a later park.
+                return Ok(());
             }
             // A closing flusher still drains and syncs everything reserved before it exits
             // (or poisons the ring if it cannot), so only poisoning ends this wait early.
             if self.state.load(Ordering::Acquire) == STATE_POISONED {
-                break Err(RingError::Poisoned);
+                let mut queue = self.queue();
+                queue.retain(|(_, thread)| thread.id() != me.id());
+                return if self.durable.load(Ordering::Acquire) >= end {
+                    Ok(())
+                } else {
+                    Err(RingError::Poisoned)
+                };
             }
-            guard = self.durable_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
-        };
-        self.durable_waiters.fetch_sub(1, Ordering::AcqRel);
-        drop(guard);
-        result
+        }
     }
 
     /// Refuses new reservations and wakes every waiter with an error (after a failed fsync).
@@ -364,11 +454,20 @@ impl Ring {
     }
 
     fn notify_all_waiters(&self) {
-        self.epoch.fetch_add(2, Ordering::AcqRel);
-        let _guard = self.guard();
-        self.flusher_cv.notify_all();
-        self.space_cv.notify_all();
-        self.durable_cv.notify_all();
+        self.epoch.fetch_add(EVENT, Ordering::AcqRel);
+        {
+            let _guard = self.guard();
+            self.flusher_cv.notify_all();
+            self.space_cv.notify_all();
+        }
+        // Durability waiters leave only when covered or on poisoning; closing keeps them
+        // queued, because the closing flusher still syncs what they wait for.
+        if self.state.load(Ordering::Acquire) == STATE_POISONED {
+            let waiters = std::mem::take(&mut *self.queue());
+            for (_, thread) in waiters {
+                thread.unpark();
+            }
+        }
     }
 }
 
