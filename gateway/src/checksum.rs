@@ -86,6 +86,81 @@ impl ChecksumAlgo {
     }
 }
 
+/// How the checksum of a multipart object is formed (`x-amz-checksum-type`).
+///
+/// - `FullObject`: the algorithm over the object's bytes, as for a single-part upload.
+/// - `Composite`: the algorithm over the concatenated raw part checksums (in part order),
+///   shown as `base64(digest)-N` with N the part count, as AWS does.
+///
+/// AWS allows COMPOSITE for CRC32, CRC32C, SHA1 and SHA256 (the default for them) and
+/// FULL_OBJECT for CRC32, CRC32C and CRC64NVME (the only type CRC64NVME supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChecksumType {
+    FullObject,
+    Composite,
+}
+
+impl ChecksumType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ChecksumType::FullObject => "FULL_OBJECT",
+            ChecksumType::Composite => "COMPOSITE",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [ChecksumType::FullObject, ChecksumType::Composite]
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name.trim()))
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<Self> {
+        [ChecksumType::FullObject, ChecksumType::Composite].into_iter().find(|t| t.code() == code)
+    }
+}
+
+impl ChecksumAlgo {
+    /// The type a multipart upload gets when the client names none.
+    pub fn default_multipart_type(self) -> ChecksumType {
+        match self {
+            ChecksumAlgo::Crc64Nvme => ChecksumType::FullObject,
+            _ => ChecksumType::Composite,
+        }
+    }
+
+    /// Whether AWS accepts this algorithm with this multipart checksum type.
+    pub fn supports(self, t: ChecksumType) -> bool {
+        matches!(
+            (self, t),
+            (ChecksumAlgo::Crc32 | ChecksumAlgo::Crc32c, _)
+                | (ChecksumAlgo::Crc64Nvme, ChecksumType::FullObject)
+                | (ChecksumAlgo::Sha1 | ChecksumAlgo::Sha256, ChecksumType::Composite)
+        )
+    }
+}
+
+/// The raw composite checksum: `algo` over the concatenation of the raw part digests.
+pub fn composite_digest<'a>(algo: ChecksumAlgo, part_digests: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut h = Hasher::new(algo);
+    for d in part_digests {
+        h.update(d);
+    }
+    h.finish()
+}
+
+/// The text form of a stored checksum: plain base64, or `base64-N` for a composite checksum
+/// of an N-part object.
+pub fn display_value(raw: &[u8], composite_parts: Option<u32>) -> String {
+    match composite_parts {
+        Some(n) => format!("{}-{n}", B64.encode(raw)),
+        None => B64.encode(raw),
+    }
+}
+
 pub fn encode_value(raw: &[u8]) -> String {
     B64.encode(raw)
 }
@@ -175,6 +250,37 @@ mod tests {
             h.update(b"world");
             assert_eq!(encode_value(&h.finish()), b64(algo, b"hello world"), "{algo:?}");
         }
+    }
+
+    #[test]
+    fn composite_is_the_checksum_of_the_part_checksums() {
+        let p1 = {
+            let mut h = Hasher::new(ChecksumAlgo::Crc32);
+            h.update(b"part one");
+            h.finish()
+        };
+        let p2 = {
+            let mut h = Hasher::new(ChecksumAlgo::Crc32);
+            h.update(b"part two");
+            h.finish()
+        };
+        let mut cat = p1.clone();
+        cat.extend_from_slice(&p2);
+        let expected = b64(ChecksumAlgo::Crc32, &cat);
+        let got = composite_digest(ChecksumAlgo::Crc32, [p1.as_slice(), p2.as_slice()]);
+        assert_eq!(display_value(&got, Some(2)), format!("{expected}-2"));
+        assert_eq!(display_value(&got, None), expected);
+    }
+
+    #[test]
+    fn checksum_types_per_algorithm() {
+        assert!(!ChecksumAlgo::Sha256.supports(ChecksumType::FullObject));
+        assert!(!ChecksumAlgo::Crc64Nvme.supports(ChecksumType::Composite));
+        assert!(ChecksumAlgo::Crc32c.supports(ChecksumType::FullObject));
+        assert_eq!(ChecksumAlgo::Crc64Nvme.default_multipart_type(), ChecksumType::FullObject);
+        assert_eq!(ChecksumAlgo::Sha1.default_multipart_type(), ChecksumType::Composite);
+        assert_eq!(ChecksumType::from_name("full_object"), Some(ChecksumType::FullObject));
+        assert_eq!(ChecksumType::from_code(ChecksumType::Composite.code()), Some(ChecksumType::Composite));
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub struct Cli {
     /// When writes are acknowledged: sync (after fsync) or async.
     #[arg(long, env = "HOLT_DURABILITY")]
     pub durability: Option<String>,
-    /// Requests handled at once; more get 503 SlowDown.
+    /// Requests handled at once, including responses whose bodies are still streaming; more
+    /// get 503 SlowDown.
     #[arg(long, env = "HOLT_MAX_INFLIGHT")]
     pub max_inflight: Option<usize>,
     /// Engine frame-cache budget in MiB.

@@ -19,6 +19,7 @@ pub enum S3ErrorCode {
     BucketNotEmpty,
     EntityTooLarge,
     EntityTooSmall,
+    IllegalLocationConstraintException,
     IncompleteBody,
     InternalError,
     InvalidAccessKeyId,
@@ -65,6 +66,7 @@ impl S3ErrorCode {
             BucketNotEmpty => "BucketNotEmpty",
             EntityTooLarge => "EntityTooLarge",
             EntityTooSmall => "EntityTooSmall",
+            IllegalLocationConstraintException => "IllegalLocationConstraintException",
             IncompleteBody => "IncompleteBody",
             InternalError => "InternalError",
             InvalidAccessKeyId => "InvalidAccessKeyId",
@@ -123,6 +125,7 @@ impl S3ErrorCode {
             BadDigest
             | EntityTooLarge
             | EntityTooSmall
+            | IllegalLocationConstraintException
             | IncompleteBody
             | InvalidArgument
             | InvalidBucketName
@@ -154,6 +157,10 @@ impl S3ErrorCode {
             BucketNotEmpty => "The bucket you tried to delete is not empty",
             EntityTooLarge => "Your proposed upload exceeds the maximum allowed object size.",
             EntityTooSmall => "Your proposed upload is smaller than the minimum allowed object size.",
+            IllegalLocationConstraintException => {
+                "The unspecified location constraint is incompatible for the region specific endpoint this request \
+                 was sent to."
+            }
             IncompleteBody => {
                 "You did not provide the number of bytes specified by the Content-Length HTTP header."
             }
@@ -208,6 +215,9 @@ pub struct S3Error {
     pub message: String,
     pub resource: String,
     pub request_id: String,
+    /// Set when this is a failed engine write that may still be applied (see
+    /// `may_have_applied`); never shown to the client.
+    write_may_have_applied: bool,
 }
 
 pub type S3Result<T> = Result<T, S3Error>;
@@ -219,7 +229,14 @@ impl S3Error {
             message: code.default_message().to_owned(),
             resource: String::new(),
             request_id: String::new(),
+            write_may_have_applied: false,
         }
+    }
+
+    /// Whether this error is a failed engine write that may still be applied: a restart can
+    /// replay it, so whatever it names (a new body) must be kept, not unlinked.
+    pub fn write_may_have_applied(&self) -> bool {
+        self.write_may_have_applied
     }
 
     pub fn with_message(code: S3ErrorCode, message: impl Into<String>) -> Self {
@@ -266,9 +283,39 @@ impl From<S3ErrorCode> for S3Error {
     }
 }
 
+/// Whether a failed engine write may still be applied: it reached the log before failing (a
+/// failed fdatasync under `Sync`, a failure applying a logged batch), so replay after a
+/// restart can bring it back. Every other error refused the write before it was logged.
+pub fn may_have_applied(err: &holt_core::Error) -> bool {
+    use holt_core::Error as E;
+    match err {
+        E::Io { may_have_applied, .. } => *may_have_applied,
+        E::KeyLength { .. }
+        | E::ValueTooLarge { .. }
+        | E::BatchTooLarge { .. }
+        | E::ConditionFailed
+        | E::Corruption { .. }
+        | E::DiskFull
+        | E::Poisoned
+        | E::Locked { .. }
+        | E::Closed
+        | E::InvalidArgument(_) => false,
+        // A kind this gateway does not know: keeping a body costs disk space until the next
+        // start-up sweep, unlinking one a record names loses the object.
+        _ => true,
+    }
+}
+
 /// The one mapping from engine errors to S3 errors.
 impl From<holt_core::Error> for S3Error {
     fn from(err: holt_core::Error) -> Self {
+        let write_may_have_applied = may_have_applied(&err);
+        S3Error { write_may_have_applied, ..Self::from_engine(err) }
+    }
+}
+
+impl S3Error {
+    fn from_engine(err: holt_core::Error) -> Self {
         use holt_core::Error as E;
         match err {
             // Keys are validated against the S3 limits before they reach the engine, so an
@@ -289,6 +336,15 @@ impl From<holt_core::Error> for S3Error {
 
 impl From<std::io::Error> for S3Error {
     fn from(err: std::io::Error) -> Self {
+        // A full disk is the server's condition, not a bug: answer it like the engine's
+        // DiskFull, so clients back off and retry.
+        if err.kind() == std::io::ErrorKind::StorageFull {
+            tracing::error!(error = %err, "body store refused a write: disk full");
+            return S3Error::with_message(
+                S3ErrorCode::ServiceUnavailable,
+                "The server is out of disk space.",
+            );
+        }
         S3Error::internal("io", err)
     }
 }
@@ -296,7 +352,8 @@ impl From<std::io::Error> for S3Error {
 impl IntoResponse for S3Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        // 304 carries no body by definition.
+        // 304 carries no body by definition. GET/HEAD answer it themselves, with the
+        // object's validators (`handlers::object`); this is the bare fallback.
         let body = if status == StatusCode::NOT_MODIFIED { Vec::new() } else { self.to_xml() };
         let mut resp = Response::new(Body::from(body));
         *resp.status_mut() = status;
@@ -350,6 +407,42 @@ mod tests {
         assert_eq!(S3Error::new(S3ErrorCode::InvalidRange).status(), StatusCode::RANGE_NOT_SATISFIABLE);
         assert_eq!(S3Error::new(S3ErrorCode::SlowDown).status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(S3Error::new(S3ErrorCode::AccessDenied).status(), StatusCode::FORBIDDEN);
+        assert_eq!(
+            S3Error::new(S3ErrorCode::IllegalLocationConstraintException).status(),
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn full_disk_is_service_unavailable() {
+        let e: S3Error = std::io::Error::from(std::io::ErrorKind::StorageFull).into();
+        assert_eq!(e.code, S3ErrorCode::ServiceUnavailable);
+        let e: S3Error = std::io::Error::from(std::io::ErrorKind::PermissionDenied).into();
+        assert_eq!(e.code, S3ErrorCode::InternalError);
+    }
+
+    #[test]
+    fn only_writes_that_reached_the_log_may_have_applied() {
+        let io = |applied| holt_core::Error::Io {
+            op: "wal fdatasync",
+            source: std::io::Error::other("EIO"),
+            may_have_applied: applied,
+        };
+        let e = S3Error::from(io(true));
+        assert!(e.write_may_have_applied());
+        assert_eq!(e.code, S3ErrorCode::InternalError, "still an internal error to the client");
+        assert!(!S3Error::from(io(false)).write_may_have_applied());
+        for refused in [
+            holt_core::Error::ConditionFailed,
+            holt_core::Error::DiskFull,
+            holt_core::Error::Poisoned,
+            holt_core::Error::Closed,
+            holt_core::Error::KeyLength { len: 0 },
+        ] {
+            assert!(!may_have_applied(&refused), "{refused}");
+            assert!(!S3Error::from(refused).write_may_have_applied());
+        }
+        assert!(!S3Error::new(S3ErrorCode::InternalError).write_may_have_applied());
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod checksum;
 pub mod config;
 pub mod error;
+pub mod framing;
 pub mod handlers;
 pub mod metrics;
 pub mod routing;
@@ -20,15 +21,19 @@ pub mod storage;
 pub mod time;
 pub mod xml;
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures_util::FutureExt as _;
 use http::{HeaderValue, Method, StatusCode};
+use hyper::body::{Frame, SizeHint};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument as _;
 
 use error::{S3Error, S3ErrorCode};
@@ -36,6 +41,9 @@ use storage::Store;
 
 /// Largest total size of the request headers (names + values), as S3 enforces.
 pub const HEADER_BYTES_MAX: usize = 8 * 1024;
+/// How long `AppState::close` waits for engine calls still running to let go of the engine.
+const ENGINE_RELEASE_WAIT: Duration = Duration::from_secs(10);
+const ENGINE_RELEASE_POLL: Duration = Duration::from_millis(10);
 
 /// Settings the request pipeline needs.
 #[derive(Debug, Clone)]
@@ -43,7 +51,8 @@ pub struct Settings {
     pub region: String,
     /// Virtual-hosted style is on when set: `bucket.<domain>`.
     pub domain: Option<String>,
-    /// Requests handled at once; past it, 503 SlowDown.
+    /// Requests handled at once, including responses whose bodies are still streaming; past
+    /// it, 503 SlowDown.
     pub max_inflight: usize,
     /// Largest accepted clock skew of signed requests.
     pub clock_skew_max: Duration,
@@ -91,6 +100,44 @@ impl AppState {
     pub fn store(&self) -> &Store {
         &self.0.store
     }
+
+    /// Closes the engine (`Db::close`: flush the log, checkpoint, release the directory lock)
+    /// once this is the last handle on it. First the body reclaimer finishes its queue (one
+    /// log sync, then the unlinks). The server has let go of the state when `serve` returns,
+    /// but an engine call that a cut-off request started on the blocking pool holds the
+    /// engine until it returns: wait for that, up to `ENGINE_RELEASE_WAIT`. If it is still
+    /// held then, the log is synced (everything acknowledged is durable; the next open
+    /// replays it) and an error returned.
+    pub async fn close(self) -> Result<(), String> {
+        let deadline = Instant::now() + ENGINE_RELEASE_WAIT;
+        self.0.store.stop_reclaimer().await;
+        let still_held = |store: Store| async move {
+            store.sync().await.map_err(|e| format!("syncing the log at shutdown: {e}"))?;
+            Err("requests still hold the engine at shutdown: log synced, engine not closed".to_owned())
+        };
+        let mut shared = self.0;
+        let mut store = loop {
+            match Arc::try_unwrap(shared) {
+                Ok(inner) => break inner.store,
+                Err(s) if Instant::now() >= deadline => return still_held(s.store.clone()).await,
+                Err(s) => shared = s,
+            }
+            tokio::time::sleep(ENGINE_RELEASE_POLL).await;
+        };
+        let db = loop {
+            match store.try_into_db() {
+                Ok(db) => break db,
+                Err(s) if Instant::now() >= deadline => return still_held(s).await,
+                Err(s) => store = s,
+            }
+            tokio::time::sleep(ENGINE_RELEASE_POLL).await;
+        };
+        match tokio::task::spawn_blocking(move || db.close()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("closing the engine: {e}")),
+            Err(e) => Err(format!("closing the engine: {e}")),
+        }
+    }
 }
 
 /// The whole S3 service as an axum router.
@@ -122,7 +169,6 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
         let served = std::panic::AssertUnwindSafe(serve(&state, req, &request_id).instrument(span.clone()))
             .catch_unwind()
             .await;
-        drop(permit);
         served.unwrap_or_else(|panic| {
             let what = panic
                 .downcast_ref::<&str>()
@@ -143,10 +189,58 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
         let (parts, _) = resp.into_parts();
         resp = Response::from_parts(parts, Body::empty());
     }
+    if let Some(permit) = permit {
+        resp = hold_until_sent(resp, permit);
+    }
     let elapsed = started.elapsed();
     state.0.metrics.record(op_name, resp.status().as_u16(), elapsed);
-    tracing::info!(parent: &span, op = op_name, status = resp.status().as_u16(), latency_us = elapsed.as_micros() as u64, "done");
+    tracing::debug!(parent: &span, op = op_name, status = resp.status().as_u16(), latency_us = elapsed.as_micros() as u64, "done");
     resp
+}
+
+/// Keeps the in-flight permit until a streamed response body is finished (or dropped, when
+/// the client goes away or stops reading: see the write-stall timeout in `framing`): a
+/// GetObject is in flight while its body streams from disk, not only while the handler runs.
+/// A body of exact size is in memory already (XML documents, errors, inline objects, HEAD and
+/// empty answers): its work is done, so the permit is released at once and the response goes
+/// out unwrapped.
+fn hold_until_sent(resp: Response, permit: OwnedSemaphorePermit) -> Response {
+    if resp.body().is_end_stream() || resp.body().size_hint().exact().is_some() {
+        return resp;
+    }
+    resp.map(|inner| Body::new(PermitBody { inner, permit: Some(permit) }))
+}
+
+/// A response body holding an in-flight permit until its last frame (or an error) has been
+/// polled, or it is dropped. Size and end-of-stream are the inner body's, so Content-Length
+/// framing is unchanged.
+struct PermitBody {
+    inner: Body,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl HttpBody for PermitBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.permit = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 fn error_response(mut err: S3Error, request_id: &str) -> Response {
@@ -220,9 +314,11 @@ fn check_request_head(parts: &http::request::Parts) -> Result<(), S3Error> {
     if header_bytes > HEADER_BYTES_MAX {
         return Err(S3Error::new(S3ErrorCode::RequestHeaderSectionTooLarge));
     }
-    if parts.headers.contains_key(http::header::CONTENT_LENGTH)
-        && parts.headers.contains_key(http::header::TRANSFER_ENCODING)
-    {
+    // Over a socket hyper drops Content-Length when Transfer-Encoding is present; the
+    // connection watcher marks such requests (see `framing`).
+    let both_in_map = parts.headers.contains_key(http::header::CONTENT_LENGTH)
+        && parts.headers.contains_key(http::header::TRANSFER_ENCODING);
+    if both_in_map || parts.extensions.get::<framing::ConflictingLengthHeaders>().is_some() {
         return Err(S3Error::with_message(
             S3ErrorCode::InvalidRequest,
             "A request may not carry both Content-Length and Transfer-Encoding.",

@@ -149,6 +149,16 @@ fn host_without_port(host: &str) -> &str {
     }
 }
 
+/// The bucket named by the Host header of a virtual-hosted-style request (`bucket.<domain>`),
+/// if `domain` is configured and the request is one.
+pub fn virtual_host_bucket(headers: &HeaderMap, domain: Option<&str>) -> Option<String> {
+    let domain = domain?;
+    let host = headers.get(http::header::HOST).and_then(|h| h.to_str().ok())?;
+    let host = host_without_port(host).to_ascii_lowercase();
+    let bucket = host.strip_suffix(domain)?.strip_suffix('.')?;
+    (!bucket.is_empty()).then(|| bucket.to_owned())
+}
+
 /// Splits the request target into bucket and key.
 pub fn bucket_and_key(
     path: &str,
@@ -162,16 +172,9 @@ pub fn bucket_and_key(
             .map_err(|_| S3Error::with_message(S3ErrorCode::InvalidArgument, "object key is not valid UTF-8"))
     };
     let path = path.strip_prefix('/').unwrap_or(path);
-    if let (Some(domain), Some(host)) =
-        (domain, headers.get(http::header::HOST).and_then(|h| h.to_str().ok()))
-    {
-        let host = host_without_port(host).to_ascii_lowercase();
-        if let Some(bucket) = host.strip_suffix(domain).and_then(|b| b.strip_suffix('.')) {
-            if !bucket.is_empty() {
-                let key = if path.is_empty() { None } else { Some(decode(path)?) };
-                return Ok((Some(bucket.to_owned()), key));
-            }
-        }
+    if let Some(bucket) = virtual_host_bucket(headers, domain) {
+        let key = if path.is_empty() { None } else { Some(decode(path)?) };
+        return Ok((Some(bucket), key));
     }
     if path.is_empty() {
         return Ok((None, None));

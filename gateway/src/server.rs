@@ -1,5 +1,7 @@
-//! The HTTP/1.1 accept loop: hyper with bounded header buffers and a header-read timeout
-//! (slowloris), and graceful shutdown that lets in-flight requests finish.
+//! The HTTP/1.1 accept loop: hyper with bounded header buffers, a header-read timeout
+//! (slowloris) and a write-stall timeout (clients that stop reading), a wire-level watch for requests carrying both `Content-Length` and
+//! `Transfer-Encoding` (`framing`), and graceful shutdown that lets in-flight requests finish
+//! within a grace period and then cuts the rest off, so the engine can be closed either way.
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,26 +11,78 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt as _;
+
+use crate::framing;
 
 /// Time a client has to send the whole request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// hyper's read buffer for a request head. Heads between `HEADER_BYTES_MAX` and this get the
 /// S3 400 from the pipeline; larger ones are refused by hyper (431) before parsing finishes.
 pub const HEAD_BUFFER_BYTES_MAX: usize = 64 * 1024;
+/// How long a response write may make no progress (the client stopped reading) before the
+/// connection is closed, releasing the request's in-flight slot.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Most header fields in one request.
 const HEADERS_COUNT_MAX: usize = 128;
 
+/// Connection limits of `serve_with`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    /// Time a client has to send a whole request head (slowloris).
+    pub header_read_timeout: Duration,
+    /// How long a write to the client may make no progress before the connection is closed.
+    pub write_stall_timeout: Duration,
+    /// How long shutdown waits for open connections before cutting them off.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            write_stall_timeout: WRITE_STALL_TIMEOUT,
+            shutdown_grace: SHUTDOWN_GRACE,
+        }
+    }
+}
+
+/// How `serve` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Every connection finished its requests within the grace period.
+    Drained,
+    /// The grace period ran out; the connections still open were cut off.
+    GraceElapsed,
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits (up to
-/// `SHUTDOWN_GRACE`) for open connections to finish their requests.
-pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+/// `SHUTDOWN_GRACE`) for open connections to finish their requests and cuts off the rest.
+/// When this returns, no connection holds the router (nor the state inside it) any more.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) -> Shutdown {
+    serve_with(listener, router, shutdown, ServerLimits::default()).await
+}
+
+/// `serve` with explicit limits.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    limits: ServerLimits,
+) -> Shutdown {
     let graceful = GracefulShutdown::new();
+    // Every connection task, so those left at the end of the grace period can be aborted.
+    let mut connections = tokio::task::JoinSet::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(HEAD_BUFFER_BYTES_MAX)
+        // `max_buf_size` alone is checked only between reads, so a head that arrives in large
+        // reads can exceed it; this limit is checked on the parsed head itself.
+        .max_header_size(HEAD_BUFFER_BYTES_MAX)
         .max_headers(HEADERS_COUNT_MAX)
         .keep_alive(true);
     tokio::pin!(shutdown);
@@ -45,23 +99,47 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let service = TowerToHyperService::new(router.clone());
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                // hyper hides a request's conflicting length headers from the service; the
+                // watcher sees them on the wire and the request is marked (see `framing`). It
+                // also closes the connection when a response stops draining.
+                let heads = framing::Heads::new();
+                let io = TokioIo::new(framing::Watched::new(stream, heads.clone(), limits.write_stall_timeout));
+                let service = TowerToHyperService::new(router.clone().map_request(
+                    move |mut req: http::Request<hyper::body::Incoming>| {
+                        if heads.next_is_conflicting() {
+                            req.extensions_mut().insert(framing::ConflictingLengthHeaders);
+                        }
+                        req
+                    },
+                ));
+                let conn = builder.serve_connection(io, service);
                 let conn = graceful.watch(conn);
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     if let Err(e) = conn.await {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                 });
             }
+            // Reap finished connections, so the set stays as large as the open ones.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             () = &mut shutdown => break,
         }
     }
     drop(listener);
-    tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(SHUTDOWN_GRACE) => tracing::warn!("shutdown grace period elapsed with connections open"),
-    }
+    let outcome = tokio::select! {
+        () = graceful.shutdown() => {
+            tracing::info!("all connections closed");
+            Shutdown::Drained
+        }
+        () = tokio::time::sleep(limits.shutdown_grace) => {
+            tracing::warn!(open = connections.len(), "shutdown grace period elapsed; cutting off the connections still open");
+            Shutdown::GraceElapsed
+        }
+    };
+    // Abort whatever is left and wait for it: a connection task owns a clone of the router,
+    // and through it the engine, which can be closed only once nothing else holds it.
+    connections.shutdown().await;
+    outcome
 }
 
 /// Completes on SIGTERM or SIGINT.

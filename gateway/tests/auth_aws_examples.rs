@@ -7,6 +7,7 @@ mod auth_support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use auth_support::{assert_err, chunked_spec, decode, AK, SK};
+use base64::Engine as _;
 use gateway::auth::{authenticate, verify_payload_sha256, AuthConfig, Credentials, Payload};
 use sha2::{Digest, Sha256};
 
@@ -245,4 +246,124 @@ fn doc_chunked_upload() {
     body[5000] = b'b';
     let spec = chunked_spec(authenticate(&chunked_head(), &creds(), &AuthConfig::default(), doc_time()));
     assert_err(decode(spec, &body, 1000), "SignatureDoesNotMatch", 403);
+}
+
+const TRAILER_SEED: &str = "106e2a8a18243abcf37539882f36619c00e2dfc72633413f02d3b74544bfeb8e";
+const TRAILER_CHUNK1: &str = "b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2";
+const TRAILER_CHUNK2: &str = "1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7";
+const TRAILER_FINAL: &str = "2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992";
+const TRAILER_SIGNATURE: &str = "d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435";
+const TRAILER_CRC32C: &str = "sOO8/Q==";
+
+/// The documented seed request of the trailer example. Its SignedHeaders are those of the
+/// documented canonical request (the page's "Authorization header" line repeats the list of
+/// the example without trailers, but the seed signature is computed over this one).
+/// Content-Length is not signed; the documented value (66824) is that of the body without
+/// trailers, so it is not sent here.
+fn trailer_head() -> http::request::Parts {
+    let auth = auth_header(
+        "content-encoding;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;\
+         x-amz-storage-class;x-amz-trailer",
+        TRAILER_SEED,
+    );
+    doc_request(
+        "PUT",
+        "/examplebucket/chunkObject.txt",
+        &[
+            ("host", "s3.amazonaws.com"),
+            ("x-amz-date", "20130524T000000Z"),
+            ("x-amz-storage-class", "REDUCED_REDUNDANCY"),
+            ("authorization", auth.as_str()),
+            ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"),
+            ("content-encoding", "aws-chunked"),
+            ("x-amz-decoded-content-length", "66560"),
+            ("x-amz-trailer", "x-amz-checksum-crc32c"),
+        ],
+    )
+}
+
+fn trailer_body(final_sig: &str, crc32c: &str, trailer_sig: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(format!("10000;chunk-signature={TRAILER_CHUNK1}\r\n").as_bytes());
+    body.extend_from_slice(&[b'a'; 65_536]);
+    body.extend_from_slice(format!("\r\n400;chunk-signature={TRAILER_CHUNK2}\r\n").as_bytes());
+    body.extend_from_slice(&[b'a'; 1024]);
+    body.extend_from_slice(format!("\r\n0;chunk-signature={final_sig}\r\n").as_bytes());
+    body.extend_from_slice(format!("x-amz-checksum-crc32c:{crc32c}\r\n").as_bytes());
+    body.extend_from_slice(format!("x-amz-trailer-signature:{trailer_sig}\r\n\r\n").as_bytes());
+    body
+}
+
+fn trailer_spec() -> gateway::auth::ChunkedSpec {
+    chunked_spec(authenticate(&trailer_head(), &creds(), &AuthConfig::default(), doc_time()))
+}
+
+/// "Signature calculations for trailing headers (chunked uploads)", example "PUT Object": the
+/// seed signature, the two data chunks, the final empty chunk and the signed
+/// `x-amz-checksum-crc32c` trailer, each with its documented signature.
+#[test]
+#[expect(clippy::big_endian_bytes, reason = "AWS encodes CRC32C big-endian")]
+fn doc_chunked_upload_with_signed_trailer() {
+    // The published intermediate values, recomputed here so the vector is self-consistent:
+    // the canonical request's hash, the trailer's hash, and the CRC32C of the 66560 'a's.
+    let canonical_request = "PUT\n/examplebucket/chunkObject.txt\n\n\
+        content-encoding:aws-chunked\nhost:s3.amazonaws.com\n\
+        x-amz-content-sha256:STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER\n\
+        x-amz-date:20130524T000000Z\nx-amz-decoded-content-length:66560\n\
+        x-amz-storage-class:REDUCED_REDUNDANCY\nx-amz-trailer:x-amz-checksum-crc32c\n\n\
+        content-encoding;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;\
+        x-amz-storage-class;x-amz-trailer\nSTREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER";
+    assert_eq!(
+        hex::encode(Sha256::digest(canonical_request)),
+        "44d48b8c2f70eae815a0198cc73d7a546a73a93359c070abbaa5e6c7de112559"
+    );
+    assert_eq!(
+        hex::encode(Sha256::digest("x-amz-checksum-crc32c:sOO8/Q==\n")),
+        "1e376db7e1a34a8ef1c4bcee131a2d60a1cb62503747488624e10995f448d774"
+    );
+    let crc = crc32c::crc32c(&[b'a'; 66_560]);
+    assert_eq!(base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes()), TRAILER_CRC32C);
+
+    let body = trailer_body(TRAILER_FINAL, TRAILER_CRC32C, TRAILER_SIGNATURE);
+    for step in [1, 7, 4096, 65_536, body.len()] {
+        let spec = trailer_spec();
+        assert!(spec.is_signed());
+        assert_eq!(spec.decoded_content_length(), 66_560);
+        assert_eq!(spec.declared_trailers(), ["x-amz-checksum-crc32c".to_owned()]);
+        let (decoded, trailers) = decode(spec, &body, step).expect("documented body");
+        assert_eq!(decoded.len(), 66_560);
+        assert!(decoded.iter().all(|&b| b == b'a'));
+        assert_eq!(trailers.headers, [("x-amz-checksum-crc32c".to_owned(), TRAILER_CRC32C.to_owned())]);
+    }
+}
+
+/// The same documented request with its trailer, the trailer's signature or the final chunk's
+/// signature altered: each is refused.
+#[test]
+fn doc_chunked_upload_with_tampered_trailer() {
+    // Another checksum under the documented trailer signature.
+    let body = trailer_body(TRAILER_FINAL, "AAAAAA==", TRAILER_SIGNATURE);
+    assert_err(decode(trailer_spec(), &body, 1000), "SignatureDoesNotMatch", 403);
+    // The documented checksum under another trailer signature (the final chunk's, chained
+    // from nothing).
+    let body = trailer_body(TRAILER_FINAL, TRAILER_CRC32C, TRAILER_FINAL);
+    assert_err(decode(trailer_spec(), &body, 1000), "SignatureDoesNotMatch", 403);
+    // The trailer signature of the example without trailers' final chunk: the chain breaks at
+    // the final chunk already.
+    let body = trailer_body(FINAL, TRAILER_CRC32C, TRAILER_SIGNATURE);
+    assert_err(decode(trailer_spec(), &body, 1000), "SignatureDoesNotMatch", 403);
+    // No trailer signature at all.
+    let mut body = trailer_body(TRAILER_FINAL, TRAILER_CRC32C, TRAILER_SIGNATURE);
+    let cut = body.len() - "x-amz-trailer-signature:\r\n\r\n".len() - 64;
+    body.truncate(cut);
+    body.extend_from_slice(b"\r\n");
+    assert_err(decode(trailer_spec(), &body, 1000), "SignatureDoesNotMatch", 403);
+    // The seed is bound to the declared trailer: a different x-amz-trailer does not verify.
+    let mut head = trailer_head();
+    head.headers.insert("x-amz-trailer", http::HeaderValue::from_static("x-amz-checksum-crc32"));
+    assert_err(
+        authenticate(&head, &creds(), &AuthConfig::default(), doc_time()),
+        "SignatureDoesNotMatch",
+        403,
+    );
 }

@@ -106,6 +106,30 @@ async fn list_buckets_paginates() {
         .assert_error(400, "InvalidArgument");
 }
 
+fn location_cfg(region: &str) -> Vec<u8> {
+    format!(
+        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+         <LocationConstraint>{region}</LocationConstraint></CreateBucketConfiguration>"
+    )
+    .into_bytes()
+}
+
+/// A LocationConstraint other than the configured region is refused and stores nothing;
+/// none, an empty one, or the configured region itself are accepted.
+#[tokio::test]
+async fn create_bucket_location_constraint_must_name_this_region() {
+    let gw = Gw::new();
+    for other in ["eu-west-1", "us-west-2", "EU", "nowhere"] {
+        gw.a(Method::PUT, "/bkt", &location_cfg(other))
+            .await
+            .assert_error(400, "IllegalLocationConstraintException");
+    }
+    assert_eq!(gw.a(Method::HEAD, "/bkt", b"").await.status, 404, "nothing stored");
+    assert_eq!(gw.a(Method::PUT, "/bkt", &location_cfg("us-east-1")).await.status, 200);
+    assert_eq!(gw.a(Method::PUT, "/bkt2", &location_cfg("")).await.status, 200);
+    assert_eq!(gw.a(Method::PUT, "/bkt3", b"<CreateBucketConfiguration/>").await.status, 200);
+}
+
 #[tokio::test]
 async fn location_versioning_and_unimplemented() {
     let gw = Gw::new();

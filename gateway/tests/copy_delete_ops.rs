@@ -1,5 +1,6 @@
 //! Invariant: CopyObject copies bytes and (COPY) metadata or (REPLACE) the request's headers,
-//! refuses a same-key copy without REPLACE, honours copy-source preconditions; DeleteObjects
+//! takes the storage class from the request under either directive, refuses a same-key copy
+//! that changes neither metadata nor storage class, honours copy-source preconditions; DeleteObjects
 //! deletes what it names (Quiet hides successes), reclaiming bodies.
 
 mod common;
@@ -105,6 +106,80 @@ async fn copy_object_directives() {
     gw.req(USER_A, Method::PUT, "/bkt/c", &[("x-amz-copy-source", "/nobucket/x")], b"")
         .await
         .assert_error(404, "NoSuchBucket");
+}
+
+/// The storage class of a copy comes from the request under COPY too (absent: STANDARD), and
+/// a copy onto itself that changes only the storage class is legal and takes effect.
+#[tokio::test]
+async fn copy_object_storage_class_comes_from_the_request() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    gw.req(USER_A, Method::PUT, "/bkt/src", &[("content-type", "text/x-a"), ("x-amz-meta-a", "1")], b"data")
+        .await;
+    let class = |h: &Resp| h.header("x-amz-storage-class").map(str::to_owned);
+
+    let r = gw
+        .req(
+            USER_A,
+            Method::PUT,
+            "/bkt/src",
+            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-storage-class", "STANDARD_IA")],
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let head = gw.a(Method::HEAD, "/bkt/src", b"").await;
+    assert_eq!(class(&head).as_deref(), Some("STANDARD_IA"));
+    assert_eq!(head.header("content-type"), Some("text/x-a"), "COPY keeps the metadata");
+    assert_eq!(head.header("x-amz-meta-a"), Some("1"));
+    let r = gw.a(Method::GET, "/bkt?list-type=2", b"").await;
+    assert_eq!(r.xml_all("StorageClass"), ["STANDARD_IA"]);
+
+    // Explicit COPY directive, to another key, with another class.
+    let r = gw
+        .req(
+            USER_A,
+            Method::PUT,
+            "/bkt/dst",
+            &[
+                ("x-amz-copy-source", "/bkt/src"),
+                ("x-amz-metadata-directive", "COPY"),
+                ("x-amz-storage-class", "GLACIER_IR"),
+            ],
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let head = gw.a(Method::HEAD, "/bkt/dst", b"").await;
+    assert_eq!(class(&head).as_deref(), Some("GLACIER_IR"));
+    assert_eq!(head.header("x-amz-meta-a"), Some("1"));
+    // No class on the request: the copy is STANDARD, whatever the source's class.
+    let r = gw.req(USER_A, Method::PUT, "/bkt/dst2", &[("x-amz-copy-source", "/bkt/dst")], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(class(&gw.a(Method::HEAD, "/bkt/dst2", b"").await), None);
+
+    // A self-copy changing nothing is still illegal; a bad class is refused either way.
+    gw.req(
+        USER_A,
+        Method::PUT,
+        "/bkt/src",
+        &[("x-amz-copy-source", "/bkt/src"), ("x-amz-metadata-directive", "COPY")],
+        b"",
+    )
+    .await
+    .assert_error(400, "InvalidRequest");
+    for target in ["/bkt/src", "/bkt/other"] {
+        gw.req(
+            USER_A,
+            Method::PUT,
+            target,
+            &[("x-amz-copy-source", "/bkt/src"), ("x-amz-storage-class", "BOGUS")],
+            b"",
+        )
+        .await
+        .assert_error(400, "InvalidStorageClass");
+    }
+    assert_eq!(class(&gw.a(Method::HEAD, "/bkt/src", b"").await).as_deref(), Some("STANDARD_IA"));
 }
 
 #[tokio::test]

@@ -210,3 +210,51 @@ async fn requests_past_the_inflight_cap_get_slow_down() {
     assert_eq!(gw.a(Method::GET, "/", b"").await.status, 200);
     assert_nothing_stored_sync(&gw);
 }
+
+/// A GetObject holds its in-flight slot while its body streams, until the body is finished or
+/// dropped (a client going away); a HEAD, whose answer has no body, holds nothing once
+/// answered.
+#[tokio::test]
+async fn a_streaming_get_holds_its_inflight_slot_until_the_body_is_done() {
+    use http_body_util::BodyExt as _;
+    let gw = Gw::with_settings(gateway::Settings { max_inflight: 1, ..Default::default() });
+    gw.create_bucket("bkt").await;
+    let data = vec![9u8; 1 << 20];
+    gw.put("bkt", "big", &data).await;
+    for consume in [true, false] {
+        let resp = gw.router().oneshot(signed(USER_A, Method::GET, "/bkt/big", &[], b"")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        gw.a(Method::GET, "/", b"").await.assert_error(503, "SlowDown");
+        assert_eq!(gw.send(anonymous(Method::GET, "/health", b"")).await.status, 200);
+        if consume {
+            assert_eq!(resp.into_body().collect().await.unwrap().to_bytes().len(), data.len());
+        } else {
+            drop(resp);
+        }
+        assert_eq!(gw.a(Method::GET, "/", b"").await.status, 200, "consume: {consume}");
+    }
+    let head = gw.router().oneshot(signed(USER_A, Method::HEAD, "/bkt/big", &[], b"")).await.unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(gw.a(Method::GET, "/", b"").await.status, 200, "a HEAD answer holds no slot");
+    drop(head);
+}
+
+/// A response whose body is in memory once the handler returns (an inline object, an XML
+/// document, an error) holds no in-flight slot while it is sent, even when nobody reads it.
+#[tokio::test]
+async fn responses_in_memory_hold_no_inflight_slot_while_sent() {
+    let gw = Gw::with_settings(gateway::Settings { max_inflight: 1, ..Default::default() });
+    gw.create_bucket("bkt").await;
+    gw.put("bkt", "small", b"inline bytes").await;
+    for target in ["/bkt/small", "/bkt?list-type=2", "/bkt/missing"] {
+        let resp = gw.router().oneshot(signed(USER_A, Method::GET, target, &[], b"")).await.unwrap();
+        assert_ne!(resp.status(), 503, "{target}");
+        let next = gw.a(Method::GET, "/", b"").await;
+        assert_eq!(next.status, 200, "{target} held its slot: {}", next.text());
+        drop(resp);
+    }
+    let r = gw.a(Method::GET, "/bkt/small", b"").await;
+    assert_eq!(r.body, b"inline bytes");
+    let r = gw.req(USER_A, Method::GET, "/bkt/small", &[("range", "bytes=2-7")], b"").await;
+    assert_eq!((r.status.as_u16(), r.body.as_slice()), (206, &b"line b"[..]));
+}

@@ -209,3 +209,93 @@ async fn upload_part_copy_with_range() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(gw.a(Method::GET, "/bkt/dst", b"").await.body, src);
 }
+
+/// key-marker alone resumes after the marker key's uploads, not after every key it prefixes;
+/// with upload-id-marker, the marker key's later uploads come first.
+#[tokio::test]
+async fn list_multipart_uploads_key_marker_is_exclusive_of_that_key_only() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let mut a_ids = [create(&gw, "a").await, create(&gw, "a").await];
+    a_ids.sort();
+    let ab = create(&gw, "ab").await;
+    let a_space = create(&gw, "a-b").await;
+    create(&gw, "b").await;
+    let r = gw.a(Method::GET, "/bkt?uploads&key-marker=a", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.xml_all("Key"), ["a-b", "ab", "b"]);
+    assert_eq!(r.xml_all("UploadId")[..2], [a_space, ab]);
+    let r = gw.a(Method::GET, &format!("/bkt?uploads&key-marker=a&upload-id-marker={}", a_ids[0]), b"").await;
+    assert_eq!(r.xml_all("Key"), ["a", "a-b", "ab", "b"]);
+    assert_eq!(r.xml_all("UploadId")[0], a_ids[1]);
+    // Paging one upload at a time visits every upload once.
+    let mut seen = Vec::new();
+    let (mut key_marker, mut id_marker) = (String::new(), String::new());
+    for _ in 0..10 {
+        let r = gw
+            .a(
+                Method::GET,
+                &format!(
+                    "/bkt?uploads&max-uploads=1&key-marker={}&upload-id-marker={id_marker}",
+                    encode_key(&key_marker)
+                ),
+                b"",
+            )
+            .await;
+        seen.extend(r.xml_all("Key"));
+        if r.xml("IsTruncated").as_deref() != Some("true") {
+            break;
+        }
+        key_marker = r.xml("NextKeyMarker").unwrap();
+        id_marker = r.xml("NextUploadIdMarker").unwrap();
+    }
+    assert_eq!(seen, ["a", "a", "a-b", "ab", "b"]);
+}
+
+/// A key-marker that rolls up under the delimiter resumes past the whole common prefix, which
+/// is not listed again.
+#[tokio::test]
+async fn list_multipart_uploads_key_marker_inside_a_common_prefix() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    create(&gw, "p/1").await;
+    create(&gw, "p/2").await;
+    create(&gw, "p0").await;
+    for marker in ["p%2F", "p%2F1"] {
+        let r = gw.a(Method::GET, &format!("/bkt?uploads&delimiter=%2F&key-marker={marker}"), b"").await;
+        assert_eq!(r.xml_all("Key"), ["p0"], "marker {marker}");
+        assert!(!r.text().contains("<CommonPrefixes>"), "marker {marker}: {}", r.text());
+    }
+    let r = gw.a(Method::GET, "/bkt?uploads&key-marker=p%2F1", b"").await;
+    assert_eq!(r.xml_all("Key"), ["p/2", "p0"]);
+}
+
+/// CompleteMultipartUpload's Location is the object's absolute URL, from the request's Host
+/// and addressing style, with the key percent-encoded as a path.
+#[tokio::test]
+async fn complete_location_is_an_absolute_encoded_url() {
+    let gw = Gw::with_settings(gateway::Settings { domain: Some("s3.test".into()), ..Default::default() });
+    gw.create_bucket("bkt").await;
+    let key = "dir/a b+c";
+    let path = format!("/bkt/{}", encode_key(key));
+    let r = gw.a(Method::POST, &format!("{path}?uploads"), b"").await;
+    let id = r.xml("UploadId").unwrap();
+    let e1 = upload(&gw, &encode_key(key), &id, 1, b"part").await;
+    let r = gw.a(Method::POST, &format!("{path}?uploadId={id}"), &complete_body(&[(1, &e1)])).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.xml("Location").as_deref(), Some("http://localhost/bkt/dir/a%20b%2Bc"));
+    assert_eq!(r.xml("Key").as_deref(), Some(key));
+
+    // Virtual-hosted style: the bucket is in the host.
+    let host = [("host", "bkt.s3.test:9000")];
+    let vpath = format!("/{}", encode_key(key));
+    let r = gw.req(USER_A, Method::POST, &format!("{vpath}?uploads"), &host, b"").await;
+    let id = r.xml("UploadId").unwrap();
+    let r = gw.req(USER_A, Method::PUT, &format!("{vpath}?partNumber=1&uploadId={id}"), &host, b"part").await;
+    let e1 = r.header("etag").unwrap().to_owned();
+    let r = gw
+        .req(USER_A, Method::POST, &format!("{vpath}?uploadId={id}"), &host, &complete_body(&[(1, &e1)]))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.xml("Location").as_deref(), Some("http://bkt.s3.test:9000/dir/a%20b%2Bc"));
+}

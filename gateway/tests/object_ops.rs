@@ -84,11 +84,39 @@ async fn ranges_and_conditionals() {
     let etag = gw.a(Method::HEAD, "/bkt/k", b"").await.header("etag").unwrap().to_owned();
     let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("if-none-match", &etag)], b"").await;
     assert_eq!(r.status, 304);
+    assert!(r.body.is_empty());
     gw.req(USER_A, Method::GET, "/bkt/k", &[("if-match", "\"nope\"")], b"")
         .await
         .assert_error(412, "PreconditionFailed");
     let r = gw.req(USER_A, Method::GET, "/bkt/k", &[("if-match", &etag)], b"").await;
     assert_eq!(r.status, 200);
+}
+
+/// RFC 7232 §4.1: a 304 carries the ETag, Last-Modified and caching headers a 200 would
+/// have, and no body.
+#[tokio::test]
+async fn not_modified_carries_the_validators() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let headers = [("cache-control", "max-age=60"), ("expires", "Thu, 01 Jan 2099 00:00:00 GMT")];
+    let r = gw.req(USER_A, Method::PUT, "/bkt/k", &headers, b"0123456789").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let full = gw.a(Method::HEAD, "/bkt/k", b"").await;
+    let etag = full.header("etag").unwrap().to_owned();
+    let last_modified = full.header("last-modified").unwrap().to_owned();
+    for method in [Method::GET, Method::HEAD] {
+        for condition in [("if-none-match", etag.as_str()), ("if-modified-since", last_modified.as_str())] {
+            let r = gw.req(USER_A, method.clone(), "/bkt/k", &[condition], b"").await;
+            assert_eq!(r.status, 304, "{method} {condition:?}");
+            assert!(r.body.is_empty());
+            assert_eq!(r.header("etag"), Some(etag.as_str()), "{method} {condition:?}");
+            assert_eq!(r.header("last-modified"), Some(last_modified.as_str()));
+            assert_eq!(r.header("cache-control"), Some("max-age=60"));
+            assert_eq!(r.header("expires"), Some("Thu, 01 Jan 2099 00:00:00 GMT"));
+            assert!(r.header("x-amz-request-id").is_some());
+            assert_eq!(r.header("content-type"), None, "no representation metadata on a 304");
+        }
+    }
 }
 
 #[tokio::test]

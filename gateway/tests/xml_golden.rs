@@ -155,7 +155,7 @@ async fn golden_multipart_documents() {
     );
     assert_eq!(
         r.text(),
-        format!("{HEAD}<CompleteMultipartUploadResult{NS}><Location>/bkt/m&amp;k</Location><Bucket>bkt</Bucket><Key>m&amp;k</Key><ETag>{etag}</ETag></CompleteMultipartUploadResult>")
+        format!("{HEAD}<CompleteMultipartUploadResult{NS}><Location>http://localhost/bkt/m%26k</Location><Bucket>bkt</Bucket><Key>m&amp;k</Key><ETag>{etag}</ETag></CompleteMultipartUploadResult>")
     );
 }
 

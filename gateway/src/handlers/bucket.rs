@@ -45,15 +45,35 @@ pub fn valid_bucket_name(name: &str) -> bool {
         && !RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s))
 }
 
+/// A CreateBucket `LocationConstraint` must name the configured region (`EU` is AWS's old
+/// name for eu-west-1).
+fn check_location_constraint(requested: &str, region: &str) -> S3Result<()> {
+    let requested_region = if requested == "EU" { "eu-west-1" } else { requested };
+    if requested_region == region {
+        return Ok(());
+    }
+    Err(S3Error::with_message(
+        S3ErrorCode::IllegalLocationConstraintException,
+        format!(
+            "The {requested} location constraint is incompatible for the region specific endpoint this request \
+             was sent to."
+        ),
+    ))
+}
+
 pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let name = ctx.bucket()?;
     if !valid_bucket_name(name) {
         return Err(S3Error::new(S3ErrorCode::InvalidBucketName).resource(format!("/{name}")));
     }
     let body = read_small(ctx, body, CREATE_BUCKET_BODY_BYTES_MAX).await?;
-    // The location is validated as XML but the bucket always lives in this server's region:
-    // clients sign later requests with the region GetBucketLocation reports.
-    let _requested_location = request::parse_create_bucket(&body)?;
+    // Every bucket lives in this server's region (clients sign later requests with the region
+    // GetBucketLocation reports), so a constraint naming another region is refused, as a
+    // regional AWS endpoint does. Naming this region explicitly is accepted, us-east-1
+    // included (AWS refuses that one, but mc and others send it).
+    if let Some(requested) = request::parse_create_bucket(&body)? {
+        check_location_constraint(&requested, &ctx.state.0.settings.region)?;
+    }
     let meta = BucketMeta { owner: ctx.user.clone(), created_ms: time::now_ms(), location: None };
     let mut batch = Batch::new();
     batch.put_if(schema::bucket(name), meta.encode(), Condition::Absent);
@@ -120,8 +140,14 @@ pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
         let mut restore = Batch::new();
         restore.put_if(schema::bucket(name), record.value, Condition::Absent);
         restore.put(schema::owned_bucket(&ctx.user, name), Vec::new());
-        ctx.store().write_batch(restore).await?;
-        return Err(S3Error::new(S3ErrorCode::BucketNotEmpty).resource(format!("/{name}")));
+        return match ctx.store().write_batch(restore).await {
+            Ok(_) => Err(S3Error::new(S3ErrorCode::BucketNotEmpty).resource(format!("/{name}"))),
+            // Somebody created the name again meanwhile: our bucket is gone all the same, and
+            // the late writers, seeing a bucket that is not ours, withdraw their records (see
+            // `settle_commit`).
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => Ok(empty_response(StatusCode::NO_CONTENT)),
+            Err(e) => Err(e),
+        };
     }
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
@@ -200,7 +226,21 @@ pub async fn handle_list_buckets(ctx: &ReqCtx) -> S3Result<Response> {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_bucket_name;
+    use super::{check_location_constraint, valid_bucket_name};
+    use crate::error::S3ErrorCode;
+
+    #[test]
+    fn location_constraint_names_the_configured_region() {
+        let code = |requested, region| check_location_constraint(requested, region).map_err(|e| e.code);
+        assert_eq!(code("eu-west-1", "eu-west-1"), Ok(()));
+        assert_eq!(code("EU", "eu-west-1"), Ok(()));
+        assert_eq!(code("us-east-1", "us-east-1"), Ok(()));
+        for (requested, region) in
+            [("us-east-1", "eu-west-1"), ("EU", "us-east-1"), ("eu-west-2", "eu-west-1")]
+        {
+            assert_eq!(code(requested, region), Err(S3ErrorCode::IllegalLocationConstraintException));
+        }
+    }
 
     #[test]
     fn bucket_names() {

@@ -85,6 +85,7 @@ mod tests {
             checksums: vec![],
             body: BodyRef::Inline(vec![]),
             part_sizes: vec![],
+            checksum_type: crate::checksum::ChecksumType::FullObject,
         }
     }
 

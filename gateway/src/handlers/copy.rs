@@ -5,13 +5,13 @@ use futures_util::StreamExt;
 use md5::{Digest as _, Md5};
 use percent_encoding::percent_decode_str;
 
-use super::headers::object_headers_from_request;
-use super::multipart::{load_upload, part_number, store_part, upload_id};
+use super::headers::{object_headers_from_request, storage_class_from_request};
+use super::multipart::{check_part_algos, load_upload_entry, part_number, store_part, upload_id};
 use super::object::{commit_object, load_object, put_condition, ByteRange};
 use super::{check_key, conditional, load_owned_bucket, xml_response, ReqCtx};
-use crate::checksum::{ChecksumAlgo, Hasher};
+use crate::checksum::{ChecksumAlgo, ChecksumType, Hasher};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::{BodyRef, ObjectMeta, PartMeta};
+use crate::storage::meta::{BodyRef, ObjectHeaders, ObjectMeta, PartMeta};
 use crate::time;
 use crate::xml::response;
 
@@ -56,17 +56,30 @@ async fn load_source(ctx: &ReqCtx) -> S3Result<(String, String, ObjectMeta)> {
     Ok((bucket, key, meta))
 }
 
+/// A copied body with its MD5 and checksums.
+type Copied = (BodyRef, [u8; 16], Vec<(ChecksumAlgo, Vec<u8>)>);
+
+/// How often a copy re-reads its source after the source body vanished under it.
+const SOURCE_ATTEMPTS_MAX: usize = 3;
+
 /// Copies `range` of a source body into a new body, computing its MD5 and checksums.
+/// `Ok(None)`: the source body was reclaimed between reading its record and opening it (the
+/// source was overwritten or deleted); the caller reads the source record again.
 async fn copy_body(
     ctx: &ReqCtx,
     source: &BodyRef,
     range: ByteRange,
     algos: &[ChecksumAlgo],
-) -> S3Result<(BodyRef, [u8; 16], Vec<(ChecksumAlgo, Vec<u8>)>)> {
+) -> S3Result<Option<Copied>> {
     let mut writer = ctx.store().bodies.writer();
     let mut md5 = Md5::new();
     let mut hashers: Vec<Hasher> = algos.iter().map(|a| Hasher::new(*a)).collect();
-    let mut stream = ctx.store().bodies.read_range(source, range.start, range.len).await?;
+    // The file is open once this returns: a later unlink cannot take it away mid-copy.
+    let mut stream = match ctx.store().bodies.read_range(source, range.start, range.len).await {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         md5.update(&chunk);
@@ -77,13 +90,27 @@ async fn copy_body(
     }
     let body = writer.commit().await?;
     let checksums = hashers.into_iter().map(|h| (h.algo(), h.finish())).collect();
-    Ok((body, md5.finalize().into(), checksums))
+    Ok(Some((body, md5.finalize().into(), checksums)))
+}
+
+fn source_vanished() -> S3Error {
+    S3Error::with_message(S3ErrorCode::SlowDown, "The copy source kept changing during the copy.")
 }
 
 pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
+    for _ in 0..SOURCE_ATTEMPTS_MAX {
+        if let Some(resp) = copy_object_once(ctx, bucket, key).await? {
+            return Ok(resp);
+        }
+    }
+    Err(source_vanished())
+}
+
+/// One CopyObject attempt; `Ok(None)` when the source changed under it.
+async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Option<Response>> {
     let (src_bucket, src_key, src) = load_source(ctx).await?;
     let replace = match ctx.header("x-amz-metadata-directive") {
         None => false,
@@ -93,19 +120,28 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
             return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Unknown metadata directive."))
         }
     };
+    // The storage class comes from the request under either directive (absent: STANDARD), so
+    // a copy onto itself that names a storage class is a change of storage class.
+    let storage_class = storage_class_from_request(ctx)?;
     let same = src_bucket == bucket && src_key == key;
-    if same && !replace && !ctx.headers.contains_key("x-amz-storage-class") {
+    if same && !replace && storage_class.is_none() {
         return Err(S3Error::with_message(
             S3ErrorCode::InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the \
              object's metadata, storage class, website redirect location or encryption attributes.",
         ));
     }
-    let headers = if replace { object_headers_from_request(ctx)? } else { src.headers.clone() };
+    let headers = if replace {
+        object_headers_from_request(ctx)?
+    } else {
+        ObjectHeaders { storage_class, ..src.headers.clone() }
+    };
     let condition = put_condition(ctx)?;
     let algos: Vec<ChecksumAlgo> = src.checksums.iter().map(|(a, _)| *a).collect();
     let full = ByteRange { start: 0, len: src.size };
-    let (body, md5, checksums) = copy_body(ctx, &src.body, full, &algos).await?;
+    let Some((body, md5, checksums)) = copy_body(ctx, &src.body, full, &algos).await? else {
+        return Ok(None);
+    };
     let meta = ObjectMeta {
         size: src.size,
         // A copy is a single-part object: its ETag is the MD5 of its bytes.
@@ -116,13 +152,14 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
         checksums,
         body,
         part_sizes: Vec::new(),
+        checksum_type: ChecksumType::FullObject,
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
-    Ok(xml_response(response::copy_result(
+    Ok(Some(xml_response(response::copy_result(
         "CopyObjectResult",
         &meta.etag(),
         &time::iso8601(meta.last_modified_ms),
-    )))
+    ))))
 }
 
 /// `x-amz-copy-source-range: bytes=first-last` (both required, inclusive, within the source).
@@ -152,16 +189,24 @@ pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     let number = part_number(ctx)?;
     let id = upload_id(ctx)?;
     ctx.owned_bucket().await?;
-    let upload = load_upload(ctx, bucket, key, id).await?;
-    let (_, _, src) = load_source(ctx).await?;
-    let range = parse_copy_range(ctx.header("x-amz-copy-source-range"), src.size)?;
-    if range.len > super::body::OBJECT_BYTES_MAX {
-        return Err(S3Error::new(S3ErrorCode::EntityTooLarge));
-    }
+    let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
+    check_part_algos(ctx, &upload)?;
     let algos: Vec<ChecksumAlgo> = upload.checksum_algo.into_iter().collect();
-    let (body, md5, checksums) = copy_body(ctx, &src.body, range, &algos).await?;
+    let mut copied = None;
+    for _ in 0..SOURCE_ATTEMPTS_MAX {
+        let (_, _, src) = load_source(ctx).await?;
+        let range = parse_copy_range(ctx.header("x-amz-copy-source-range"), src.size)?;
+        if range.len > super::body::OBJECT_BYTES_MAX {
+            return Err(S3Error::new(S3ErrorCode::EntityTooLarge));
+        }
+        if let Some(c) = copy_body(ctx, &src.body, range, &algos).await? {
+            copied = Some((range, c));
+            break;
+        }
+    }
+    let Some((range, (body, md5, checksums))) = copied else { return Err(source_vanished()) };
     let part = PartMeta { size: range.len, md5, last_modified_ms: time::now_ms(), checksums, body };
-    store_part(ctx, bucket, key, id, number, &part).await?;
+    store_part(ctx, bucket, key, id, number, &part, &entry.value).await?;
     Ok(xml_response(response::copy_result(
         "CopyPartResult",
         &part.etag(),

@@ -24,7 +24,7 @@ pub async fn delete_object_record(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Re
         match ctx.store().delete(okey.clone(), Condition::Version(current.version)).await {
             Ok(_) => {
                 if let Some(meta) = ObjectMeta::decode(&current.value) {
-                    ctx.store().bodies.remove(&meta.body).await;
+                    ctx.store().reclaim(&meta.body).await;
                 }
                 return Ok(());
             }
@@ -81,9 +81,7 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
     }
     let batch_ok = batch.is_empty() || ctx.store().write_batch(batch).await.is_ok();
     if batch_ok {
-        for body in &reclaim {
-            ctx.store().bodies.remove(body).await;
-        }
+        ctx.store().reclaim_all(&reclaim).await;
         deleted.extend(valid);
     } else {
         for key in valid {

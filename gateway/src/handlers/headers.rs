@@ -5,7 +5,6 @@ use axum::response::Response;
 
 use super::{set_header, ReqCtx};
 use crate::auth;
-use crate::checksum::encode_value;
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::meta::{ObjectHeaders, ObjectMeta};
 use crate::time;
@@ -52,11 +51,7 @@ pub fn object_headers_from_request(ctx: &ReqCtx) -> S3Result<ObjectHeaders> {
             format!("Your metadata headers are {meta_bytes} bytes; the limit is {USER_META_BYTES_MAX}."),
         ));
     }
-    let storage_class = match ctx.header("x-amz-storage-class") {
-        None => None,
-        Some(c) if STORAGE_CLASSES.contains(&c) => Some(c.to_owned()),
-        Some(_) => return Err(S3Error::new(S3ErrorCode::InvalidStorageClass)),
-    };
+    let storage_class = storage_class_from_request(ctx)?;
     Ok(ObjectHeaders {
         content_type: get("content-type"),
         content_encoding: ctx.header("content-encoding").and_then(auth::stored_content_encoding),
@@ -67,6 +62,16 @@ pub fn object_headers_from_request(ctx: &ReqCtx) -> S3Result<ObjectHeaders> {
         user_meta,
         storage_class,
     })
+}
+
+/// `x-amz-storage-class` of a write (None: STANDARD). CopyObject takes it from the request
+/// whatever its metadata directive.
+pub fn storage_class_from_request(ctx: &ReqCtx) -> S3Result<Option<String>> {
+    match ctx.header("x-amz-storage-class") {
+        None => Ok(None),
+        Some(c) if STORAGE_CLASSES.contains(&c) => Ok(Some(c.to_owned())),
+        Some(_) => Err(S3Error::new(S3ErrorCode::InvalidStorageClass)),
+    }
 }
 
 /// Writes the stored headers of `meta` onto a GET/HEAD response, honouring the
@@ -105,8 +110,11 @@ pub fn write_object_headers(ctx: &ReqCtx, resp: &mut Response, meta: &ObjectMeta
         set_header(resp, "x-amz-storage-class", class);
     }
     if ctx.header("x-amz-checksum-mode").is_some_and(|m| m.eq_ignore_ascii_case("ENABLED")) {
-        for (algo, value) in &meta.checksums {
-            set_header(resp, algo.header(), &encode_value(value));
+        for (algo, value) in meta.checksum_values() {
+            set_header(resp, algo.header(), &value);
+        }
+        if !meta.checksums.is_empty() {
+            set_header(resp, "x-amz-checksum-type", meta.checksum_type.name());
         }
     }
 }

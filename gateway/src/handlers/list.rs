@@ -4,12 +4,12 @@
 //! O(keys under the prefixes).
 
 use axum::response::Response;
-use holt_core::ListItem;
+use holt_core::ListEntry;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use super::{xml_response, ReqCtx};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::ObjectMeta;
+use crate::storage::meta::{ListedObject, ObjectMeta};
 use crate::storage::schema;
 use crate::storage::token::{TokenKind, TokenScope};
 use crate::time;
@@ -56,7 +56,7 @@ pub fn parse_encoding(ctx: &ReqCtx) -> S3Result<bool> {
 
 /// One listed entry, namespace stripped.
 enum Entry {
-    Key { key: String, meta: Box<ObjectMeta> },
+    Key { key: String, meta: ListedObject },
     Prefix(String),
 }
 
@@ -72,6 +72,22 @@ impl Entry {
 struct Page {
     entries: Vec<Entry>,
     truncated: bool,
+}
+
+impl Page {
+    /// About the size of this page's listing document: ~260 bytes of markup per object
+    /// entry besides its key, ~50 per common prefix.
+    fn document_bytes(&self) -> usize {
+        let entries: usize = self
+            .entries
+            .iter()
+            .map(|e| match e {
+                Entry::Key { key, .. } => 260 + key.len(),
+                Entry::Prefix(p) => 50 + p.len(),
+            })
+            .sum();
+        1024 + entries
+    }
 }
 
 /// One engine call: entries of `bucket` under `prefix`, rolled up at `delimiter`, strictly
@@ -97,25 +113,32 @@ async fn list_page(
         s.extend_from_slice(start_after.as_bytes());
         s
     };
-    let page = ctx.store().list(full_prefix, delimiter.as_bytes().to_vec(), full_start, max, true).await?;
-    let mut entries = Vec::with_capacity(page.items.len());
-    for item in page.items {
-        let strip = |k: &[u8]| -> S3Result<String> {
-            let rest = k
-                .strip_prefix(ns.as_slice())
-                .ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
-            String::from_utf8(rest.to_vec()).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
-        };
-        match item {
-            ListItem::Key { key, entry } => {
-                let meta = ObjectMeta::decode(&entry.value)
+    let request = holt_core::ListRequest {
+        prefix: &full_prefix,
+        delimiter: delimiter.as_bytes(),
+        start_after: &full_start,
+        limit: max,
+        with_values: true,
+    };
+    let mut entries = Vec::with_capacity(max.min(1000));
+    let strip = |k: &[u8]| -> S3Result<String> {
+        let rest = k
+            .strip_prefix(ns.as_slice())
+            .ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
+        String::from_utf8(rest.to_vec()).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
+    };
+    let truncated = ctx.store().list_with(&request, |entry| {
+        entries.push(match entry {
+            ListEntry::Key { key, value, .. } => {
+                let meta = ObjectMeta::decode_listed(value)
                     .ok_or_else(|| S3Error::internal("list", "undecodable object record"))?;
-                entries.push(Entry::Key { key: strip(&key)?, meta: Box::new(meta) });
+                Entry::Key { key: strip(key)?, meta }
             }
-            ListItem::CommonPrefix(p) => entries.push(Entry::Prefix(strip(&p)?)),
-        }
-    }
-    Ok(Page { entries, truncated: page.truncated })
+            ListEntry::CommonPrefix(p) => Entry::Prefix(strip(p)?),
+        });
+        Ok(())
+    })?;
+    Ok(Page { entries, truncated })
 }
 
 /// Text fields of a listing document, encoded or not.
@@ -154,10 +177,10 @@ fn write_contents(w: &mut XmlWriter, enc: &Enc, page: &Page, owner: Option<&str>
             if let Some(o) = owner {
                 owner_elem(w, o);
             }
-            if let Some((algo, _)) = meta.checksums.first() {
+            if let Some(algo) = meta.checksum_algo {
                 w.elem("ChecksumAlgorithm", algo.name());
             }
-            w.elem("StorageClass", meta.headers.storage_class.as_deref().unwrap_or("STANDARD"));
+            w.elem("StorageClass", meta.storage_class.as_deref().unwrap_or("STANDARD"));
             w.close(if versions { "Version" } else { "Contents" });
         }
     }
@@ -202,7 +225,7 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
         _ => None,
     };
     let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let mut w = XmlWriter::new();
+    let mut w = XmlWriter::with_capacity(page.document_bytes());
     w.open_root("ListBucketResult");
     w.elem("Name", bucket);
     w.elem("Prefix", &enc.f(prefix));
@@ -237,7 +260,7 @@ pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let marker = ctx.query.get("marker").unwrap_or("");
     let page = list_page(ctx, bucket, prefix, delimiter, marker, max).await?;
     let enc = Enc { url: must_encode(requested, &[prefix, delimiter, marker], &page) };
-    let mut w = XmlWriter::new();
+    let mut w = XmlWriter::with_capacity(page.document_bytes());
     w.open_root("ListBucketResult");
     w.elem("Name", bucket);
     w.elem("Prefix", &enc.f(prefix));
@@ -275,7 +298,7 @@ pub async fn handle_list_object_versions(ctx: &ReqCtx) -> S3Result<Response> {
     // The only version of each key is `null`: a marker naming it resumes after the key.
     let page = list_page(ctx, bucket, prefix, delimiter, key_marker, max).await?;
     let enc = Enc { url: must_encode(requested, &[prefix, delimiter, key_marker], &page) };
-    let mut w = XmlWriter::new();
+    let mut w = XmlWriter::with_capacity(page.document_bytes());
     w.open_root("ListVersionsResult");
     w.elem("Name", bucket);
     w.elem("Prefix", &enc.f(prefix));

@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod bucket;
+pub mod completion;
 pub mod conditional;
 pub mod copy;
 pub mod delete;

@@ -3,21 +3,27 @@
 //! Parts are bodies in the body store, each named by a `P` record. Completion concatenates the
 //! listed parts into one new body (so GetObject reads one file) and records the part sizes, so
 //! `partNumber` reads still work; the part records and bodies are then removed.
+//!
+//! Concurrency: every part write bumps the upload record's version (`store_part`), and
+//! completion and abort remove the upload record only at the version they read, in the same
+//! batch as the object write. So concurrent completions have exactly one winner, the others
+//! answer NoSuchUpload, and no part record or body outlives its upload.
 
 use axum::body::Body;
 use axum::response::Response;
-use futures_util::StreamExt;
-use holt_core::{Batch, Condition};
+use holt_core::{Batch, BatchOp, Condition, Entry, Version};
 use http::StatusCode;
-use md5::{Digest as _, Md5};
 
-use super::body::{ingest, read_small, COMPLETE_BODY_BYTES_MAX};
+use super::body::{ingest, read_small_unchecked, requested_algos, COMPLETE_BODY_BYTES_MAX};
+use super::completion;
 use super::headers::object_headers_from_request;
-use super::object::{commit_object, put_condition};
+use super::list::url_encode;
+use super::object::{put_condition, settle_commit, try_commit, Committed};
 use super::{empty_response, set_header, xml_response, ReqCtx};
-use crate::checksum::{encode_value, ChecksumAlgo};
+use crate::checksum::{encode_value, ChecksumAlgo, ChecksumType, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::{ObjectMeta, PartMeta, UploadMeta};
+use crate::routing;
+use crate::storage::meta::{BodyRef, BucketMeta, ObjectMeta, PartMeta, UploadMeta};
 use crate::storage::schema;
 use crate::time;
 use crate::xml::{request, response};
@@ -26,6 +32,8 @@ use crate::xml::{request, response};
 pub const PART_BYTES_MIN: u64 = 5 << 20;
 /// Part numbers are 1..=PART_NUMBER_MAX.
 pub const PART_NUMBER_MAX: u32 = 10_000;
+/// How often a part write or a completion retries after losing a race.
+const COMMIT_ATTEMPTS_MAX: usize = 16;
 
 pub fn new_upload_id() -> String {
     let raw: [u8; 16] = rand::random();
@@ -57,9 +65,22 @@ pub fn part_number(ctx: &ReqCtx) -> S3Result<u32> {
 
 /// Loads the upload named by the request; NoSuchUpload if it does not exist.
 pub async fn load_upload(ctx: &ReqCtx, bucket: &str, key: &str, id: &str) -> S3Result<UploadMeta> {
+    Ok(load_upload_entry(ctx, bucket, key, id).await?.0)
+}
+
+/// The upload record and its raw entry (whose version every part write bumps; see
+/// `store_part`).
+pub async fn load_upload_entry(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    id: &str,
+) -> S3Result<(UploadMeta, Entry)> {
     let entry = ctx.store().get(schema::upload(bucket, key, id)).await?;
     let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchUpload))?;
-    UploadMeta::decode(&entry.value).ok_or_else(|| S3Error::internal("upload record", "undecodable"))
+    let meta =
+        UploadMeta::decode(&entry.value).ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
+    Ok((meta, entry))
 }
 
 /// Every part record of an upload, in part-number order.
@@ -75,33 +96,77 @@ pub async fn load_parts(ctx: &ReqCtx, id: &str) -> S3Result<Vec<(u32, PartMeta)>
     Ok(parts)
 }
 
-pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
-    let bucket = ctx.bucket()?;
-    let key = ctx.key()?;
-    ctx.owned_bucket().await?;
-    let headers = object_headers_from_request(ctx)?;
-    let checksum_algo = match ctx.header("x-amz-checksum-algorithm") {
+/// `x-amz-checksum-algorithm` and `x-amz-checksum-type` of a CreateMultipartUpload.
+fn requested_checksum(ctx: &ReqCtx) -> S3Result<(Option<ChecksumAlgo>, Option<ChecksumType>)> {
+    let algo = match ctx.header("x-amz-checksum-algorithm") {
         None => None,
         Some(name) => Some(ChecksumAlgo::from_name(name).ok_or_else(|| {
             S3Error::with_message(S3ErrorCode::InvalidArgument, "Checksum algorithm provided is unsupported.")
         })?),
     };
+    let requested_type = match ctx.header("x-amz-checksum-type") {
+        None => None,
+        Some(name) => Some(ChecksumType::from_name(name).ok_or_else(|| {
+            S3Error::with_message(S3ErrorCode::InvalidRequest, "Value for x-amz-checksum-type is invalid.")
+        })?),
+    };
+    match (algo, requested_type) {
+        (None, None) => Ok((None, None)),
+        (None, Some(_)) => Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.",
+        )),
+        (Some(a), None) => Ok((Some(a), Some(a.default_multipart_type()))),
+        (Some(a), Some(t)) if a.supports(t) => Ok((Some(a), Some(t))),
+        (Some(a), Some(t)) => Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            format!(
+                "The {} checksum type cannot be used with the {} checksum algorithm.",
+                t.name(),
+                a.name()
+            ),
+        )),
+    }
+}
+
+pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
+    let bucket = ctx.bucket()?;
+    let key = ctx.key()?;
+    ctx.owned_bucket().await?;
+    let headers = object_headers_from_request(ctx)?;
+    let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
     let id = new_upload_id();
-    let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo };
+    let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type };
     let version = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
-    // See `commit_object`: a concurrent DeleteBucket must not strand the upload.
-    if ctx.store().get(schema::bucket(bucket)).await?.is_none() {
+    // See `settle_commit`: a concurrent DeleteBucket must not strand the upload, nor may it
+    // land in a bucket of the same name created by someone else meanwhile.
+    let still_ours = ctx
+        .store()
+        .get(schema::bucket(bucket))
+        .await?
+        .and_then(|e| BucketMeta::decode(&e.value))
+        .is_some_and(|m| m.owner == ctx.user);
+    if !still_ours {
         let _ = ctx.store().delete(schema::upload(bucket, key, &id), Condition::Version(version)).await;
         return Err(S3Error::new(S3ErrorCode::NoSuchBucket));
     }
     let mut resp = xml_response(response::initiate_multipart_upload(bucket, key, &id));
-    if let Some(a) = checksum_algo {
+    if let (Some(a), Some(t)) = (checksum_algo, checksum_type) {
         set_header(&mut resp, "x-amz-checksum-algorithm", a.name());
+        set_header(&mut resp, "x-amz-checksum-type", t.name());
     }
     Ok(resp)
 }
 
 /// Records a new part body, replacing (and reclaiming) an earlier upload of the same number.
+///
+/// Race protocol: the part record is written in one batch with a rewrite of the (immutable)
+/// upload record conditional on it being present. So a part can only land in a live upload,
+/// and every part write bumps the upload record's version; CompleteMultipartUpload and
+/// AbortMultipartUpload delete the upload record conditional on the version they read, so a
+/// part written after their read makes them re-read the parts instead of stranding it. On any
+/// failure the new body is abandoned (`Store::abandon`): removed, unless the failed write may
+/// still be applied.
 pub async fn store_part(
     ctx: &ReqCtx,
     bucket: &str,
@@ -109,24 +174,72 @@ pub async fn store_part(
     id: &str,
     number: u32,
     part: &PartMeta,
+    upload_value: &[u8],
 ) -> S3Result<()> {
-    let pkey = schema::part(id, number);
-    let previous = ctx.store().get(pkey.clone()).await?;
-    if let Err(e) = ctx.store().put(pkey.clone(), part.encode(), Condition::None).await {
-        ctx.store().bodies.remove(&part.body).await;
-        return Err(e);
-    }
-    if let Some(prev) = previous.and_then(|e| PartMeta::decode(&e.value)) {
-        if prev.body != part.body {
-            ctx.store().bodies.remove(&prev.body).await;
+    match store_part_inner(ctx, bucket, key, id, number, part, upload_value).await {
+        Ok(previous) => {
+            if let Some(prev) = previous.filter(|b| *b != part.body) {
+                ctx.store().reclaim(&prev).await;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            ctx.store().abandon(&part.body, &e).await;
+            Err(e)
         }
     }
-    // The upload may have been completed or aborted while the body streamed in: then this
-    // part belongs to nothing, so take it back out.
-    if ctx.store().get(schema::upload(bucket, key, id)).await?.is_none() {
-        let _ = ctx.store().delete(pkey, Condition::None).await;
-        ctx.store().bodies.remove(&part.body).await;
-        return Err(S3Error::new(S3ErrorCode::NoSuchUpload));
+}
+
+/// Writes the part record; returns the body of the record it replaced.
+async fn store_part_inner(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    number: u32,
+    part: &PartMeta,
+    upload_value: &[u8],
+) -> S3Result<Option<BodyRef>> {
+    let pkey = schema::part(id, number);
+    let ukey = schema::upload(bucket, key, id);
+    let value = part.encode();
+    for _ in 0..COMMIT_ATTEMPTS_MAX {
+        let previous = ctx.store().get(pkey.clone()).await?;
+        let mut batch = Batch::new();
+        batch.put_if(
+            pkey.clone(),
+            value.clone(),
+            previous.as_ref().map_or(Condition::Absent, |e| Condition::Version(e.version)),
+        );
+        batch.put_if(ukey.clone(), upload_value.to_vec(), Condition::Present);
+        match ctx.store().write_batch(batch).await {
+            Ok(_) => return Ok(previous.and_then(|e| PartMeta::decode(&e.value)).map(|p| p.body)),
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => {
+                // Either the upload was completed or aborted while the body streamed in, or
+                // another upload of the same part number won the race: look again.
+                if ctx.store().get(ukey.clone()).await?.is_none() {
+                    return Err(S3Error::new(S3ErrorCode::NoSuchUpload));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent uploads of this part."))
+}
+
+/// A part request may not name a checksum algorithm other than the upload's (AWS: "Checksum
+/// Type mismatch"); uploads created without one accept any.
+pub fn check_part_algos(ctx: &ReqCtx, upload: &UploadMeta) -> S3Result<()> {
+    let Some(expected) = upload.checksum_algo else { return Ok(()) };
+    if let Some(other) = requested_algos(ctx, None).into_iter().find(|a| *a != expected) {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            format!(
+                "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
+                expected.name(),
+                other.name()
+            ),
+        ));
     }
     Ok(())
 }
@@ -137,7 +250,8 @@ pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> 
     let number = part_number(ctx)?;
     let id = upload_id(ctx)?;
     ctx.owned_bucket().await?;
-    let upload = load_upload(ctx, bucket, key, id).await?;
+    let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
+    check_part_algos(ctx, &upload)?;
     let ingested = ingest(ctx, body, upload.checksum_algo).await?;
     let part = PartMeta {
         size: ingested.size,
@@ -146,7 +260,7 @@ pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> 
         checksums: ingested.checksums,
         body: ingested.body,
     };
-    store_part(ctx, bucket, key, id, number, &part).await?;
+    store_part(ctx, bucket, key, id, number, &part, &entry.value).await?;
     let mut resp = empty_response(StatusCode::OK);
     set_header(&mut resp, "etag", &part.etag());
     for (algo, value) in &part.checksums {
@@ -155,29 +269,27 @@ pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> 
     Ok(resp)
 }
 
-fn strip_quotes(s: &str) -> &str {
-    let s = s.trim();
-    s.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(s)
-}
-
-/// Removes an upload's records (one batch) and then the bodies of its parts.
-async fn remove_upload(
-    ctx: &ReqCtx,
+/// Deletes the upload record (only at `version`) and every part record read with it, in one
+/// batch. Parts written after that read bumped the version, so the batch fails instead.
+fn upload_removal(
     bucket: &str,
     key: &str,
     id: &str,
+    version: Version,
     parts: &[(u32, PartMeta)],
-) -> S3Result<()> {
-    let mut batch = Batch::new();
-    batch.delete(schema::upload(bucket, key, id));
+) -> Vec<BatchOp> {
+    let mut ops = vec![BatchOp::Delete {
+        key: schema::upload(bucket, key, id),
+        condition: Condition::Version(version),
+    }];
     for (n, _) in parts {
-        batch.delete(schema::part(id, *n));
+        ops.push(BatchOp::Delete { key: schema::part(id, *n), condition: Condition::None });
     }
-    ctx.store().write_batch(batch).await?;
-    for (_, p) in parts {
-        ctx.store().bodies.remove(&p.body).await;
-    }
-    Ok(())
+    ops
+}
+
+async fn reclaim_part_bodies(ctx: &ReqCtx, parts: &[(u32, PartMeta)]) {
+    ctx.store().reclaim_all(parts.iter().map(|(_, p)| &p.body)).await;
 }
 
 pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
@@ -185,65 +297,108 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
     let key = ctx.key()?;
     let id = upload_id(ctx)?;
     ctx.owned_bucket().await?;
-    let upload = load_upload(ctx, bucket, key, id).await?;
+    // A completed or aborted upload is NoSuchUpload whatever the body says.
+    load_upload(ctx, bucket, key, id).await?;
     let condition = put_condition(ctx)?;
-    let body = read_small(ctx, body, COMPLETE_BODY_BYTES_MAX).await?;
+    // Here `x-amz-checksum-*` headers describe the object, not this XML body.
+    let body = read_small_unchecked(ctx, body, COMPLETE_BODY_BYTES_MAX).await?;
     let listed = request::parse_complete_multipart(&body)?;
-    let stored = load_parts(ctx, id).await?;
-
-    // Validate the list: strictly ascending, each part present with the same ETag, and every
-    // part but the last at least 5 MiB.
     if listed.windows(2).any(|w| w[1].part_number <= w[0].part_number) {
         return Err(S3Error::new(S3ErrorCode::InvalidPartOrder));
     }
-    let mut chosen: Vec<&PartMeta> = Vec::with_capacity(listed.len());
-    for p in &listed {
-        let part = stored
-            .binary_search_by_key(&p.part_number, |(n, _)| *n)
-            .ok()
-            .map(|i| &stored[i].1)
-            .filter(|m| hex::encode(m.md5) == strip_quotes(&p.etag).to_ascii_lowercase())
-            .ok_or_else(|| S3Error::new(S3ErrorCode::InvalidPart))?;
-        chosen.push(part);
-    }
-    if let Some((i, small)) =
-        chosen.iter().enumerate().take(chosen.len() - 1).find(|(_, m)| m.size < PART_BYTES_MIN)
-    {
-        return Err(S3Error::with_message(
-            S3ErrorCode::EntityTooSmall,
-            format!(
-                "Part {} is {} bytes; every part but the last must be at least 5 MiB.",
-                listed[i].part_number, small.size
-            ),
-        ));
-    }
-
-    // Concatenate the parts into the object's body.
-    let mut writer = ctx.store().bodies.writer();
-    let mut md5_of_md5s = Md5::new();
-    for part in &chosen {
-        md5_of_md5s.update(part.md5);
-        let mut stream = ctx.store().bodies.read_range(&part.body, 0, part.size).await?;
-        while let Some(chunk) = stream.next().await {
-            writer.write(&chunk?).await?;
+    let expected_object = object_checksums_sent(ctx)?;
+    for _ in 0..COMMIT_ATTEMPTS_MAX {
+        let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
+        let stored = load_parts(ctx, id).await?;
+        let chosen = match completion::choose_parts(&listed, &stored, upload.checksum_algo) {
+            Ok(chosen) => chosen,
+            // The upload and its parts were read apart: an abort or a competing completion in
+            // between removes the parts first seen here. Judge the list only against parts that
+            // belong to the upload as it still is.
+            Err(e) => match ctx.store().get(schema::upload(bucket, key, id)).await? {
+                None => return Err(S3Error::new(S3ErrorCode::NoSuchUpload)),
+                Some(now) if now.version == entry.version => return Err(e),
+                Some(_) => continue,
+            },
+        };
+        let Some(assembled) = completion::assemble(ctx, &upload, &chosen, &expected_object).await? else {
+            // A part body vanished: the part was replaced or the upload finished meanwhile.
+            match ctx.store().get(schema::upload(bucket, key, id)).await? {
+                None => return Err(S3Error::new(S3ErrorCode::NoSuchUpload)),
+                Some(now) if now.version == entry.version => {
+                    return Err(S3Error::internal("complete", "a part body is missing"))
+                }
+                Some(_) => continue,
+            }
+        };
+        let meta = ObjectMeta {
+            size: assembled.size,
+            md5: assembled.md5_of_md5s,
+            parts: chosen.len() as u32,
+            last_modified_ms: time::now_ms(),
+            headers: upload.headers,
+            checksums: assembled.checksums,
+            body: assembled.body,
+            part_sizes: chosen.iter().map(|p| p.size).collect(),
+            checksum_type: upload.checksum_type.unwrap_or(ChecksumType::FullObject),
+        };
+        if let Err(e) = completion::verify_object_checksums(&meta, &expected_object, &assembled.full) {
+            ctx.store().discard(&meta.body).await;
+            return Err(e);
+        }
+        let value = meta.encode();
+        let removal = upload_removal(bucket, key, id, entry.version, &stored);
+        // The object write and the upload removal are one batch: exactly one concurrent
+        // completion wins; the others see the upload gone.
+        let mut settled = None;
+        for _ in 0..COMMIT_ATTEMPTS_MAX {
+            match try_commit(ctx, bucket, key, &value, &condition, &removal).await {
+                Ok(Committed::Done { old, version }) => {
+                    settled = Some(settle_commit(ctx, bucket, key, &meta, Ok((old, version))).await);
+                    break;
+                }
+                Ok(Committed::Conflict) => match ctx.store().get(schema::upload(bucket, key, id)).await {
+                    // Only the object changed: the assembled body is still right.
+                    Ok(Some(now)) if now.version == entry.version => continue,
+                    Ok(_) => break,
+                    Err(e) => {
+                        settled = Some(settle_commit(ctx, bucket, key, &meta, Err(e)).await);
+                        break;
+                    }
+                },
+                Err(e) => {
+                    settled = Some(settle_commit(ctx, bucket, key, &meta, Err(e)).await);
+                    break;
+                }
+            }
+        }
+        match settled {
+            Some(Ok(())) => {
+                reclaim_part_bodies(ctx, &stored).await;
+                let location = object_url(ctx, bucket, key);
+                let shown: Vec<(ChecksumAlgo, String)> = meta.checksum_values().collect();
+                return Ok(xml_response(response::complete_multipart_upload(
+                    &location,
+                    bucket,
+                    key,
+                    &meta.etag(),
+                    &shown,
+                    meta.checksum_type,
+                )));
+            }
+            Some(Err(e)) => {
+                if e.code == S3ErrorCode::NoSuchBucket {
+                    // Committed, then withdrawn: the upload is consumed all the same.
+                    reclaim_part_bodies(ctx, &stored).await;
+                }
+                return Err(e);
+            }
+            // The upload changed under us (a part was written, or it was completed or
+            // aborted): our write was refused, so start over from a fresh read.
+            None => ctx.store().discard(&meta.body).await,
         }
     }
-    let size = writer.len();
-    let object_body = writer.commit().await?;
-    let meta = ObjectMeta {
-        size,
-        md5: md5_of_md5s.finalize().into(),
-        parts: chosen.len() as u32,
-        last_modified_ms: time::now_ms(),
-        headers: upload.headers,
-        checksums: Vec::new(),
-        body: object_body,
-        part_sizes: chosen.iter().map(|p| p.size).collect(),
-    };
-    commit_object(ctx, bucket, key, &meta, &condition).await?;
-    remove_upload(ctx, bucket, key, id, &stored).await?;
-    let location = format!("/{bucket}/{key}");
-    Ok(xml_response(response::complete_multipart_upload(&location, bucket, key, &meta.etag())))
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
 }
 
 pub async fn handle_abort_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
@@ -251,8 +406,48 @@ pub async fn handle_abort_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
     let key = ctx.key()?;
     let id = upload_id(ctx)?;
     ctx.owned_bucket().await?;
-    load_upload(ctx, bucket, key, id).await?;
-    let parts = load_parts(ctx, id).await?;
-    remove_upload(ctx, bucket, key, id, &parts).await?;
-    Ok(empty_response(StatusCode::NO_CONTENT))
+    for _ in 0..COMMIT_ATTEMPTS_MAX {
+        let (_, entry) = load_upload_entry(ctx, bucket, key, id).await?;
+        let parts = load_parts(ctx, id).await?;
+        let batch = Batch { ops: upload_removal(bucket, key, id, entry.version, &parts) };
+        match ctx.store().write_batch(batch).await {
+            Ok(_) => {
+                reclaim_part_bodies(ctx, &parts).await;
+                return Ok(empty_response(StatusCode::NO_CONTENT));
+            }
+            // A part landed, or the upload finished, since the read: look again.
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
+}
+
+/// The object's absolute URL for CompleteMultipartUpload's `Location`, in the addressing
+/// style of the request (`http://host/bucket/key` or `http://bucket.domain/key`), the key
+/// percent-encoded as a path. Without a Host header: the path alone.
+fn object_url(ctx: &ReqCtx, bucket: &str, key: &str) -> String {
+    let key = url_encode(key);
+    let virtual_hosted = routing::virtual_host_bucket(&ctx.headers, ctx.state.0.settings.domain.as_deref())
+        .is_some_and(|b| b == bucket);
+    let host = ctx.header("host").map(str::to_owned).or_else(|| ctx.uri.authority().map(|a| a.to_string()));
+    match host {
+        Some(host) if virtual_hosted => format!("http://{host}/{key}"),
+        Some(host) => format!("http://{host}/{bucket}/{key}"),
+        None => format!("/{bucket}/{key}"),
+    }
+}
+
+/// `x-amz-checksum-*` headers of a CompleteMultipartUpload: the client's checksum of the whole
+/// object (full-object value, or `value-N` for a composite one), decoded.
+fn object_checksums_sent(ctx: &ReqCtx) -> S3Result<Vec<(ChecksumAlgo, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for algo in ALL_ALGOS {
+        if let Some(v) = ctx.header(algo.header()) {
+            // A composite value carries its part count after a dash; base64 has no dashes.
+            let digest = v.split_once('-').map_or(v, |(d, _)| d);
+            out.push((algo, algo.decode_value(digest)?));
+        }
+    }
+    Ok(out)
 }

@@ -3,15 +3,15 @@
 
 use axum::body::Body;
 use axum::response::Response;
-use holt_core::Condition;
+use holt_core::{Batch, BatchOp, Condition};
 use http::StatusCode;
 
 use super::body::ingest;
 use super::headers::{object_headers_from_request, write_object_headers};
 use super::{conditional, set_header, ReqCtx};
-use crate::checksum::encode_value;
+use crate::checksum::{encode_value, ChecksumType, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::{BodyRef, ObjectMeta};
+use crate::storage::meta::{BodyRef, BucketMeta, ObjectMeta};
 use crate::storage::schema;
 use crate::time;
 
@@ -46,8 +46,8 @@ pub fn put_condition(ctx: &ReqCtx) -> S3Result<PutCondition> {
 }
 
 /// Commits `meta` as the object `bucket/key`, atomically with the client's precondition, then
-/// reclaims the body it replaced. On failure the new body is removed (it was never named by a
-/// committed record).
+/// reclaims the body it replaced. On failure the new body is abandoned (`Store::abandon`):
+/// removed, unless the failed write may still be applied.
 pub async fn commit_object(
     ctx: &ReqCtx,
     bucket: &str,
@@ -55,67 +55,122 @@ pub async fn commit_object(
     meta: &ObjectMeta,
     condition: &PutCondition,
 ) -> S3Result<()> {
-    let mut result = commit_inner(ctx, bucket, key, meta, condition).await;
-    if let Ok((_, version)) = &result {
-        // DeleteBucket checks emptiness before removing the bucket record; a write that
-        // committed in between would be left in a deleted bucket. Whichever side looks second
-        // sees the other: here the object is withdrawn, in DeleteBucket the bucket restored.
-        if ctx.store().get(schema::bucket(bucket)).await?.is_none() {
-            let _ = ctx.store().delete(schema::object(bucket, key), Condition::Version(*version)).await;
-            result = Err(S3Error::new(S3ErrorCode::NoSuchBucket));
+    let value = meta.encode();
+    let mut result =
+        Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."));
+    for _ in 0..COMMIT_ATTEMPTS_MAX {
+        match try_commit(ctx, bucket, key, &value, condition, &[]).await {
+            // Another writer got in between our read and our write: re-evaluate.
+            Ok(Committed::Conflict) => continue,
+            Ok(Committed::Done { old, version }) => {
+                result = Ok((old, version));
+                break;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
         }
     }
-    match result.map(|(old, _)| old) {
-        Ok(Some(old_body)) => {
-            if old_body != meta.body {
-                ctx.store().bodies.remove(&old_body).await;
-            }
-            Ok(())
+    settle_commit(ctx, bucket, key, meta, result).await
+}
+
+/// The outcome of one `try_commit`.
+pub enum Committed {
+    /// Written; `old` is the body of the record it replaced (to reclaim once settled).
+    Done { old: Option<BodyRef>, version: holt_core::Version },
+    /// The object record, or a condition among `extra`, changed since it was read.
+    Conflict,
+}
+
+/// One attempt at writing the object record: reads the current record, applies the client's
+/// precondition to it, and writes `value` together with `extra` in one atomic batch that is
+/// conditional on exactly the version read (so the body reclaimed afterwards is the one
+/// replaced, never a newer one).
+pub async fn try_commit(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    value: &[u8],
+    condition: &PutCondition,
+    extra: &[BatchOp],
+) -> S3Result<Committed> {
+    let okey = schema::object(bucket, key);
+    let current = ctx.store().get(okey.clone()).await?;
+    let old = match &current {
+        Some(e) => Some(ObjectMeta::decode(&e.value).ok_or_else(|| {
+            S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
+        })?),
+        None => None,
+    };
+    let engine_condition = match (condition, &current, &old) {
+        (PutCondition::Absent, Some(_), _) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
+        (PutCondition::Match(_), None, _) => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
+        (PutCondition::Match(list), Some(_), Some(o)) if !conditional::etag_matches(list, &o.etag()) => {
+            return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
         }
-        Ok(None) => Ok(()),
-        Err(e) => {
-            ctx.store().bodies.remove(&meta.body).await;
-            Err(e)
-        }
+        (_, Some(e), _) => Condition::Version(e.version),
+        (_, None, _) => Condition::Absent,
+    };
+    let mut batch = Batch::new();
+    batch.put_if(okey, value.to_vec(), engine_condition);
+    batch.ops.extend_from_slice(extra);
+    match ctx.store().write_batch(batch).await {
+        Ok(version) => Ok(Committed::Done { old: old.map(|o| o.body), version }),
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => Ok(Committed::Conflict),
+        Err(e) => Err(e),
     }
 }
 
-async fn commit_inner(
+/// Finishes a commit attempt: withdraws the object if its bucket was deleted meanwhile, then
+/// reclaims (in one call) whichever bodies no committed record names any more. A failed
+/// attempt abandons the new body.
+pub async fn settle_commit(
     ctx: &ReqCtx,
     bucket: &str,
     key: &str,
     meta: &ObjectMeta,
-    condition: &PutCondition,
-) -> S3Result<(Option<BodyRef>, holt_core::Version)> {
-    let okey = schema::object(bucket, key);
-    let value = meta.encode();
-    for _ in 0..COMMIT_ATTEMPTS_MAX {
-        // Read the current record so that the write is conditional on exactly the version whose
-        // body we will reclaim (and on the client's precondition).
-        let current = ctx.store().get(okey.clone()).await?;
-        let old = match &current {
-            Some(e) => Some(ObjectMeta::decode(&e.value).ok_or_else(|| {
-                S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
-            })?),
-            None => None,
-        };
-        let engine_condition = match (condition, &current, &old) {
-            (PutCondition::Absent, Some(_), _) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
-            (PutCondition::Match(_), None, _) => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
-            (PutCondition::Match(list), Some(_), Some(o)) if !conditional::etag_matches(list, &o.etag()) => {
-                return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
+    result: S3Result<(Option<BodyRef>, holt_core::Version)>,
+) -> S3Result<()> {
+    match result {
+        Ok((old, version)) => {
+            let replaced = old.filter(|b| *b != meta.body);
+            // DeleteBucket checks emptiness before removing the bucket record; a write that
+            // committed in between would be left in a deleted bucket. Whichever side looks
+            // second sees the other: here the object is withdrawn, in DeleteBucket the bucket
+            // restored.
+            let bucket_gone = match ctx.store().get(schema::bucket(bucket)).await {
+                // Gone, or deleted and created again by someone else: either way the object
+                // must not stay.
+                Ok(b) => b.and_then(|e| BucketMeta::decode(&e.value)).is_none_or(|m| m.owner != ctx.user),
+                Err(e) => {
+                    // The object committed and names its body: keep both, reclaim the old one.
+                    if let Some(old) = &replaced {
+                        ctx.store().reclaim(old).await;
+                    }
+                    return Err(e);
+                }
+            };
+            let mut unnamed: Vec<&BodyRef> = replaced.iter().collect();
+            if bucket_gone {
+                let withdrawn =
+                    ctx.store().delete(schema::object(bucket, key), Condition::Version(version)).await;
+                // If another writer replaced our record first, it reclaims our body itself.
+                if matches!(withdrawn, Ok(true)) {
+                    unnamed.push(&meta.body);
+                }
             }
-            (_, Some(e), _) => Condition::Version(e.version),
-            (_, None, _) => Condition::Absent,
-        };
-        match ctx.store().put(okey.clone(), value.clone(), engine_condition).await {
-            Ok(version) => return Ok((old.map(|o| o.body), version)),
-            // Another writer got in between our read and our write: re-evaluate.
-            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
-            Err(e) => return Err(e),
+            ctx.store().reclaim_all(unnamed).await;
+            if bucket_gone {
+                return Err(S3Error::new(S3ErrorCode::NoSuchBucket));
+            }
+            Ok(())
+        }
+        Err(e) => {
+            ctx.store().abandon(&meta.body, &e).await;
+            Err(e)
         }
     }
-    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
 }
 
 pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
@@ -134,6 +189,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         checksums: ingested.checksums,
         body: ingested.body,
         part_sizes: Vec::new(),
+        checksum_type: ChecksumType::FullObject,
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
     let mut resp = super::empty_response(StatusCode::OK);
@@ -212,11 +268,26 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
     loop {
         attempts += 1;
         let meta = load_object(ctx, bucket, key).await?;
-        conditional::check_get(&ctx.headers, &meta)?;
+        match conditional::check_get(&ctx.headers, &meta) {
+            Ok(()) => {}
+            Err(e) if e.code == S3ErrorCode::NotModified => return Ok(not_modified(ctx, &meta)),
+            Err(e) => return Err(e),
+        }
         let (range, part_number) = select_range(ctx, &meta)?;
         let (start, len) = range.map_or((0, meta.size), |r| (r.start, r.len));
         let mut resp = if head || len == 0 {
             Response::new(Body::empty())
+        } else if let BodyRef::Inline(data) = &meta.body {
+            // In memory already: a body of exact size, which holds no in-flight slot while
+            // it is sent (`hold_until_sent`).
+            let slice = usize::try_from(start)
+                .ok()
+                .zip(start.checked_add(len).and_then(|end| usize::try_from(end).ok()))
+                .and_then(|(from, to)| data.get(from..to));
+            match slice {
+                Some(bytes) => Response::new(Body::from(bytes.to_vec())),
+                None => return Err(S3Error::internal("inline body", "shorter than its metadata")),
+            }
         } else {
             match ctx.store().bodies.read_range(&meta.body, start, len).await {
                 Ok(stream) => Response::new(Body::from_stream(stream)),
@@ -227,6 +298,12 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
         write_object_headers(ctx, &mut resp, &meta);
         set_header(&mut resp, "content-length", &len.to_string());
         if let Some(r) = range {
+            // A stored checksum describes the whole object, not this slice of it: a client
+            // that checked the slice against it would fail (AWS omits it on ranges too).
+            for algo in ALL_ALGOS {
+                resp.headers_mut().remove(algo.header());
+            }
+            resp.headers_mut().remove("x-amz-checksum-type");
             *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
             set_header(
                 &mut resp,
@@ -239,6 +316,23 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
         }
         return Ok(resp);
     }
+}
+
+/// A 304 answer to a GET/HEAD: no body, and (RFC 7232 §4.1) the validators and caching
+/// headers the 200 would have carried, so a cache can refresh what it holds.
+fn not_modified(ctx: &ReqCtx, meta: &ObjectMeta) -> Response {
+    let mut full = Response::new(Body::empty());
+    write_object_headers(ctx, &mut full, meta);
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    for name in
+        [http::header::ETAG, http::header::LAST_MODIFIED, http::header::CACHE_CONTROL, http::header::EXPIRES]
+    {
+        if let Some(v) = full.headers_mut().remove(&name) {
+            resp.headers_mut().insert(name, v);
+        }
+    }
+    resp
 }
 
 /// The byte range a GET/HEAD asks for, from `partNumber` or `Range` (not both).

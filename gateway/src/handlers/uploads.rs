@@ -76,8 +76,41 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
     if let Some(a) = upload.checksum_algo {
         w.elem("ChecksumAlgorithm", a.name());
     }
+    if let Some(t) = upload.checksum_type {
+        w.elem("ChecksumType", t.name());
+    }
     w.close("ListPartsResult");
     Ok(xml_response(w.finish()))
+}
+
+/// The exclusive resume point of a listing given its markers (AWS semantics):
+/// - no key-marker: the start;
+/// - key-marker rolls up to common prefix P under the delimiter: past every record starting
+///   with P (a prefix not greater than the marker is never listed again, and no key byte is
+///   0xFF, so `P 0xFF` is above all of them);
+/// - key-marker K and upload-id-marker I: after the record (K, I), so K's later uploads follow;
+/// - key-marker K alone: after K's last possible upload record, so keys that merely start
+///   with K (`Kb`) still follow.
+fn resume_after(bucket: &str, prefix: &str, delimiter: &str, key_marker: &str, id_marker: &str) -> Vec<u8> {
+    if key_marker.is_empty() {
+        return Vec::new();
+    }
+    let rolled_up = (!delimiter.is_empty())
+        .then(|| key_marker.strip_prefix(prefix))
+        .flatten()
+        .and_then(|rest| rest.find(delimiter))
+        .map(|i| &key_marker[..prefix.len() + i + delimiter.len()]);
+    if let Some(p) = rolled_up {
+        let mut a = schema::uploads_prefix(bucket);
+        a.extend_from_slice(p.as_bytes());
+        a.push(0xFF);
+        return a;
+    }
+    if id_marker.is_empty() {
+        schema::last_upload_of_key(bucket, key_marker)
+    } else {
+        schema::upload(bucket, key_marker, id_marker)
+    }
 }
 
 enum UploadEntry {
@@ -101,18 +134,7 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
     let ns = schema::uploads_prefix(bucket);
     let mut scan_prefix = ns.clone();
     scan_prefix.extend_from_slice(prefix.as_bytes());
-    // Resume position: after (key-marker, upload-id-marker), or after every upload of
-    // key-marker when no upload-id-marker is given.
-    let mut after = if key_marker.is_empty() {
-        Vec::new()
-    } else if id_marker.is_empty() {
-        let mut a = ns.clone();
-        a.extend_from_slice(key_marker.as_bytes());
-        a.push(0xFF);
-        a
-    } else {
-        schema::upload(bucket, key_marker, id_marker)
-    };
+    let mut after = resume_after(bucket, prefix, delimiter, key_marker, id_marker);
     let mut entries: Vec<UploadEntry> = Vec::new();
     let mut truncated = false;
     'outer: loop {

@@ -6,8 +6,8 @@
 //! `bodies/xx/<id>`, fsync `bodies/xx`; only then is the metadata that names the body
 //! committed. A crash before the metadata commit leaves an unreferenced file, removed by the
 //! start-up sweep. A body that is replaced or deleted is unlinked only after the metadata change
-//! commits, so a committed record never names a missing file (a reader that raced with the
-//! unlink still holds its open descriptor). Bodies of at most `inline_max` bytes are kept inside
+//! is durable (`Store::reclaim`), so a committed record never names a missing file, not even
+//! after a crash (a reader that raced with the unlink still holds its open descriptor). Bodies of at most `inline_max` bytes are kept inside
 //! the metadata value and never touch the file system.
 
 use std::collections::HashSet;
@@ -76,8 +76,10 @@ impl BodyStore {
     }
 
     /// Unlinks a body whose metadata no longer names it. Failures are logged, not returned:
-    /// the metadata change has committed already, and the start-up sweep retries.
-    pub async fn remove(&self, body: &BodyRef) {
+    /// the metadata change has committed already, and the start-up sweep retries. Only the
+    /// `Store` calls this: for a body a record named, once that change is durable
+    /// (`reclaim`); for one never named, at once (`discard`).
+    pub(super) async fn remove(&self, body: &BodyRef) {
         if let Some(id) = body.file_id() {
             if let Err(e) = tokio::fs::remove_file(self.path(id)).await {
                 if e.kind() != io::ErrorKind::NotFound {
@@ -212,7 +214,7 @@ impl BodyWriter {
     }
 
     /// Makes the body durable and returns where it lives. After this returns, the caller owns
-    /// the file: it must commit metadata naming it or `BodyStore::remove` it.
+    /// the file: it must commit metadata naming it or `Store::discard` it.
     pub async fn commit(mut self) -> io::Result<BodyRef> {
         let Some((mut w, tmp_path, id)) = self.file.take() else {
             return Ok(BodyRef::Inline(std::mem::take(&mut self.buf)));

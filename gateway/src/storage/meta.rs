@@ -2,10 +2,18 @@
 //! byte, then fields in a fixed order, integers as LEB128 varints, strings and byte strings
 //! length-prefixed. Every decoder checks bounds and returns `None` on malformed bytes (the
 //! caller reports corruption), never panics.
+//!
+//! Format history: V1 is the original layout of every record. V2 (object and upload records
+//! only) appends one byte, the multipart checksum type (`ChecksumType::code`; for uploads
+//! 0xFF when the upload has no checksum algorithm). V1 records still decode: an object as a
+//! full-object checksum, an upload as the algorithm's default type.
 
-use crate::checksum::ChecksumAlgo;
+use crate::checksum::{ChecksumAlgo, ChecksumType};
 
 const FORMAT_V1: u8 = 1;
+const FORMAT_V2: u8 = 2;
+/// Upload records without a checksum algorithm store this in place of a code.
+const NO_CODE: u8 = 0xff;
 
 /// 16 random bytes naming a body file. Never derived from a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,16 +76,48 @@ pub struct ObjectMeta {
     pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
     pub body: BodyRef,
     pub part_sizes: Vec<u64>,
+    /// `Composite` only for a multipart object whose upload chose composite checksums: then
+    /// `checksums` hold the checksum of the part checksums, shown as `value-N`.
+    pub checksum_type: ChecksumType,
+}
+
+/// What a listing shows of an object (`ObjectMeta::decode_listed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    pub size: u64,
+    pub md5: [u8; 16],
+    pub parts: u32,
+    pub last_modified_ms: u64,
+    pub storage_class: Option<String>,
+    /// The algorithm of the first stored checksum (`ChecksumAlgorithm` in listings).
+    pub checksum_algo: Option<ChecksumAlgo>,
+}
+
+impl ListedObject {
+    /// The quoted ETag.
+    pub fn etag(&self) -> String {
+        etag_text(&self.md5, self.parts)
+    }
+}
+
+fn etag_text(md5: &[u8; 16], parts: u32) -> String {
+    if parts == 0 {
+        format!("\"{}\"", hex::encode(md5))
+    } else {
+        format!("\"{}-{}\"", hex::encode(md5), parts)
+    }
 }
 
 impl ObjectMeta {
+    /// The text of each stored checksum as S3 shows it (with `-N` when composite).
+    pub fn checksum_values(&self) -> impl Iterator<Item = (ChecksumAlgo, String)> + '_ {
+        let composite = (self.checksum_type == ChecksumType::Composite).then_some(self.parts);
+        self.checksums.iter().map(move |(a, v)| (*a, crate::checksum::display_value(v, composite)))
+    }
+
     /// The quoted ETag.
     pub fn etag(&self) -> String {
-        if self.parts == 0 {
-            format!("\"{}\"", hex::encode(self.md5))
-        } else {
-            format!("\"{}-{}\"", hex::encode(self.md5), self.parts)
-        }
+        etag_text(&self.md5, self.parts)
     }
 }
 
@@ -93,6 +133,8 @@ pub struct UploadMeta {
     pub initiated_ms: u64,
     pub headers: ObjectHeaders,
     pub checksum_algo: Option<ChecksumAlgo>,
+    /// Set exactly when `checksum_algo` is.
+    pub checksum_type: Option<ChecksumType>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +157,9 @@ struct Enc(Vec<u8>);
 impl Enc {
     fn new() -> Self {
         Enc(vec![FORMAT_V1])
+    }
+    fn new_v2() -> Self {
+        Enc(vec![FORMAT_V2])
     }
     fn u64(&mut self, mut v: u64) {
         loop {
@@ -185,6 +230,11 @@ impl<'a> Dec<'a> {
     fn start(b: &'a [u8]) -> Option<Self> {
         let (&v, rest) = b.split_first()?;
         (v == FORMAT_V1).then_some(Dec(rest))
+    }
+    /// For the records that have a V2 layout: the decoder and the version found.
+    fn start_v1_or_v2(b: &'a [u8]) -> Option<(Self, u8)> {
+        let (&v, rest) = b.split_first()?;
+        (v == FORMAT_V1 || v == FORMAT_V2).then_some((Dec(rest), v))
     }
     fn byte(&mut self) -> Option<u8> {
         let (&b, rest) = self.0.split_first()?;
@@ -282,7 +332,7 @@ impl<'a> Dec<'a> {
 
 impl ObjectMeta {
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new();
+        let mut e = Enc::new_v2();
         e.u64(self.size);
         e.0.extend_from_slice(&self.md5);
         e.u64(u64::from(self.parts));
@@ -294,11 +344,25 @@ impl ObjectMeta {
         for s in &self.part_sizes {
             e.u64(*s);
         }
+        e.0.push(self.checksum_type.code());
         e.0
     }
 
+    /// The fields a listing shows, decoded from the front of a record without the rest (the
+    /// body of a small object is stored inline, after them, and is never copied here).
+    pub fn decode_listed(b: &[u8]) -> Option<ListedObject> {
+        let (mut d, _) = Dec::start_v1_or_v2(b)?;
+        let size = d.u64()?;
+        let md5 = d.md5()?;
+        let parts = u32::try_from(d.u64()?).ok()?;
+        let last_modified_ms = d.u64()?;
+        let storage_class = d.headers()?.storage_class;
+        let checksum_algo = d.checksums()?.first().map(|(algo, _)| *algo);
+        Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
+    }
+
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let mut d = Dec::start(b)?;
+        let (mut d, version) = Dec::start_v1_or_v2(b)?;
         let size = d.u64()?;
         let md5 = d.md5()?;
         let parts = u32::try_from(d.u64()?).ok()?;
@@ -314,7 +378,21 @@ impl ObjectMeta {
         for _ in 0..n {
             part_sizes.push(d.u64()?);
         }
-        d.end(ObjectMeta { size, md5, parts, last_modified_ms, headers, checksums, body, part_sizes })
+        let checksum_type = match version {
+            FORMAT_V1 => ChecksumType::FullObject,
+            _ => ChecksumType::from_code(d.byte()?)?,
+        };
+        d.end(ObjectMeta {
+            size,
+            md5,
+            parts,
+            last_modified_ms,
+            headers,
+            checksums,
+            body,
+            part_sizes,
+            checksum_type,
+        })
     }
 }
 
@@ -338,22 +416,34 @@ impl BucketMeta {
 
 impl UploadMeta {
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new();
+        let mut e = Enc::new_v2();
         e.u64(self.initiated_ms);
         e.headers(&self.headers);
-        e.0.push(self.checksum_algo.map_or(0xff, ChecksumAlgo::code));
+        e.0.push(self.checksum_algo.map_or(NO_CODE, ChecksumAlgo::code));
+        e.0.push(self.checksum_type.map_or(NO_CODE, ChecksumType::code));
         e.0
     }
 
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let mut d = Dec::start(b)?;
+        let (mut d, version) = Dec::start_v1_or_v2(b)?;
         let initiated_ms = d.u64()?;
         let headers = d.headers()?;
         let algo = match d.byte()? {
-            0xff => None,
+            NO_CODE => None,
             c => Some(ChecksumAlgo::from_code(c)?),
         };
-        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo })
+        let checksum_type = match version {
+            FORMAT_V1 => algo.map(ChecksumAlgo::default_multipart_type),
+            _ => match d.byte()? {
+                NO_CODE => None,
+                c => Some(ChecksumType::from_code(c)?),
+            },
+        };
+        // The two are set together.
+        if algo.is_some() != checksum_type.is_some() {
+            return None;
+        }
+        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type })
     }
 }
 
@@ -399,6 +489,7 @@ mod tests {
             checksums: vec![(ChecksumAlgo::Crc32, vec![1, 2, 3, 4])],
             body: BodyRef::File(BodyId([9; 16])),
             part_sizes: vec![5 << 20, 5 << 20, 1],
+            checksum_type: ChecksumType::Composite,
         }
     }
 
@@ -429,8 +520,11 @@ mod tests {
             initiated_ms: 5,
             headers: ObjectHeaders::default(),
             checksum_algo: Some(ChecksumAlgo::Sha256),
+            checksum_type: Some(ChecksumType::Composite),
         };
-        assert_eq!(UploadMeta::decode(&u.encode()), Some(u));
+        assert_eq!(UploadMeta::decode(&u.encode()), Some(u.clone()));
+        let plain = UploadMeta { checksum_algo: None, checksum_type: None, ..u };
+        assert_eq!(UploadMeta::decode(&plain.encode()), Some(plain));
         let p = PartMeta {
             size: 1,
             md5: [1; 16],
@@ -439,6 +533,35 @@ mod tests {
             body: BodyRef::Inline(vec![0]),
         };
         assert_eq!(PartMeta::decode(&p.encode()), Some(p));
+    }
+
+    #[test]
+    fn v1_records_still_decode() {
+        // A V1 object record is the V2 layout without the trailing checksum-type byte.
+        let m = ObjectMeta { checksum_type: ChecksumType::FullObject, ..sample() };
+        let mut v1 = m.encode();
+        v1[0] = FORMAT_V1;
+        v1.pop();
+        assert_eq!(ObjectMeta::decode(&v1), Some(m));
+        let u = UploadMeta {
+            initiated_ms: 9,
+            headers: ObjectHeaders::default(),
+            checksum_algo: Some(ChecksumAlgo::Crc64Nvme),
+            checksum_type: Some(ChecksumType::FullObject),
+        };
+        let mut v1 = u.encode();
+        v1[0] = FORMAT_V1;
+        v1.pop();
+        assert_eq!(UploadMeta::decode(&v1), Some(u));
+    }
+
+    #[test]
+    fn composite_checksums_show_the_part_count() {
+        let m = sample();
+        let shown: Vec<_> = m.checksum_values().collect();
+        assert_eq!(shown, vec![(ChecksumAlgo::Crc32, "AQIDBA==-3".to_owned())]);
+        let full = ObjectMeta { checksum_type: ChecksumType::FullObject, ..m };
+        assert_eq!(full.checksum_values().next().map(|(_, v)| v).as_deref(), Some("AQIDBA=="));
     }
 
     #[test]

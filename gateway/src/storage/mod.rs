@@ -1,8 +1,10 @@
 //! Storage: the key schema (`schema`), the value codecs (`meta`), the body store (`bodies`),
-//! continuation tokens (`token`), and `Store`, which runs engine calls off the async threads.
+//! the background unlinking of replaced bodies (`reclaim`), continuation tokens (`token`), and
+//! `Store`, which runs engine calls off the async threads.
 
 pub mod bodies;
 pub mod meta;
+pub mod reclaim;
 pub mod schema;
 pub mod token;
 
@@ -10,11 +12,12 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use holt_core::{Batch, Condition, Db, Entry, ListPage, Version, WriteOptions};
+use holt_core::{Batch, Condition, Db, Durability, Entry, Version, WriteOptions};
 
 use crate::error::{S3Error, S3Result};
 use bodies::BodyStore;
-use meta::{BodyId, ObjectMeta, PartMeta};
+use meta::{BodyId, BodyRef, ObjectMeta, PartMeta};
+use reclaim::Reclaimer;
 use token::TokenKey;
 
 /// Page size for the engine scans the gateway does itself (sweep, bucket emptiness checks).
@@ -24,6 +27,13 @@ const SCAN_PAGE: usize = 1000;
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Db>,
+    /// The durability every write of the store gets (the engine's default; writes here never
+    /// override it). `Async` writes are acknowledged before they are on disk, so `reclaim`
+    /// unlinks a body the previous record named only once the log is synced.
+    durability: Durability,
+    /// Syncs and unlinks reclaimed bodies in batches, under `Async` durability (when the
+    /// store was opened inside a tokio runtime).
+    reclaimer: Option<Arc<Reclaimer>>,
     pub bodies: Arc<BodyStore>,
     pub tokens: Arc<TokenKey>,
 }
@@ -42,8 +52,9 @@ async fn blocking<T: Send + 'static>(
 
 impl Store {
     /// Wraps an open engine: loads (or creates, once) the token secret and sweeps body files
-    /// that no committed record names.
+    /// that no committed record names. Writes get the engine's default durability.
     pub fn open(db: Db, data_dir: &Path, inline_max: usize) -> std::io::Result<Store> {
+        let durability = db.durability();
         let bodies = BodyStore::open(data_dir, inline_max)?;
         let to_io = |e: holt_core::Error| std::io::Error::other(e.to_string());
         let secret: [u8; 32] = rand::random();
@@ -56,7 +67,13 @@ impl Store {
             .as_slice()
             .try_into()
             .map_err(|_| std::io::Error::other("token secret record is corrupt"))?;
-        let store = Store { db: Arc::new(db), bodies, tokens: Arc::new(TokenKey::new(secret)) };
+        let db = Arc::new(db);
+        let reclaimer = match durability {
+            Durability::Async => Reclaimer::spawn(Arc::downgrade(&db), Arc::clone(&bodies)).map(Arc::new),
+            // Committed changes are durable already (`Sync`), or there is no log (`Memory`).
+            Durability::Sync | Durability::Memory => None,
+        };
+        let store = Store { db, durability, reclaimer, bodies, tokens: Arc::new(TokenKey::new(secret)) };
         let referenced = store.referenced_bodies().map_err(to_io)?;
         let removed = store.bodies.sweep(&referenced)?;
         if removed > 0 {
@@ -93,9 +110,83 @@ impl Store {
         Ok(ids)
     }
 
-    /// Gives the engine back for `Db::close`, if no request still holds the store.
+    /// Unlinks a new body that no committed record ever named (a write refused by a
+    /// precondition, a checksum mismatch, a lost race): no crash can bring back a record
+    /// naming it, so there is nothing to wait for. Inline bodies have nothing to unlink.
+    pub async fn discard(&self, body: &BodyRef) {
+        self.bodies.remove(body).await;
+    }
+
+    /// Disposes of the new body of a write that failed with `err`: discarded, unless the
+    /// write may still be applied (it reached the log), in which case replay after a restart
+    /// can bring back the record naming it. Such a body stays; the start-up sweep removes it
+    /// if, after recovery, no record names it.
+    pub async fn abandon(&self, body: &BodyRef, err: &S3Error) {
+        if err.write_may_have_applied() {
+            if let Some(id) = body.file_id() {
+                tracing::warn!(body = %id.to_hex(), "write may have applied: its body is kept");
+            }
+            return;
+        }
+        self.discard(body).await;
+    }
+
+    /// Unlinks a body that a record named until a committed change (see `reclaim_all`).
+    pub async fn reclaim(&self, body: &BodyRef) {
+        self.reclaim_all(std::slice::from_ref(body)).await;
+    }
+
+    /// Unlinks bodies that records named until a committed change, once that change is
+    /// durable: a crash must never bring back a record whose body file is gone. Under `Sync`
+    /// durability (or without a log) that is now. Under `Async` the bodies go to the
+    /// reclaimer, which syncs the log once for a whole batch before unlinking, off the request
+    /// path; if its queue is full (or it has stopped), the log is synced here, once for all of
+    /// `bodies`. If a sync fails the files stay for the start-up sweep. Inline bodies have
+    /// nothing to unlink.
+    pub async fn reclaim_all<'a>(&self, bodies: impl IntoIterator<Item = &'a BodyRef>) {
+        let mut files: Vec<&BodyRef> = bodies.into_iter().filter(|b| b.file_id().is_some()).collect();
+        if self.durability == Durability::Async {
+            if let Some(reclaimer) = &self.reclaimer {
+                files.retain(|body| !reclaimer.try_queue(body));
+            }
+            if files.is_empty() {
+                return;
+            }
+            if let Err(e) = self.sync().await {
+                tracing::warn!(error = %e, files = files.len(), "log sync failed; body files left for the start-up sweep");
+                return;
+            }
+        }
+        for body in files {
+            self.bodies.remove(body).await;
+        }
+    }
+
+    /// Stops the reclaimer after it has synced the log and unlinked every body queued; later
+    /// reclaims sync and unlink themselves. Called before the engine is closed.
+    pub async fn stop_reclaimer(&self) {
+        if let Some(reclaimer) = &self.reclaimer {
+            reclaimer.stop().await;
+        }
+    }
+
+    /// Makes every write acknowledged so far durable (`Db::sync`).
+    pub async fn sync(&self) -> S3Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.sync()).await
+    }
+
+    /// Gives the engine back for `Db::close`, if no request still holds the store. Bodies
+    /// still queued for the reclaimer are left for the start-up sweep: `stop_reclaimer` first.
     pub fn into_db(self) -> Option<Db> {
-        Arc::try_unwrap(self.db).ok()
+        self.try_into_db().ok()
+    }
+
+    /// `into_db`, handing the store back while something else still holds the engine (an
+    /// engine call on the blocking pool holds it until it returns).
+    pub fn try_into_db(self) -> Result<Db, Store> {
+        let Store { db, durability, reclaimer, bodies, tokens } = self;
+        Arc::try_unwrap(db).map_err(|db| Store { db, durability, reclaimer, bodies, tokens })
     }
 
     pub fn stats(&self) -> holt_core::Stats {
@@ -131,23 +222,26 @@ impl Store {
         blocking(move || db.scan(&prefix, &start_after, limit)).await
     }
 
-    /// One `Db::list` call: the whole page of an S3 listing.
-    pub async fn list(
+    /// One `Db::list_with` call: the whole page of an S3 listing, handed entry by entry to
+    /// `visit`, borrowed from the engine (no copy of keys or records); returns whether more
+    /// entries follow. `visit` may fail an entry: the
+    /// first failure ends the walk's effect and is returned.
+    pub fn list_with(
         &self,
-        prefix: Vec<u8>,
-        delimiter: Vec<u8>,
-        start_after: Vec<u8>,
-        limit: usize,
-        with_values: bool,
-    ) -> S3Result<ListPage> {
-        self.db
-            .list(&holt_core::ListRequest {
-                prefix: &prefix,
-                delimiter: &delimiter,
-                start_after: &start_after,
-                limit,
-                with_values,
-            })
-            .map_err(S3Error::from)
+        request: &holt_core::ListRequest<'_>,
+        mut visit: impl FnMut(holt_core::ListEntry<'_>) -> S3Result<()>,
+    ) -> S3Result<bool> {
+        let mut failed = None;
+        let truncated = self.db.list_with(request, &mut |entry| {
+            if failed.is_none() {
+                if let Err(e) = visit(entry) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(truncated),
+        }
     }
 }

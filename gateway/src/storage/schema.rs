@@ -67,6 +67,13 @@ pub fn upload(bucket: &str, key: &str, upload_id: &str) -> Vec<u8> {
     join(b'U', &[bucket.as_bytes(), key.as_bytes(), upload_id.as_bytes()])
 }
 
+/// The greatest record key an upload of `key` can have (upload ids are lowercase hex, so
+/// `f…f` is the largest): resuming after it skips every upload of `key` and nothing else
+/// whose key does not start with `key \0`.
+pub fn last_upload_of_key(bucket: &str, key: &str) -> Vec<u8> {
+    upload(bucket, key, &"f".repeat(UPLOAD_ID_LEN))
+}
+
 pub fn uploads_prefix(bucket: &str) -> Vec<u8> {
     join(b'U', &[bucket.as_bytes(), b""])
 }
@@ -120,6 +127,15 @@ mod tests {
         let k = upload("b", "a\0b", id);
         let rest = &k[uploads_prefix("b").len()..];
         assert_eq!(split_upload_suffix(rest), Some((&b"a\0b"[..], id)));
+    }
+
+    #[test]
+    fn last_upload_of_key_bounds_exactly_that_keys_uploads() {
+        let last = last_upload_of_key("b", "a");
+        assert!(upload("b", "a", "ffffffffffffffffffffffffffffffff") <= last);
+        assert!(upload("b", "a", "0123456789abcdef0123456789abcdef") < last);
+        assert!(upload("b", "ab", "00000000000000000000000000000000") > last);
+        assert!(upload("b", "a ", "00000000000000000000000000000000") > last);
     }
 
     #[test]

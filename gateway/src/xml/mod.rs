@@ -19,6 +19,12 @@ pub fn is_xml_safe(s: &str) -> bool {
 /// left is percent-encoded so the document stays well formed. `\r` is written as a character
 /// reference because parsers normalize a raw CR away.
 pub fn escape_into(out: &mut String, s: &str) {
+    // Most text (keys, ETags, dates, numbers) is printable ASCII without markup: copy it whole.
+    let plain = |b: u8| matches!(b, 0x20..=0x7E) && !matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
+    if s.bytes().all(plain) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -53,7 +59,13 @@ impl Default for XmlWriter {
 
 impl XmlWriter {
     pub fn new() -> Self {
-        let mut out = String::with_capacity(512);
+        Self::with_capacity(512)
+    }
+
+    /// A writer whose buffer starts with room for `bytes` (a listing knows its entry count:
+    /// growing a 200 KB document by doubling copies it about twice).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut out = String::with_capacity(bytes);
         out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         XmlWriter { out }
     }
@@ -117,6 +129,21 @@ mod tests {
         let mut s = String::new();
         escape_into(&mut s, "a<b>&\"'\r\u{1}\u{FFFE}z");
         assert_eq!(s, "a&lt;b&gt;&amp;&quot;&apos;&#13;%01%EF%BF%BEz");
+    }
+
+    #[test]
+    fn plain_ascii_is_copied_and_everything_else_takes_the_careful_path() {
+        for (text, want) in [
+            ("photos/2024/a b+c=d.jpg", "photos/2024/a b+c=d.jpg"),
+            ("\"0123abcd-2\"", "&quot;0123abcd-2&quot;"),
+            ("tab\tnew\nline", "tab\tnew\nline"),
+            ("caf\u{e9} <&>", "caf\u{e9} &lt;&amp;&gt;"),
+            ("del\u{7f}", "del\u{7f}"),
+        ] {
+            let mut s = String::from("x");
+            escape_into(&mut s, text);
+            assert_eq!(s, format!("x{want}"), "{text:?}");
+        }
     }
 
     #[test]

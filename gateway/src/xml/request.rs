@@ -174,6 +174,9 @@ pub struct CompletedPart {
     pub part_number: u32,
     /// As sent: quotes are stripped by the caller when comparing.
     pub etag: String,
+    /// `<ChecksumCRC32>` and friends, as sent (base64), for the caller to compare with the
+    /// checksums stored with the part.
+    pub checksums: Vec<(crate::checksum::ChecksumAlgo, String)>,
 }
 
 pub fn parse_complete_multipart(body: &[u8]) -> S3Result<Vec<CompletedPart>> {
@@ -188,7 +191,11 @@ pub fn parse_complete_multipart(body: &[u8]) -> S3Result<Vec<CompletedPart>> {
             .and_then(|n| n.trim().parse::<u32>().ok())
             .ok_or_else(|| malformed("Part without a valid PartNumber"))?;
         let etag = p.child_text("ETag").ok_or_else(|| malformed("Part without ETag"))?.trim().to_owned();
-        parts.push(CompletedPart { part_number: number, etag });
+        let checksums = crate::checksum::ALL_ALGOS
+            .into_iter()
+            .filter_map(|a| p.child_text(&format!("Checksum{}", a.name())).map(|v| (a, v.trim().to_owned())))
+            .collect();
+        parts.push(CompletedPart { part_number: number, etag, checksums });
     }
     if parts.is_empty() {
         return Err(malformed("CompleteMultipartUpload names no parts"));
@@ -240,13 +247,18 @@ mod tests {
     #[test]
     fn parses_complete_multipart() {
         let body = b"<CompleteMultipartUpload><Part><ETag>\"abc\"</ETag><PartNumber>1</PartNumber></Part>\
-            <Part><PartNumber>2</PartNumber><ETag>def</ETag></Part></CompleteMultipartUpload>";
+            <Part><PartNumber>2</PartNumber><ETag>def</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part>\
+            </CompleteMultipartUpload>";
         let parts = parse_complete_multipart(body).unwrap();
         assert_eq!(
             parts,
             vec![
-                CompletedPart { part_number: 1, etag: "\"abc\"".into() },
-                CompletedPart { part_number: 2, etag: "def".into() },
+                CompletedPart { part_number: 1, etag: "\"abc\"".into(), checksums: vec![] },
+                CompletedPart {
+                    part_number: 2,
+                    etag: "def".into(),
+                    checksums: vec![(crate::checksum::ChecksumAlgo::Crc32, "AAAAAA==".into())]
+                },
             ]
         );
         assert!(parse_complete_multipart(b"<CompleteMultipartUpload/>").is_err());

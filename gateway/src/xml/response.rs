@@ -3,6 +3,7 @@
 //! Each function returns the bytes of one S3 document.
 
 use super::XmlWriter;
+use crate::checksum::{ChecksumAlgo, ChecksumType, ALL_ALGOS};
 
 /// One bucket of ListAllMyBucketsResult.
 pub struct BucketEntry<'a> {
@@ -70,13 +71,30 @@ pub fn initiate_multipart_upload(bucket: &str, key: &str, upload_id: &str) -> Ve
     w.finish()
 }
 
-pub fn complete_multipart_upload(location: &str, bucket: &str, key: &str, etag: &str) -> Vec<u8> {
+/// CompleteMultipartUploadResult. `checksums` are the object's checksums in their display
+/// form (`value-N` when composite), written in AWS's element order with their `ChecksumType`.
+pub fn complete_multipart_upload(
+    location: &str,
+    bucket: &str,
+    key: &str,
+    etag: &str,
+    checksums: &[(ChecksumAlgo, String)],
+    checksum_type: ChecksumType,
+) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("CompleteMultipartUploadResult");
     w.elem("Location", location);
     w.elem("Bucket", bucket);
     w.elem("Key", key);
     w.elem("ETag", etag);
+    for algo in ALL_ALGOS {
+        for (_, v) in checksums.iter().filter(|(a, _)| *a == algo) {
+            w.elem(&format!("Checksum{}", algo.name()), v);
+        }
+    }
+    if !checksums.is_empty() {
+        w.elem("ChecksumType", checksum_type.name());
+    }
     w.close("CompleteMultipartUploadResult");
     w.finish()
 }
@@ -173,8 +191,19 @@ mod tests {
             format!("{HEAD}<InitiateMultipartUploadResult{NS}><Bucket>b</Bucket><Key>k&amp;</Key><UploadId>U1</UploadId></InitiateMultipartUploadResult>")
         );
         assert_eq!(
-            s(complete_multipart_upload("/b/k", "b", "k", "\"e-2\"")),
+            s(complete_multipart_upload("/b/k", "b", "k", "\"e-2\"", &[], ChecksumType::FullObject)),
             format!("{HEAD}<CompleteMultipartUploadResult{NS}><Location>/b/k</Location><Bucket>b</Bucket><Key>k</Key><ETag>&quot;e-2&quot;</ETag></CompleteMultipartUploadResult>")
+        );
+        assert_eq!(
+            s(complete_multipart_upload(
+                "/b/k",
+                "b",
+                "k",
+                "\"e-2\"",
+                &[(ChecksumAlgo::Sha256, "c2hh-2".into()), (ChecksumAlgo::Crc32, "Y3Jj-2".into())],
+                ChecksumType::Composite
+            )),
+            format!("{HEAD}<CompleteMultipartUploadResult{NS}><Location>/b/k</Location><Bucket>b</Bucket><Key>k</Key><ETag>&quot;e-2&quot;</ETag><ChecksumCRC32>Y3Jj-2</ChecksumCRC32><ChecksumSHA256>c2hh-2</ChecksumSHA256><ChecksumType>COMPOSITE</ChecksumType></CompleteMultipartUploadResult>")
         );
         assert_eq!(
             s(copy_result("CopyObjectResult", "\"e\"", "2024-01-01T00:00:00.000Z")),

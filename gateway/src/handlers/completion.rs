@@ -1,0 +1,176 @@
+//! The steps of CompleteMultipartUpload between reading the upload and committing the object:
+//! checking the listed parts against the stored ones, concatenating them into the object's
+//! body, and forming and verifying the object's checksums.
+//!
+//! Checksums of a multipart object, as AWS forms them (`x-amz-checksum-type`):
+//! - COMPOSITE (CRC32, CRC32C, SHA1, SHA256; the default for them): the algorithm over the
+//!   concatenated raw part checksums, shown as `base64-N`.
+//! - FULL_OBJECT (CRC32, CRC32C, CRC64NVME; the only type for CRC64NVME): the algorithm over
+//!   the object's bytes, computed here while the parts are concatenated.
+
+use futures_util::StreamExt;
+use md5::{Digest as _, Md5};
+
+use super::multipart::PART_BYTES_MIN;
+use super::ReqCtx;
+use crate::checksum::{composite_digest, ChecksumAlgo, ChecksumType, Hasher};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::{BodyRef, ObjectMeta, PartMeta, UploadMeta};
+use crate::xml::request::CompletedPart;
+
+fn strip_quotes(s: &str) -> &str {
+    let s = s.trim();
+    s.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(s)
+}
+
+fn invalid_part(number: u32, why: &str) -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::InvalidPart,
+        format!(
+            "One or more of the specified parts could not be found or did not match: part {number}: {why}."
+        ),
+    )
+}
+
+/// The stored parts the request lists, in its (ascending) order. Each must exist with the
+/// listed ETag and, where the request gives part checksums, with those checksums; parts of an
+/// upload with a checksum algorithm must carry that checksum; every part but the last must be
+/// at least 5 MiB.
+pub fn choose_parts<'a>(
+    listed: &[CompletedPart],
+    stored: &'a [(u32, PartMeta)],
+    upload_algo: Option<ChecksumAlgo>,
+) -> S3Result<Vec<&'a PartMeta>> {
+    let mut chosen: Vec<&PartMeta> = Vec::with_capacity(listed.len());
+    for p in listed {
+        let part = stored
+            .binary_search_by_key(&p.part_number, |(n, _)| *n)
+            .ok()
+            .map(|i| &stored[i].1)
+            .ok_or_else(|| invalid_part(p.part_number, "no such part"))?;
+        if hex::encode(part.md5) != strip_quotes(&p.etag).to_ascii_lowercase() {
+            return Err(invalid_part(p.part_number, "the ETag does not match"));
+        }
+        for (algo, sent) in &p.checksums {
+            let sent = algo.decode_value(sent)?;
+            if !part.checksums.iter().any(|(a, v)| a == algo && *v == sent) {
+                return Err(invalid_part(
+                    p.part_number,
+                    &format!("the {} checksum does not match", algo.name()),
+                ));
+            }
+        }
+        if let Some(algo) = upload_algo {
+            if !part.checksums.iter().any(|(a, _)| *a == algo) {
+                return Err(invalid_part(
+                    p.part_number,
+                    &format!("the part has no {} checksum", algo.name()),
+                ));
+            }
+        }
+        chosen.push(part);
+    }
+    let all_but_last = chosen.len().saturating_sub(1);
+    if let Some((i, small)) =
+        chosen.iter().enumerate().take(all_but_last).find(|(_, m)| m.size < PART_BYTES_MIN)
+    {
+        return Err(S3Error::with_message(
+            S3ErrorCode::EntityTooSmall,
+            format!(
+                "Part {} is {} bytes; every part but the last must be at least 5 MiB.",
+                listed[i].part_number, small.size
+            ),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// The object's new body and digests.
+pub struct Assembled {
+    /// Committed to the body store: the caller must name it in a record or remove it.
+    pub body: BodyRef,
+    pub size: u64,
+    pub md5_of_md5s: [u8; 16],
+    /// What the object record stores: the upload's algorithm, full-object or composite.
+    pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
+    /// Full-object checksums computed over the bytes (the stored one when FULL_OBJECT, and any
+    /// the client sent for the whole object).
+    pub full: Vec<(ChecksumAlgo, Vec<u8>)>,
+}
+
+/// Concatenates `chosen` into one new body. `Ok(None)`: a part body has vanished (a concurrent
+/// upload replaced the part, or the upload was completed or aborted); nothing is left behind.
+pub async fn assemble(
+    ctx: &ReqCtx,
+    upload: &UploadMeta,
+    chosen: &[&PartMeta],
+    expected: &[(ChecksumAlgo, Vec<u8>)],
+) -> S3Result<Option<Assembled>> {
+    let composite_algo = match (upload.checksum_algo, upload.checksum_type) {
+        (Some(a), Some(ChecksumType::Composite)) => Some(a),
+        _ => None,
+    };
+    let mut full_algos: Vec<ChecksumAlgo> = Vec::new();
+    if let (Some(a), Some(ChecksumType::FullObject)) = (upload.checksum_algo, upload.checksum_type) {
+        full_algos.push(a);
+    }
+    full_algos.extend(expected.iter().map(|(a, _)| *a).filter(|a| Some(*a) != composite_algo));
+    full_algos.sort();
+    full_algos.dedup();
+    let mut hashers: Vec<Hasher> = full_algos.into_iter().map(Hasher::new).collect();
+
+    // Dropping the writer on an early return removes its temporary file.
+    let mut writer = ctx.store().bodies.writer();
+    let mut md5_of_md5s = Md5::new();
+    for part in chosen {
+        md5_of_md5s.update(part.md5);
+        let mut stream = match ctx.store().bodies.read_range(&part.body, 0, part.size).await {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            for h in &mut hashers {
+                h.update(&chunk);
+            }
+            writer.write(&chunk).await?;
+        }
+    }
+    let size = writer.len();
+    let body = writer.commit().await?;
+    let full: Vec<(ChecksumAlgo, Vec<u8>)> = hashers.into_iter().map(|h| (h.algo(), h.finish())).collect();
+    let checksums = match (upload.checksum_algo, upload.checksum_type) {
+        (Some(a), Some(ChecksumType::Composite)) => {
+            // `choose_parts` checked that every chosen part carries this checksum.
+            let digests = chosen.iter().filter_map(|p| p.checksums.iter().find(|(x, _)| *x == a));
+            vec![(a, composite_digest(a, digests.map(|(_, v)| v.as_slice())))]
+        }
+        (Some(a), Some(ChecksumType::FullObject)) => full.iter().filter(|(x, _)| *x == a).cloned().collect(),
+        _ => Vec::new(),
+    };
+    Ok(Some(Assembled { body, size, md5_of_md5s: md5_of_md5s.finalize().into(), checksums, full }))
+}
+
+/// Compares the checksums the client sent for the whole object with ours: a composite value
+/// with the stored composite checksum, anything else with the full-object value. Mismatch →
+/// BadDigest.
+pub fn verify_object_checksums(
+    meta: &ObjectMeta,
+    expected: &[(ChecksumAlgo, Vec<u8>)],
+    full: &[(ChecksumAlgo, Vec<u8>)],
+) -> S3Result<()> {
+    for (algo, want) in expected {
+        let composite = (meta.checksum_type == ChecksumType::Composite)
+            .then(|| meta.checksums.iter().find(|(a, _)| a == algo))
+            .flatten();
+        let actual = composite.or_else(|| full.iter().find(|(a, _)| a == algo)).map(|(_, v)| v);
+        if actual != Some(want) {
+            return Err(S3Error::with_message(
+                S3ErrorCode::BadDigest,
+                format!("The {} you specified did not match the calculated checksum.", algo.name()),
+            ));
+        }
+    }
+    Ok(())
+}
