@@ -35,7 +35,7 @@ fn parse_args() -> Result<Args, String> {
         keys: 1_000_000,
         reps: 3,
         quick: false,
-        engines: ["holt-core", "holt-core-mem", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"]
+        engines: ["holt-core", "holt-core-mem", "btreemap", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"]
             .map(String::from)
             .to_vec(),
         out: PathBuf::from("target/bench-out"),
@@ -285,6 +285,7 @@ const MAIN: &[Metric] = &[
 const FSYNC: &[Metric] = &[
     metric("fsync_w1_ops_s", "fsync 1 writer (ops/s)", false, false, 1.0),
     metric("fsync_w1_p50_us", "1 writer p50 (µs)", true, false, 1.0),
+    metric("fsync_w2_ops_s", "fsync 2 writers (ops/s)", false, false, 1.0),
     metric("fsync_w4_ops_s", "fsync 4 writers (ops/s)", false, false, 1.0),
     metric("fsync_w16_ops_s", "fsync 16 writers (ops/s)", false, false, 1.0),
     metric("fsync_w64_ops_s", "fsync 64 writers (ops/s)", false, false, 1.0),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 
-use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
+use super::{feed, walk_in_passes, BenchResult, Engine, OpenOptions, Pass, Step, WriteMode};
 
 pub struct Fjall {
     db: Database,
@@ -80,20 +80,14 @@ impl Engine for Fjall {
 
     fn walk(&self, start: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> Step) -> BenchResult<()> {
         let snapshot = self.db.snapshot();
-        let mut from = start.to_vec();
-        'seek: loop {
-            for guard in snapshot.range(&self.ks, from.as_slice()..) {
+        walk_in_passes(start, |from| {
+            for guard in snapshot.range(&self.ks, from..) {
                 let (k, v) = guard.into_inner()?;
-                match f(&k, &v) {
-                    Step::Continue => {}
-                    Step::Stop => return Ok(()),
-                    Step::Seek(to) => {
-                        from = to;
-                        continue 'seek;
-                    }
+                if let Some(end) = feed(f, &k, &v) {
+                    return Ok(end);
                 }
             }
-            return Ok(());
-        }
+            Ok(Pass::Done)
+        })
     }
 }

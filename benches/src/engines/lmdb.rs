@@ -7,7 +7,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions};
 
-use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
+use super::{feed, walk_in_passes, BenchResult, Engine, OpenOptions, Pass, Step, WriteMode};
 
 pub struct Lmdb {
     env: Env,
@@ -92,23 +92,16 @@ impl Engine for Lmdb {
 
     fn walk(&self, start: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> Step) -> BenchResult<()> {
         let rtxn = self.env.read_txn()?;
-        let mut from = start.to_vec();
-        'seek: loop {
+        walk_in_passes(start, |from| {
             // LMDB rejects zero-length keys, even as a bound: the empty start is "from the first".
-            let lower = if from.is_empty() { Bound::Unbounded } else { Bound::Included(from.as_slice()) };
-            let range = (lower, Bound::Unbounded);
-            for item in self.db.range(&rtxn, &range)? {
+            let lower = if from.is_empty() { Bound::Unbounded } else { Bound::Included(from) };
+            for item in self.db.range(&rtxn, &(lower, Bound::Unbounded))? {
                 let (k, v) = item?;
-                match f(k, v) {
-                    Step::Continue => {}
-                    Step::Stop => return Ok(()),
-                    Step::Seek(to) => {
-                        from = to;
-                        continue 'seek;
-                    }
+                if let Some(end) = feed(f, k, v) {
+                    return Ok(end);
                 }
             }
-            return Ok(());
-        }
+            Ok(Pass::Done)
+        })
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! Peers without a native delimiter listing get the best generic method (`generic_list`): a
 //! range scan that, on meeting a key with the delimiter after the prefix, emits the common
-//! prefix and seeks to the first key past it (prefix + 0xFF), inside one read transaction.
+//! prefix and seeks to the first key past everything under it (the prefix with its last byte
+//! incremented), inside one read transaction.
 
 use std::path::Path;
 
+pub mod btreemap;
 pub mod fjall_engine;
 pub mod holt092;
 #[cfg(feature = "holt-core")]
@@ -44,6 +46,44 @@ pub enum Step {
     Stop,
     /// Re-position at the first key >= this.
     Seek(Vec<u8>),
+}
+
+/// How one range pass of [`walk_in_passes`] ended.
+pub enum Pass {
+    /// The callback stopped the walk, or the range ran out.
+    Done,
+    /// Start a new pass at the first key >= this.
+    Reseek(Vec<u8>),
+}
+
+/// A walk for engines whose iterators cannot re-position in place: `pass(from)` opens a range
+/// at `from` and feeds it to the callback through [`feed`] until the callback stops or seeks.
+pub fn walk_in_passes(start: &[u8], mut pass: impl FnMut(&[u8]) -> BenchResult<Pass>) -> BenchResult<()> {
+    let mut from = start.to_vec();
+    loop {
+        match pass(&from)? {
+            Pass::Done => return Ok(()),
+            Pass::Reseek(to) => from = to,
+        }
+    }
+}
+
+/// Hands one entry to a walk callback: `None` to keep iterating, `Some` to end this pass.
+pub fn feed(f: &mut dyn FnMut(&[u8], &[u8]) -> Step, key: &[u8], value: &[u8]) -> Option<Pass> {
+    match f(key, value) {
+        Step::Continue => None,
+        Step::Stop => Some(Pass::Done),
+        Step::Seek(to) => Some(Pass::Reseek(to)),
+    }
+}
+
+/// The first key after every key that starts with `prefix` (`None`: no such key exists, the
+/// prefix is all 0xFF).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut next = prefix[..=last].to_vec();
+    next[last] += 1;
+    Some(next)
 }
 
 /// One entry of a delimiter listing.
@@ -119,10 +159,10 @@ pub fn generic_list<E: Engine + ?Sized>(
                 if out.len() >= limit {
                     return Step::Stop;
                 }
-                let mut past = Vec::with_capacity(common.len() + 1);
-                past.extend_from_slice(common);
-                past.push(0xFF);
-                Step::Seek(past)
+                match prefix_successor(common) {
+                    Some(past) => Step::Seek(past),
+                    None => Step::Stop,
+                }
             }
             None => {
                 out.push(Listed::Key(k.to_vec(), v.to_vec()));
@@ -138,7 +178,7 @@ pub fn generic_list<E: Engine + ?Sized>(
 
 /// Every engine this harness knows, by the name used on the command line.
 pub const ENGINE_NAMES: &[&str] =
-    &["holt-core", "holt-core-mem", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
+    &["holt-core", "holt-core-mem", "btreemap", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
 
 /// Opens engine `name` in `dir` (created if missing).
 pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn Engine>> {
@@ -152,6 +192,7 @@ pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn
         "holt-core" | "holt-core-mem" => {
             return Err("built without the `holt-core` feature (holt-core did not compile)".into())
         }
+        "btreemap" => Box::new(btreemap::BTreeMapEngine::new()),
         "holt-0.9.2" => Box::new(holt092::Holt092::open(dir, options)?),
         "lmdb" => Box::new(lmdb::Lmdb::open(dir, options)?),
         "redb" => Box::new(redb_engine::Redb::open(dir, options)?),
@@ -164,13 +205,14 @@ pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn
 
 /// Whether the engine keeps its data in files (in-memory engines skip reopen-based phases).
 pub fn is_persistent(name: &str) -> bool {
-    name != "holt-core-mem"
+    !matches!(name, "holt-core-mem" | "btreemap")
 }
 
 /// The engine's cache knob, described for RESULTS.md.
 pub fn cache_knob(name: &str) -> &'static str {
     match name {
         "holt-core" | "holt-core-mem" => "Options::memory_budget_bytes",
+        "btreemap" => "none (in memory)",
         "holt-0.9.2" => "buffer_pool_size (512 KiB frames)",
         "lmdb" => "none (mmap; the page cache is the cache)",
         "redb" => "Builder::set_cache_size",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
+use super::{feed, walk_in_passes, BenchResult, Engine, OpenOptions, Pass, Step, WriteMode};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 
@@ -100,20 +100,14 @@ impl Engine for Redb {
     fn walk(&self, start: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> Step) -> BenchResult<()> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(TABLE)?;
-        let mut from = start.to_vec();
-        'seek: loop {
-            for item in table.range::<&[u8]>(from.as_slice()..)? {
+        walk_in_passes(start, |from| {
+            for item in table.range::<&[u8]>(from..)? {
                 let (k, v) = item?;
-                match f(k.value(), v.value()) {
-                    Step::Continue => {}
-                    Step::Stop => return Ok(()),
-                    Step::Seek(to) => {
-                        from = to;
-                        continue 'seek;
-                    }
+                if let Some(end) = feed(f, k.value(), v.value()) {
+                    return Ok(end);
                 }
             }
-            return Ok(());
-        }
+            Ok(Pass::Done)
+        })
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{BenchResult, Engine, OpenOptions, Step, WriteMode};
+use super::{feed, walk_in_passes, BenchResult, Engine, OpenOptions, Pass, Step, WriteMode};
 
 pub struct Sqlite {
     path: PathBuf,
@@ -140,23 +140,15 @@ impl Engine for Sqlite {
             let tx = c.transaction()?;
             {
                 let mut st = tx.prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k")?;
-                let mut from = start.to_vec();
-                'seek: loop {
+                walk_in_passes(start, |from| {
                     let mut rows = st.query(params![from])?;
                     while let Some(row) = rows.next()? {
-                        let k = row.get_ref(0)?.as_blob()?;
-                        let v = row.get_ref(1)?.as_blob()?;
-                        match f(k, v) {
-                            Step::Continue => {}
-                            Step::Stop => break 'seek,
-                            Step::Seek(to) => {
-                                from = to;
-                                continue 'seek;
-                            }
+                        if let Some(end) = feed(f, row.get_ref(0)?.as_blob()?, row.get_ref(1)?.as_blob()?) {
+                            return Ok(end);
                         }
                     }
-                    break;
-                }
+                    Ok(Pass::Done)
+                })?;
             }
             tx.commit()?;
             Ok(())
