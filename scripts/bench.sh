@@ -20,7 +20,8 @@ usage: scripts/bench.sh [options]
   --no-build        use the binaries already built
   -h, --help        this text
 
-engines: holt-core (durable, async log), holt-core-mem (in memory, reads only), holt-0.9.2,
+engines: holt-core (durable, async log), holt-core-mem (in memory, reads only), btreemap
+         (std BTreeMap, in memory, reads only), holt-0.9.2,
          lmdb, redb, rocksdb, sqlite, fjall
 Builds run under `nice -n 19` so they only take idle CPU.
 USAGE
@@ -30,7 +31,7 @@ ORIG_ARGS="$*"
 KEYS=1000000
 QUICK=0
 REPS=3
-ENGINES="holt-core,holt-core-mem,holt-0.9.2,lmdb,redb,rocksdb,sqlite,fjall"
+ENGINES="holt-core,holt-core-mem,btreemap,holt-0.9.2,lmdb,redb,rocksdb,sqlite,fjall"
 RUN_ENGINES=1
 RUN_GATEWAY=1
 OBJECTS=100000

@@ -6,6 +6,13 @@
 #
 # Usage: scripts/crash-soak.sh [ROUNDS] [SEED]     (200 rounds in CI; thousands on demand)
 set -euo pipefail
+case "${1:-}" in
+-h | --help)
+    # The header comment above is the help text.
+    sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
 ROUNDS="${1:-200}"
 SEED="${2:-$(date +%s%N)}"
 cd "$(dirname "$0")/.."

@@ -8,6 +8,13 @@
 #
 # Usage: scripts/power-cut.sh [ROUNDS] [SEED]     (40 rounds in CI; 1,000 on demand)
 set -euo pipefail
+case "${1:-}" in
+-h | --help)
+    # The header comment above is the help text.
+    sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
 ROUNDS="${1:-40}"
 SEED="${2:-$(date +%s)}"
 cd "$(dirname "$0")/.."

@@ -16,8 +16,11 @@ Runs, in order, each phase at its CI size:
   fmt          cargo fmt --all -- --check
   clippy       cargo clippy --workspace --all-targets --locked -- -D warnings
   test         cargo test --workspace --locked (unit, integration, property; PROPTEST_CASES=256)
+  failpoints   cargo test -p holt-core --features failpoints --test failpoint_steps
+               (named failpoints at every durability step; the feature is off in 'test')
   loom         RUSTFLAGS="--cfg loom" cargo test -p holt-core --release --test 'loom_*'
-               (LOOM_MAX_PREEMPTIONS=3, own target dir target/loom; only if loom tests exist)
+               (LOOM_MAX_PREEMPTIONS=3, own target dir target/loom, a release profile
+               without LTO or debug info so the build stays short; only if loom tests exist)
   crash-soak   scripts/crash-soak.sh 200   (SIGKILL rounds; if the script exists)
   power-cut    scripts/power-cut.sh 40     (loop-mounted XFS rounds; if the script exists)
   compat       cargo test -p s3-compat-tests (real clients against a real holt-gateway)
@@ -127,10 +130,18 @@ run_phase fmt check 300 cargo fmt --all -- --check
 run_phase clippy check 1800 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The compat suite needs the clients and a built gateway: it runs in its own phase below.
 run_phase test cargo 2400 cargo test --workspace --locked --no-fail-fast --exclude s3-compat-tests
+# The `failpoints` feature compiles the `fail` crate's hooks into every durability step, so it
+# is a separate build of holt-core (same target dir: only holt-core itself is rebuilt).
+run_phase failpoints cargo 900 cargo test -p holt-core --locked --no-fail-fast --features failpoints \
+    --test failpoint_steps
 
 if [ "$quick" -eq 0 ]; then
     if compgen -G "holt-core/tests/loom_*.rs" >/dev/null; then
+        # The models need optimized code, not LTO or debug info: dropping those from this
+        # phase's own build (it has its own target dir) shortens the build by minutes.
         run_phase loom cargo 1800 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+            CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_DEBUG=0 \
+            CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
             cargo test -p holt-core --release --locked --no-fail-fast --target-dir target/loom --test 'loom_*'
     else
         skip_phase loom "no holt-core/tests/loom_*.rs"
