@@ -78,9 +78,27 @@ def gateway_tables(rows):
     prep = [r for r in rows if r.get("op") == "prepare"]
     if prep:
         out.append("")
-        out.append("Loading through the S3 API (16 connections, one PUT per object): " + "; ".join(
-            f"{r['server']} {r['objects']} objects in {r['seconds']:.1f} s ({r['objects'] / max(r['seconds'], 1e-9):,.0f}/s, {r['errors']} errors)" for r in prep))
+        out.append("Loading through the S3 API (one PUT per object): " + "; ".join(
+            f"{r['server']} {r['objects']} objects in {r['seconds']:.1f} s over {r.get('connections', 16)} connections "
+            f"({r['objects'] / max(r['seconds'], 1e-9):,.0f}/s, {r['errors']} errors)" for r in prep))
     return "\n".join(out) + "\n"
+
+
+def gateway_sections(results_dir):
+    """One table per data-set size in gateway-raw.jsonl, smallest first, each followed by the
+    failures that run recorded (gateway-failures-N.md)."""
+    rows = jsonl(os.path.join(results_dir, "gateway-raw.jsonl"))
+    sizes = sorted({r.get("objects", 0) for r in rows})
+    if not sizes:
+        return "Not measured in this run (see notes).\n"
+    parts = []
+    for n in sizes:
+        parts.append(f"### {n:,} objects\n")
+        parts.append(gateway_tables([r for r in rows if r.get("objects", 0) == n]))
+        failures = read(os.path.join(results_dir, f"gateway-failures-{n}.md")).strip()
+        if failures:
+            parts.append("Failures recorded by this run:\n\n" + failures + "\n")
+    return "\n".join(parts)
 
 
 def chart(csv_path, png_path):
@@ -150,8 +168,8 @@ is a median of the repetitions. Ratios are taken inside the same run.
 
 ## Gateway (S3 over loopback HTTP)
 
-{gateway_tables(jsonl(os.path.join(r, "gateway-raw.jsonl")))}
 {read(os.path.join(r, "gateway-notes.md"))}
+{gateway_sections(r)}
 
 ## Raw numbers
 

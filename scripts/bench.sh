@@ -108,16 +108,21 @@ wait_for_line() { # file pattern seconds
     return 1
 }
 
+# Labels s3load's JSON rows with the server and the data set's size.
+tag_rows() { # server
+    sed "/\"objects\":/! s/^{/{\"objects\":$OBJECTS,/; s/^{/{\"server\":\"$1\",/"
+}
+
 load_server() { # name endpoint pid access secret
     local name=$1 endpoint=$2 pid=$3 ak=$4 sk=$5
     log "$name: loading $OBJECTS objects"
-    "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op prepare --objects "$OBJECTS" \
-        --access-key "$ak" --secret-key "$sk" | sed "s/^{/{\"server\":\"$name\",/" >> "$GW_RAW"
+    "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op prepare --objects "$OBJECTS" --connections 64 \
+        --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW"
     for op in head list get put mixed; do
         for c in 1 16 64; do
             "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op "$op" --connections "$c" \
                 --duration-s "$GW_SECONDS" --objects "$OBJECTS" --server-pid "$pid" \
-                --access-key "$ak" --secret-key "$sk" | sed "s/^{/{\"server\":\"$name\",/" >> "$GW_RAW" \
+                --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW" \
                 || echo "- $name $op x$c: s3load failed" >> "$GW_NOTES"
         done
     done
@@ -192,13 +197,21 @@ PY
             for c in 1 16 64; do
                 "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op "$op" --connections "$c" \
                     --duration-s "$GW_SECONDS" --server-pid "$AX_PID" \
-                    | sed "s/^{/{\"server\":\"bare-axum\",\"body_bytes\":$BYTES,/" >> "$GW_RAW" || true
+                    | tag_rows bare-axum | sed "s/^{/{\"body_bytes\":$BYTES,/" >> "$GW_RAW" || true
             done
         fi
         stop_pid "$AX_PID"
     done
-    cp "$GW_RAW" "$OUT/gateway-raw.jsonl"
-    cp "$GW_NOTES" "$OUT/gateway-notes.md"
+    # One file holds every data set's rows: this run's replace the rows of its size only.
+    python3 - "$OUT/gateway-raw.jsonl" "$GW_RAW" "$OBJECTS" <<'PY'
+import json, os, sys
+kept = []
+if os.path.exists(sys.argv[1]):
+    kept = [l for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("objects") != int(sys.argv[3])]
+with open(sys.argv[1], "w") as f:
+    f.writelines(kept + [l for l in open(sys.argv[2]) if l.strip()])
+PY
+    cp "$GW_NOTES" "$OUT/gateway-failures-$OBJECTS.md"
 fi
 
 # --- report -----------------------------------------------------------------------------
