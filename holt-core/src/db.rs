@@ -124,6 +124,14 @@ impl Db {
         self.tree.get(key)
     }
 
+    /// `get` served only from frames already in memory, for callers that must not block on
+    /// disk (an async runtime's worker): `Ok(None)` when a frame on the key's path is evicted
+    /// and would have to be read first; then call `get` where blocking is fine.
+    pub fn get_resident(&self, key: &[u8]) -> Result<Option<Option<Entry>>> {
+        check_key(key)?;
+        Ok(self.tree.get_resident(key))
+    }
+
     /// Stores `value` under `key` with the database's default durability.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Version> {
         self.put_with(key, value, Condition::None, WriteOptions::default())

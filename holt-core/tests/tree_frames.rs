@@ -221,3 +221,33 @@ fn a_cache_larger_than_the_tree_never_evicts() {
     assert_eq!(evictions, 0);
     assert!(reads <= frames, "{reads} frame reads for {frames} frames: frames were read more than once");
 }
+
+/// A resident-only lookup never reads a frame: on a tree five times its cache it answers from
+/// the frames in memory, reports the rest as not resident, and a loading `get` then finds them.
+#[test]
+fn resident_lookups_never_read_frames() {
+    let tree = TreeHarness::new(16 * 1024);
+    let ids: Vec<u32> = (0..20_000).collect();
+    for chunk in ids.chunks(100) {
+        let ops: Vec<BatchOp> = chunk.iter().map(|&i| put(&path_key(i), &[i as u8; 40])).collect();
+        tree.apply(&ops).unwrap();
+    }
+    let budget = tree.encoded_bytes() as usize / 5;
+    let tree = tree.reopen(budget).unwrap();
+    let (reads_before, _) = tree.cache_counters();
+    let mut evicted = 0;
+    for &i in &ids {
+        match tree.get_resident(&path_key(i)) {
+            Some(found) => assert_eq!(found.expect("key lost").value, [i as u8; 40]),
+            None => evicted += 1,
+        }
+    }
+    assert_eq!(tree.cache_counters().0, reads_before, "a resident-only lookup read a frame");
+    assert!(evicted > 0, "nothing was evicted after a reopen with a fifth of the frames cached");
+    for &i in ids.iter().step_by(97) {
+        assert_eq!(tree.get(&path_key(i)).unwrap().expect("key lost").value, [i as u8; 40]);
+    }
+    assert!(tree.cache_counters().0 > reads_before, "loading gets read no frame");
+    // A key that leaves the tree inside the (always resident) root frame is plainly missing.
+    assert_eq!(tree.get_resident(b"\xff"), Some(None));
+}

@@ -38,9 +38,10 @@ pub struct Store {
     pub tokens: Arc<TokenKey>,
 }
 
-/// Runs an engine write on the blocking pool: a durable write waits for the group fsync,
-/// which must not stall the async workers. Reads run inline: they take microseconds from the
-/// frame cache (a miss is one short pread), far less than a hand-off to another thread.
+/// Runs engine work that may block on the blocking pool: a durable write waits for the group
+/// fsync, and a read that misses the frame cache reads and decodes a 512 KiB frame (about a
+/// millisecond); neither may stall an async worker. Reads served from the cache run inline:
+/// they take microseconds, far less than a hand-off to another thread.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> holt_core::Result<T> + Send + 'static,
 ) -> S3Result<T> {
@@ -193,8 +194,13 @@ impl Store {
         self.db.stats()
     }
 
+    /// Inline when every frame on the key's path is cached; on the blocking pool otherwise.
     pub async fn get(&self, key: Vec<u8>) -> S3Result<Option<Entry>> {
-        self.db.get(&key).map_err(S3Error::from)
+        if let Some(found) = self.db.get_resident(&key)? {
+            return Ok(found);
+        }
+        let db = Arc::clone(&self.db);
+        blocking(move || db.get(&key)).await
     }
 
     pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
@@ -224,8 +230,10 @@ impl Store {
 
     /// One `Db::list_with` call: the whole page of an S3 listing, handed entry by entry to
     /// `visit`, borrowed from the engine (no copy of keys or records); returns whether more
-    /// entries follow. `visit` may fail an entry: the
-    /// first failure ends the walk's effect and is returned.
+    /// entries follow. `visit` may fail an entry: the first failure ends the walk's effect and
+    /// is returned. It runs on the caller's thread, so a page that meets an evicted frame reads
+    /// it there: a listing is milliseconds of work either way, and `visit` borrows the page
+    /// being built, which cannot move to the blocking pool.
     pub fn list_with(
         &self,
         request: &holt_core::ListRequest<'_>,

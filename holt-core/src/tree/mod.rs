@@ -93,6 +93,8 @@ enum Lookup {
     Found(Entry),
     Missing,
     Restart,
+    /// A frame on the key's path is evicted and the lookup was asked not to read it.
+    NotResident,
 }
 
 impl Tree {
@@ -145,20 +147,35 @@ impl Tree {
     /// The value and version of `key`. Lock-free: restarts only if it meets a merged frame.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         loop {
-            match self.get_in(&self.root, key, 0)? {
+            match self.get_in(&self.root, key, 0, true)? {
                 Lookup::Found(entry) => return Ok(Some(entry)),
                 Lookup::Missing => return Ok(None),
                 Lookup::Restart => continue,
+                Lookup::NotResident => unreachable!("a loading lookup reads evicted frames"),
             }
         }
     }
 
-    fn get_in(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Lookup> {
+    /// Like `get`, but only from frames already in memory: `None` when a frame on the key's
+    /// path would have to be read from disk first (nothing is read, nothing is waited on).
+    pub(crate) fn get_resident(&self, key: &[u8]) -> Option<Option<Entry>> {
+        loop {
+            match self.get_in(&self.root, key, 0, false) {
+                Ok(Lookup::Found(entry)) => return Some(Some(entry)),
+                Ok(Lookup::Missing) => return Some(None),
+                Ok(Lookup::Restart) => continue,
+                Ok(Lookup::NotResident) | Err(_) => return None,
+            }
+        }
+    }
+
+    fn get_in(&self, cell: &Arc<Cell>, key: &[u8], depth: usize, load: bool) -> Result<Lookup> {
         cell.touch();
         let guard = cell.root.load();
         let owned: Arc<Node>;
         let root: &Node = match &*guard {
             Some(root) => root,
+            None if !load => return Ok(Lookup::NotResident),
             None => {
                 owned = self.load_root(cell)?;
                 &owned
@@ -174,7 +191,7 @@ impl Tree {
                 version: crate::api::Version(leaf.version()),
             })),
             Walk::Here(None) => Ok(Lookup::Missing),
-            Walk::Link(child, depth) => self.get_in(child, key, depth),
+            Walk::Link(child, depth) => self.get_in(child, key, depth, load),
         }
     }
 
