@@ -35,9 +35,19 @@ fn parse_args() -> Result<Args, String> {
         keys: 1_000_000,
         reps: 3,
         quick: false,
-        engines: ["holt-core", "holt-core-mem", "btreemap", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"]
-            .map(String::from)
-            .to_vec(),
+        engines: [
+            "holt-core",
+            "holt-core-mem",
+            "btreemap",
+            "holt-0.9.2",
+            "lmdb",
+            "redb",
+            "rocksdb",
+            "sqlite",
+            "fjall",
+        ]
+        .map(String::from)
+        .to_vec(),
         out: PathBuf::from("target/bench-out"),
         data_dir: std::env::temp_dir().join("holt-engine-bench"),
         seed: 0x5EED_2026,

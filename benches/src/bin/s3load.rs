@@ -284,16 +284,16 @@ fn vm_field(pid: u32, field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// PUT bucket, then the data set through 16 connections (each object one PUT).
+/// PUT bucket, then the data set through `--connections` connections (each object one PUT).
 async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     let t0 = Instant::now();
     let create = prepare(&args, Method::PUT, format!("/{}", args.bucket), Bytes::new(), 200)?;
-    let put_objects: Vec<Prepared> = (0..args.objects)
-        .map(|i| {
-            let key = object_key(i, args.objects);
-            prepare(&args, Method::PUT, format!("/{}/{}", args.bucket, encode_key(&key)), object_body(i), 200)
-        })
-        .collect::<Result<_, _>>()?;
+    // Each PUT is signed just before it is sent: signatures are only valid for 15 minutes,
+    // and loading a slow server can take longer than that.
+    let sign_put = |args: &Args, i: u64| {
+        let key = object_key(i, args.objects);
+        prepare(args, Method::PUT, format!("/{}/{}", args.bucket, encode_key(&key)), object_body(i), 200)
+    };
     let stream = tokio::net::TcpStream::connect(args.addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
@@ -308,20 +308,21 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     if status != 200 && !String::from_utf8_lossy(&body).contains("BucketAlreadyOwnedByYou") {
         return Err(format!("create bucket: {status} {}", String::from_utf8_lossy(&body)).into());
     }
-    let put_objects = Arc::new(put_objects);
     let next = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let (args, objects, next, errors) =
-            (Arc::clone(&args), Arc::clone(&put_objects), Arc::clone(&next), Arc::clone(&errors));
+    for _ in 0..args.connections {
+        let (args, next, errors) = (Arc::clone(&args), Arc::clone(&next), Arc::clone(&errors));
         tasks.push(tokio::spawn(async move {
             let stream = tokio::net::TcpStream::connect(args.addr).await?;
             let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(p) = objects.get(i) else { break };
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= args.objects {
+                    break;
+                }
+                let p = sign_put(&args, i)?;
                 let mut req = http::Request::builder()
                     .method(Method::PUT)
                     .uri(p.path_and_query.as_str())
@@ -345,7 +346,8 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
         t.await??;
     }
     Ok(serde_json::json!({
-        "op": "prepare", "objects": args.objects, "seconds": t0.elapsed().as_secs_f64(),
+        "op": "prepare", "objects": args.objects, "connections": args.connections,
+        "seconds": t0.elapsed().as_secs_f64(),
         "errors": errors.load(Ordering::Relaxed),
     }))
 }
