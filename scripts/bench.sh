@@ -211,7 +211,11 @@ if os.path.exists(sys.argv[1]):
 with open(sys.argv[1], "w") as f:
     f.writelines(kept + [l for l in open(sys.argv[2]) if l.strip()])
 PY
-    cp "$GW_NOTES" "$OUT/gateway-failures-$OBJECTS.md"
+    if [[ -s "$GW_NOTES" ]]; then
+        cp "$GW_NOTES" "$OUT/gateway-failures-$OBJECTS.md"
+    else
+        rm -f "$OUT/gateway-failures-$OBJECTS.md"
+    fi
 fi
 
 # --- report -----------------------------------------------------------------------------
