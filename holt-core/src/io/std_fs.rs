@@ -82,46 +82,42 @@ impl VfsFile for StdFile {
     }
 }
 
+/// Reserves blocks for the first `len` bytes without changing the file's size or contents.
+/// File systems without fallocate (tmpfs on old kernels, some FUSE) reserve nothing.
 #[cfg(target_os = "linux")]
-#[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
 pub(super) fn allocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: the descriptor is owned by `file`, which outlives the call; mode
-    // FALLOC_FL_KEEP_SIZE only reserves blocks and never changes the file's contents.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        // File systems without fallocate (tmpfs on old kernels, some FUSE): nothing reserved.
-        Some(libc::EOPNOTSUPP) => Ok(()),
-        _ => Err(err),
-    }
+    fallocate(file, libc::FALLOC_FL_KEEP_SIZE, 0, len)
 }
 
-/// Deallocates `[offset, offset + len)` (FALLOC_FL_PUNCH_HOLE), keeping the file's size.
+/// Deallocates `[offset, offset + len)` (FALLOC_FL_PUNCH_HOLE), keeping the file's size. File
+/// systems that cannot punch holes keep the bytes: only space is lost.
 #[cfg(target_os = "linux")]
-#[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
 pub(super) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let invalid = |_| io::Error::from(io::ErrorKind::InvalidInput);
-    let (offset, len) =
-        (libc::off_t::try_from(offset).map_err(invalid)?, libc::off_t::try_from(len).map_err(invalid)?);
     if len == 0 {
         return Ok(());
     }
-    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    fallocate(file, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len)
+}
+
+/// `fallocate(2)` with a KEEP_SIZE `mode`; EOPNOTSUPP counts as done (the call only ever
+/// manages space, so a file system without it loses nothing but that).
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
+fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    debug_assert!(mode & libc::FALLOC_FL_KEEP_SIZE != 0, "only size-preserving modes");
+    let invalid = |_| io::Error::from(io::ErrorKind::InvalidInput);
+    let (offset, len) =
+        (libc::off_t::try_from(offset).map_err(invalid)?, libc::off_t::try_from(len).map_err(invalid)?);
     // SAFETY: the descriptor is owned by `file`, which outlives the call; the call takes no
-    // pointers, and punching only replaces the range's contents with zeros.
+    // pointers, and with FALLOC_FL_KEEP_SIZE it either reserves blocks (contents unchanged) or
+    // punches a hole (the range reads as zeros, which is what the caller asked for).
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
     if rc == 0 {
         return Ok(());
     }
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
-        // File systems that cannot punch holes keep the bytes: only space is lost.
         Some(libc::EOPNOTSUPP) => Ok(()),
         _ => Err(err),
     }
