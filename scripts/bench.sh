@@ -17,6 +17,7 @@ usage: scripts/bench.sh [options]
   --skip-gateway    do not run the gateway comparison
   --objects N       objects loaded into each S3 server (default 100000)
   --gw-seconds S    seconds per gateway load point (default 8)
+  --gw-reps R       repetitions of every gateway load point (default 3; medians are quoted)
   --no-build        use the binaries already built
   -h, --help        this text
 
@@ -36,6 +37,7 @@ RUN_ENGINES=1
 RUN_GATEWAY=1
 OBJECTS=100000
 GW_SECONDS=8
+GW_REPS=3
 BUILD=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -47,6 +49,7 @@ while [[ $# -gt 0 ]]; do
         --skip-gateway) RUN_GATEWAY=0; shift ;;
         --objects) OBJECTS="$2"; shift 2 ;;
         --gw-seconds) GW_SECONDS="$2"; shift 2 ;;
+        --gw-reps) GW_REPS="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -118,12 +121,15 @@ load_server() { # name endpoint pid access secret
     log "$name: loading $OBJECTS objects"
     "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op prepare --objects "$OBJECTS" --connections 64 \
         --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW"
-    for op in head list get put mixed; do
-        for c in 1 16 64; do
-            "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op "$op" --connections "$c" \
-                --duration-s "$GW_SECONDS" --objects "$OBJECTS" --server-pid "$pid" \
-                --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW" \
-                || echo "- $name $op x$c: s3load failed" >> "$GW_NOTES"
+    local rep
+    for ((rep = 1; rep <= GW_REPS; rep++)); do
+        for op in head list get put mixed; do
+            for c in 1 16 64; do
+                "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op "$op" --connections "$c" \
+                    --duration-s "$GW_SECONDS" --objects "$OBJECTS" --server-pid "$pid" \
+                    --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW" \
+                    || echo "- $name $op x$c (repetition $rep): s3load failed" >> "$GW_NOTES"
+            done
         done
     done
 }
@@ -194,10 +200,12 @@ PY
         AX_PID=$!
         if wait_for_line "$RUN_DIR/axum.log" "listening on http://" 10; then
             ADDR=$(grep -o 'http://[0-9.:]*' "$RUN_DIR/axum.log" | head -1)
-            for c in 1 16 64; do
-                "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op "$op" --connections "$c" \
-                    --duration-s "$GW_SECONDS" --server-pid "$AX_PID" \
-                    | tag_rows bare-axum | sed "s/^{/{\"body_bytes\":$BYTES,/" >> "$GW_RAW" || true
+            for ((rep = 1; rep <= GW_REPS; rep++)); do
+                for c in 1 16 64; do
+                    "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op "$op" --connections "$c" \
+                        --duration-s "$GW_SECONDS" --server-pid "$AX_PID" \
+                        | tag_rows bare-axum | sed "s/^{/{\"body_bytes\":$BYTES,/" >> "$GW_RAW" || true
+                done
             done
         fi
         stop_pid "$AX_PID"
