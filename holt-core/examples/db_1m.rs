@@ -141,7 +141,7 @@ fn main() {
             with_values: true,
             ..Default::default()
         };
-        let _ = db.list(&ListRequest { limit: usize::MAX - 1, ..Default::default() }).expect("warm");
+        let _ = db.list(&ListRequest { limit: usize::MAX, ..Default::default() }).expect("warm");
         let mut samples = Vec::new();
         for _ in 0..3000 {
             let start = Instant::now();

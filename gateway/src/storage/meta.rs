@@ -325,6 +325,13 @@ impl<'a> Dec<'a> {
     fn md5(&mut self) -> Option<[u8; 16]> {
         self.take(16)?.try_into().ok()
     }
+    /// The fields every object record starts with: size, MD5, part count, last-modified.
+    fn object_head(&mut self) -> Option<(u64, [u8; 16], u32, u64)> {
+        let size = self.u64()?;
+        let md5 = self.md5()?;
+        let parts = u32::try_from(self.u64()?).ok()?;
+        Some((size, md5, parts, self.u64()?))
+    }
     fn end<T>(self, v: T) -> Option<T> {
         self.0.is_empty().then_some(v)
     }
@@ -352,10 +359,7 @@ impl ObjectMeta {
     /// body of a small object is stored inline, after them, and is never copied here).
     pub fn decode_listed(b: &[u8]) -> Option<ListedObject> {
         let (mut d, _) = Dec::start_v1_or_v2(b)?;
-        let size = d.u64()?;
-        let md5 = d.md5()?;
-        let parts = u32::try_from(d.u64()?).ok()?;
-        let last_modified_ms = d.u64()?;
+        let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let storage_class = d.headers()?.storage_class;
         let checksum_algo = d.checksums()?.first().map(|(algo, _)| *algo);
         Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
@@ -363,10 +367,7 @@ impl ObjectMeta {
 
     pub fn decode(b: &[u8]) -> Option<Self> {
         let (mut d, version) = Dec::start_v1_or_v2(b)?;
-        let size = d.u64()?;
-        let md5 = d.md5()?;
-        let parts = u32::try_from(d.u64()?).ok()?;
-        let last_modified_ms = d.u64()?;
+        let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let headers = d.headers()?;
         let checksums = d.checksums()?;
         let body = d.body()?;
