@@ -22,15 +22,6 @@ use http::Method;
 const MIB: usize = 1 << 20;
 const ROUNDS: usize = 6;
 
-fn complete_body(parts: &[(u32, &str)]) -> Vec<u8> {
-    let mut s = String::from("<CompleteMultipartUpload>");
-    for (n, e) in parts {
-        s.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"));
-    }
-    s.push_str("</CompleteMultipartUpload>");
-    s.into_bytes()
-}
-
 /// Creates an upload of `key` with a 5 MiB part 1 and a small part 2; returns the upload id and
 /// the completion body.
 async fn prepared_upload(gw: &Gw, key: &str) -> (String, Vec<u8>) {

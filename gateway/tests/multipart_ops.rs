@@ -23,15 +23,6 @@ async fn upload(gw: &Gw, key: &str, id: &str, n: u32, body: &[u8]) -> String {
     r.header("etag").unwrap().to_owned()
 }
 
-fn complete_body(parts: &[(u32, &str)]) -> Vec<u8> {
-    let mut s = String::from("<CompleteMultipartUpload>");
-    for (n, e) in parts {
-        s.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"));
-    }
-    s.push_str("</CompleteMultipartUpload>");
-    s.into_bytes()
-}
-
 #[tokio::test]
 async fn upload_list_complete_and_read_parts() {
     let gw = Gw::new();

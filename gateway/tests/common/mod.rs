@@ -148,6 +148,16 @@ impl Gw {
 }
 
 /// Percent-encodes a key for a request path (keeps `/`).
+/// A CompleteMultipartUpload body listing `(part number, ETag)` pairs.
+pub fn complete_body(parts: &[(u32, &str)]) -> Vec<u8> {
+    let mut s = String::from("<CompleteMultipartUpload>");
+    for (n, e) in parts {
+        s.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"));
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s.into_bytes()
+}
+
 pub fn encode_key(key: &str) -> String {
     const SET: &percent_encoding::AsciiSet =
         &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
