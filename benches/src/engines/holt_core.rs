@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use holt_core::{Batch, Condition, Db, Durability, ListItem, ListRequest, Options, WriteOptions};
+use holt_core::{Batch, Condition, Db, Durability, ListEntry, ListRequest, Options, WriteOptions};
 
 use super::{BenchResult, Engine, Listed, OpenOptions, Step, WriteMode};
 
@@ -127,22 +127,18 @@ impl Engine for HoltCore {
         Ok(())
     }
 
+    /// Through `list_with`, the visitor API the gateway uses: each entry is copied once,
+    /// straight from the tree into `out`, as every other engine's listing copies it once.
     fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Vec<Listed>) -> BenchResult<()> {
         out.clear();
         let delimiter = [delimiter];
-        let page = self.db.list(&ListRequest {
-            prefix,
-            delimiter: &delimiter,
-            limit,
-            with_values: true,
-            ..Default::default()
+        let request = ListRequest { prefix, delimiter: &delimiter, limit, with_values: true, ..Default::default() };
+        self.db.list_with(&request, &mut |entry| {
+            out.push(match entry {
+                ListEntry::Key { key, value, .. } => Listed::Key(key.to_vec(), value.to_vec()),
+                ListEntry::CommonPrefix(p) => Listed::Prefix(p.to_vec()),
+            })
         })?;
-        for item in page.items {
-            out.push(match item {
-                ListItem::Key { key, entry } => Listed::Key(key, entry.value),
-                ListItem::CommonPrefix(p) => Listed::Prefix(p),
-            });
-        }
         Ok(())
     }
 }

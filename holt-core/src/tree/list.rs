@@ -63,8 +63,12 @@ struct Walk<'r> {
 
 impl Walk<'_> {
     /// Bounds of `path` given its parent's, or `None` if no key below it can be listed.
+    #[inline]
     fn bounds(&self, path: &[u8], parent: Bounds) -> Option<Bounds> {
         let mut b = parent;
+        if b.in_prefix && !b.on_start_after {
+            return Some(b);
+        }
         if !b.in_prefix {
             let n = path.len().min(self.prefix.len());
             if path[..n] != self.prefix[..n] {
@@ -86,17 +90,19 @@ impl Walk<'_> {
 
     /// End of the first delimiter occurrence starting at or after the prefix and ending after
     /// `checked` (earlier ends were searched by an ancestor).
+    #[inline]
     fn delimiter_end(&self, path: &[u8], checked: usize) -> Option<usize> {
         let d = self.delimiter;
         if d.is_empty() || path.len() < self.prefix.len() + d.len() {
             return None;
         }
         let first = self.prefix.len().max((checked + 1).saturating_sub(d.len()));
-        (first..=path.len() - d.len()).find(|&s| &path[s..s + d.len()] == d).map(|s| s + d.len())
+        find_end(&path[first..], d).map(|end| first + end)
     }
 
     /// Hands `entry` to the visitor, unless the page is full: then the entry only proves
     /// that the page is truncated, and the walk stops.
+    #[inline]
     fn emit(&mut self, entry: ListEntry<'_>) -> Flow {
         if self.emitted >= self.limit {
             self.truncated = true;
@@ -109,14 +115,16 @@ impl Walk<'_> {
         Flow::Continue
     }
 
+    #[inline]
     fn emit_common_prefix(&mut self, cp: &[u8]) -> Flow {
-        if cp > &self.start_after[..] {
+        if self.start_after.is_empty() || cp > &self.start_after[..] {
             self.emit(ListEntry::CommonPrefix(cp))
         } else {
             Flow::Continue
         }
     }
 
+    #[inline]
     fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
         let value = if self.with_values { leaf.value() } else { &[] };
         self.emit(ListEntry::Key { key, value, version: Version(leaf.version()) })
@@ -294,6 +302,24 @@ impl Tree {
     }
 }
 
+/// End of the first occurrence of the non-empty `needle` in `hay`. The windows searched are
+/// a few bytes long (the bytes a node adds to the path), so this is a plain loop rather than a
+/// call to `memcmp` per window: that call was the largest single cost of a listing page.
+#[inline]
+fn find_end(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
+    let mut from = 0;
+    while from <= last_start {
+        let s = from + hay[from..=last_start].iter().position(|&b| b == first)?;
+        if hay[s + 1..s + needle.len()].iter().zip(rest).all(|(a, b)| a == b) {
+            return Some(s + needle.len());
+        }
+        from = s + 1;
+    }
+    None
+}
+
 /// How many children `touch_ahead` reads before the walk enters the first of them.
 const TOUCH_AHEAD_MAX: usize = 16;
 
@@ -309,4 +335,41 @@ fn touch_ahead(inner: &super::node::Inner, from: u8, remaining: usize) {
         acc ^= child.first_byte();
     }
     std::hint::black_box(acc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_end;
+
+    /// The obvious definition `find_end` must agree with.
+    fn naive(hay: &[u8], needle: &[u8]) -> Option<usize> {
+        (0..=hay.len().checked_sub(needle.len())?)
+            .find(|&s| &hay[s..s + needle.len()] == needle)
+            .map(|s| s + needle.len())
+    }
+
+    #[test]
+    fn find_end_agrees_with_the_definition() {
+        let alphabet = [b'/', b'a', 0u8];
+        // Every hay of up to 6 bytes and needle of 1..=3 bytes over a 3-letter alphabet.
+        let words = |max: usize| {
+            let mut all = vec![Vec::new()];
+            let mut level = vec![Vec::new()];
+            for _ in 0..max {
+                level = level
+                    .iter()
+                    .flat_map(|w: &Vec<u8>| alphabet.iter().map(move |&c| [&w[..], &[c]].concat()))
+                    .collect();
+                all.extend(level.iter().cloned());
+            }
+            all
+        };
+        let needles: Vec<Vec<u8>> = words(3).into_iter().filter(|w| !w.is_empty()).collect();
+        for hay in words(6) {
+            for needle in &needles {
+                assert_eq!(find_end(&hay, needle), naive(&hay, needle), "{hay:?} {needle:?}");
+            }
+        }
+        assert_eq!(find_end(b"abc", b""), None);
+    }
 }

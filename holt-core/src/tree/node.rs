@@ -419,6 +419,7 @@ pub(crate) struct ChildIter<'a> {
 
 impl<'a> Iterator for ChildIter<'a> {
     type Item = (u8, &'a Arc<Node>);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self.children {
             Children::N4 { keys, len, ptrs } => {
