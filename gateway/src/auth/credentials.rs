@@ -7,6 +7,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::signature::SigningKey;
 
 /// Access key of the development user used when no credentials are configured.
 pub const DEV_ACCESS_KEY: &str = "holtadmin";
@@ -41,7 +46,31 @@ impl fmt::Debug for Secret {
 /// The configured users.
 #[derive(Clone, Debug, Default)]
 pub struct Credentials {
-    users: HashMap<String, Secret>,
+    users: HashMap<String, User>,
+}
+
+/// One user's secret and the signing key most recently derived from it.
+#[derive(Clone, Debug)]
+struct User {
+    secret: Secret,
+    /// Deriving a signing key takes four HMAC-SHA256 computations, and a client signs every
+    /// request of a day with the same key: the last one derived is kept per user, keyed by
+    /// everything it was derived from (the secret never changes while the gateway runs).
+    recent: Arc<Mutex<Option<Derived>>>,
+}
+
+#[derive(Debug)]
+struct Derived {
+    date: String,
+    region: String,
+    service: String,
+    key: SigningKey,
+}
+
+impl User {
+    fn new(secret: String) -> User {
+        User { secret: Secret(secret), recent: Arc::new(Mutex::new(None)) }
+    }
 }
 
 /// Why a credentials source was rejected.
@@ -85,7 +114,7 @@ impl Credentials {
     /// Builds the user table. Later duplicates of an access key replace earlier ones; use
     /// [`Credentials::try_new`] to reject them instead.
     pub fn new(users: Vec<(String, String)>) -> Self {
-        let users = users.into_iter().map(|(access, secret)| (access, Secret(secret))).collect();
+        let users = users.into_iter().map(|(access, secret)| (access, User::new(secret))).collect();
         Credentials { users }
     }
 
@@ -95,7 +124,7 @@ impl Credentials {
         for (access, secret) in users {
             check_key("access_key", &access)?;
             check_key("secret_key", &secret)?;
-            if table.insert(access.clone(), Secret(secret)).is_some() {
+            if table.insert(access.clone(), User::new(secret)).is_some() {
                 return Err(CredentialsError::Invalid(format!("access key {access} appears twice")));
             }
         }
@@ -133,7 +162,31 @@ impl Credentials {
 
     /// The secret of `access_key`, if that user exists.
     pub fn secret(&self, access_key: &str) -> Option<&Secret> {
-        self.users.get(access_key)
+        self.users.get(access_key).map(|u| &u.secret)
+    }
+
+    /// The signing key of `access_key` for one date, region and service, if that user exists.
+    pub(crate) fn signing_key(
+        &self,
+        access_key: &str,
+        date: &str,
+        region: &str,
+        service: &str,
+    ) -> Option<SigningKey> {
+        let user = self.users.get(access_key)?;
+        if let Some(d) = &*user.recent.lock() {
+            if d.date == date && d.region == region && d.service == service {
+                return Some(d.key.clone());
+            }
+        }
+        let key = SigningKey::derive(&user.secret, date, region, service);
+        *user.recent.lock() = Some(Derived {
+            date: date.to_owned(),
+            region: region.to_owned(),
+            service: service.to_owned(),
+            key: key.clone(),
+        });
+        Some(key)
     }
 
     /// Number of users.
@@ -170,6 +223,32 @@ fn check_key(what: &str, value: &str) -> Result<(), CredentialsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kept key is the one `derive` gives for exactly the same inputs, whatever the order
+    /// of requests; a key for another date, region, service or user is never reused.
+    #[test]
+    fn signing_keys_are_reused_only_for_the_same_scope() {
+        let creds =
+            Credentials::new(vec![("ak1".into(), "secret1".into()), ("ak2".into(), "secret2".into())]);
+        let sig = |k: &SigningKey| k.sign(b"probe").to_hex();
+        let expect = |secret: &str, date: &str, region: &str, service: &str| {
+            sig(&SigningKey::derive(&Secret::new(secret), date, region, service))
+        };
+        let scopes = [
+            ("ak1", "secret1", "20261123", "us-east-1", "s3"),
+            ("ak1", "secret1", "20261123", "us-east-1", "s3"),
+            ("ak1", "secret1", "20261124", "us-east-1", "s3"),
+            ("ak2", "secret2", "20261123", "us-east-1", "s3"),
+            ("ak1", "secret1", "20261124", "eu-west-1", "s3"),
+            ("ak1", "secret1", "20261124", "eu-west-1", "sts"),
+            ("ak1", "secret1", "20261123", "us-east-1", "s3"),
+        ];
+        for (ak, secret, date, region, service) in scopes {
+            let key = creds.signing_key(ak, date, region, service).expect("known user");
+            assert_eq!(sig(&key), expect(secret, date, region, service), "{ak} {date} {region} {service}");
+        }
+        assert!(creds.signing_key("nobody", "20261123", "us-east-1", "s3").is_none());
+    }
 
     #[test]
     fn toml_file_with_two_users() {

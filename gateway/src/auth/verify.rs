@@ -91,8 +91,9 @@ pub(crate) fn verify_request_signature(
     canonical: &CanonicalParts<'_>,
     signature: &Signature,
 ) -> Result<SigningKey, AuthError> {
-    let secret = creds.secret(scope.access_key).ok_or(AuthError::InvalidAccessKeyId)?;
-    let key = SigningKey::derive(secret, scope.date, scope.region, scope.service);
+    let key = creds
+        .signing_key(scope.access_key, scope.date, scope.region, scope.service)
+        .ok_or(AuthError::InvalidAccessKeyId)?;
     let scope_string = scope.scope_string();
     let mut matched = false;
     for uri in canonical.candidate_uris() {
