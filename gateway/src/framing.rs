@@ -110,7 +110,28 @@ struct HeadParse {
     chunked_last: bool,
 }
 
+/// What a complete head line meant.
+enum LineOutcome {
+    More,
+    Invalid,
+    EndOfHead,
+}
+
 impl HeadParse {
+    /// Handles one line as read up to its `\n` (a trailing `\r` is part of the terminator).
+    fn finish_line(&mut self, line: &[u8]) -> LineOutcome {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !line.is_empty() {
+            return if self.line(line) { LineOutcome::More } else { LineOutcome::Invalid };
+        }
+        // Empty lines before a request line are skipped (as httparse does).
+        if self.lines == 0 {
+            LineOutcome::More
+        } else {
+            LineOutcome::EndOfHead
+        }
+    }
+
     /// Handles one complete line (without its line terminator). Returns false on an invalid
     /// head.
     fn line(&mut self, line: &[u8]) -> bool {
@@ -207,32 +228,43 @@ impl Tracker {
                     continue;
                 }
                 State::Head(head) => {
-                    input = rest;
-                    head.bytes += 1;
+                    // A whole line (or the rest of the input) at a time: the line is handled
+                    // straight from the input when it arrived in one piece, and otherwise
+                    // gathered in the head's buffer, which is reused for every line.
+                    let (end, found) = match input.iter().position(|&c| c == b'\n') {
+                        Some(i) => (i, true),
+                        None => (input.len(), false),
+                    };
+                    let consumed = end + usize::from(found);
+                    head.bytes += consumed;
                     if head.bytes > HEAD_BYTES_MAX {
                         self.state = State::Blind;
                         return;
                     }
-                    if b != b'\n' {
-                        head.line.push(b);
+                    let piece = &input[..end];
+                    input = &input[consumed..];
+                    if !found {
+                        head.line.extend_from_slice(piece);
                         continue;
                     }
-                    let mut line = std::mem::take(&mut head.line);
-                    if line.last() == Some(&b'\r') {
-                        line.pop();
-                    }
-                    if !line.is_empty() {
-                        if !head.line(&line) {
+                    let outcome = if head.line.is_empty() {
+                        head.finish_line(piece)
+                    } else {
+                        head.line.extend_from_slice(piece);
+                        let mut line = std::mem::take(&mut head.line);
+                        let outcome = head.finish_line(&line);
+                        line.clear();
+                        head.line = line;
+                        outcome
+                    };
+                    match outcome {
+                        LineOutcome::More => {}
+                        LineOutcome::Invalid => {
                             self.state = State::Blind;
                             return;
                         }
-                        continue;
+                        LineOutcome::EndOfHead => self.state = self.end_of_head(),
                     }
-                    if head.lines == 0 {
-                        // Empty lines before a request line are skipped (as httparse does).
-                        continue;
-                    }
-                    self.state = self.end_of_head();
                 }
                 State::Chunk(chunk) => {
                     input = rest;
