@@ -3,9 +3,11 @@
 //!
 //! Disk space: writers may only reserve log positions below the ring's `limit`, which the
 //! flusher sets to what the current segment plus the spare (if one exists) can hold. A
-//! reservation that would need a segment that could not be preallocated fails with DiskFull
-//! before anything is applied; the flusher retries the preallocation periodically, so writes
-//! succeed again once space is freed.
+//! reservation past the limit waits while the next segment is being prepared, and fails with
+//! DiskFull before anything is applied once preparing one has failed; the flusher retries the
+//! preallocation periodically, so writes succeed again once space is freed. (Failing as soon
+//! as the limit was reached made a burst of writes that outran the zero-filling of the next
+//! segment fail with DiskFull on a disk with gigabytes free.)
 //!
 //! Unsynced bytes never exceed `WalConfig::window_bytes`: that bound is what lets recovery
 //! tell a torn tail from corruption.
@@ -157,6 +159,7 @@ impl Flusher {
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start the log preallocation thread");
                         self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                        self.shared.ring.set_space_exhausted(true);
                     }
                 }
             }
@@ -166,12 +169,17 @@ impl Flusher {
                         Ok(Ok(file)) => {
                             self.spare = Some((self.next_no, file));
                             self.next_no += 1;
+                            self.shared.ring.set_space_exhausted(false);
                         }
                         Ok(Err(e)) => {
                             tracing::warn!(error = %e, "cannot preallocate the next log segment; retrying");
                             self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                            self.shared.ring.set_space_exhausted(true);
                         }
-                        Err(_) => self.retry_spare_at = Instant::now() + SPARE_RETRY,
+                        Err(_) => {
+                            self.retry_spare_at = Instant::now() + SPARE_RETRY;
+                            self.shared.ring.set_space_exhausted(true);
+                        }
                     }
                 }
             }

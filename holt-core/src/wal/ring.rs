@@ -40,7 +40,7 @@
 #[cfg(loom)]
 use loom::{
     sync::{
-        atomic::{AtomicU64, AtomicU8, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
         Condvar, Mutex, MutexGuard,
     },
     thread::{current as current_thread, park, Thread},
@@ -48,7 +48,7 @@ use loom::{
 #[cfg(not(loom))]
 use std::{
     sync::{
-        atomic::{AtomicU64, AtomicU8, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
         Condvar, Mutex, MutexGuard,
     },
     thread::{current as current_thread, park, Thread},
@@ -102,6 +102,11 @@ pub struct Ring {
     tail: AtomicU64,
     /// Reservations must end at or before this position (disk space available in the log).
     limit: AtomicU64,
+    /// Set by the flusher when the log could not get more disk space (preallocating the next
+    /// segment failed). A reservation past `limit` then fails with DiskFull; while this is
+    /// clear, the next segment is on its way and the reservation waits for `limit` to move,
+    /// like a writer waiting for ring space (same registration protocol, `space_waiters`).
+    space_exhausted: AtomicBool,
     /// Everything before `durable` is on disk (or, in async mode, written and synced).
     durable: AtomicU64,
     /// Event count for flusher wake-ups (see the module docs): events << 2 | LAZY | SLEEPING.
@@ -137,6 +142,7 @@ impl Ring {
             head: AtomicU64::new(start),
             tail: AtomicU64::new(start),
             limit: AtomicU64::new(u64::MAX),
+            space_exhausted: AtomicBool::new(false),
             durable: AtomicU64::new(start),
             epoch: AtomicU64::new(0),
             state: AtomicU8::new(STATE_OPEN),
@@ -165,7 +171,23 @@ impl Ring {
     /// Sets the disk-space limit (only the flusher calls this).
     pub fn set_limit(&self, limit: u64) {
         self.limit.store(limit, Ordering::Release);
-        // Writers do not wait on the limit (they fail with DiskFull), so no wake-up is needed.
+        self.notify_space_waiters();
+    }
+
+    /// Records whether the log is out of disk space (only the flusher calls this): see
+    /// `space_exhausted`.
+    pub fn set_space_exhausted(&self, exhausted: bool) {
+        self.space_exhausted.store(exhausted, Ordering::Release);
+        self.notify_space_waiters();
+    }
+
+    /// Wakes writers parked in `wait_for_space` or `wait_for_limit`. The RMW pairs with the
+    /// waiters' registration (see `space_waiters`); the lock is taken only if someone waits.
+    fn notify_space_waiters(&self) {
+        if self.space_waiters.fetch_add(0, Ordering::AcqRel) != 0 {
+            let _guard = self.guard();
+            self.space_cv.notify_all();
+        }
     }
 
     fn guard(&self) -> MutexGuard<'_, ()> {
@@ -207,7 +229,12 @@ impl Ring {
                 continue;
             }
             if head + len > self.limit.load(Ordering::Acquire) {
-                return Err(RingError::DiskFull);
+                if self.space_exhausted.load(Ordering::Acquire) {
+                    return Err(RingError::DiskFull);
+                }
+                self.wait_for_limit(head + len);
+                head = self.head.load(Ordering::Relaxed);
+                continue;
             }
             match self.head.compare_exchange_weak(head, head + len, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => return Ok(head),
@@ -226,6 +253,25 @@ impl Ring {
             && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
         {
             // Ask the flusher to drain: the ring is full of published records.
+            self.bump_locked();
+            guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+        self.space_waiters.fetch_sub(1, Ordering::AcqRel);
+        drop(guard);
+    }
+
+    /// Parks until a reservation ending at `end` fits under the disk limit, the log is out of
+    /// space, or the ring is no longer open (the caller re-checks each).
+    fn wait_for_limit(&self, end: u64) {
+        let mut guard = self.guard();
+        self.space_waiters.fetch_add(1, Ordering::AcqRel);
+        // As in `wait_for_space`: registered before the check, so a flusher that moves the
+        // limit (or gives up) after it sees us and notifies under the lock held until waiting.
+        while self.state.load(Ordering::Acquire) == STATE_OPEN
+            && end > self.limit.load(Ordering::Acquire)
+            && !self.space_exhausted.load(Ordering::Acquire)
+        {
+            // The flusher collects the next segment when it runs.
             self.bump_locked();
             guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
@@ -502,10 +548,39 @@ mod tests {
         assert_eq!(out, [unit(2, 20), unit(3, 16)].concat());
     }
 
+    /// Past the limit while the next segment is on its way, a reservation waits for the
+    /// limit to move instead of failing; once the flusher reports the disk out of space, it
+    /// fails with DiskFull.
+    #[test]
+    fn limit_waits_for_the_next_segment_and_fails_only_when_out_of_space() {
+        let ring = Arc::new(Ring::new(256, 0));
+        ring.set_limit(32);
+        assert_eq!(ring.reserve(24), Ok(0));
+        let waiter = {
+            let ring = Arc::clone(&ring);
+            std::thread::spawn(move || ring.reserve(16))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "a reservation past the limit must wait, not fail");
+        ring.set_limit(64);
+        assert_eq!(waiter.join().unwrap(), Ok(24));
+
+        let waiter = {
+            let ring = Arc::clone(&ring);
+            std::thread::spawn(move || ring.reserve(64))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished());
+        ring.set_space_exhausted(true);
+        assert_eq!(waiter.join().unwrap(), Err(RingError::DiskFull));
+        assert_eq!(ring.head(), 40, "a refused reservation reserves nothing");
+    }
+
     #[test]
     fn limit_refuses_without_reserving() {
         let ring = Ring::new(256, 0);
         ring.set_limit(32);
+        ring.set_space_exhausted(true);
         assert_eq!(ring.reserve(24), Ok(0));
         assert_eq!(ring.reserve(16), Err(RingError::DiskFull));
         assert_eq!(ring.head(), 24);
