@@ -82,23 +82,14 @@ impl Db {
         };
         let durability = options.durability.unwrap_or(self.default_durability);
         let mut ticket = None;
-        // The checkpoint gate is taken shared only once the batch's frames are latched, just
-        // before its record is reserved, and held until the batch is published: a checkpoint
-        // then waits for batches between reservation and publication, never for one still
-        // looking for its frames or waiting for a latch. (Lock order: frame latches, then the
-        // gate; a checkpoint holding the gate exclusively takes no frame latch.)
-        let mut gate = None;
+        // The tree calls this with the batch's frames latched and its write gate held shared
+        // (until the batch is published), so a checkpoint's capture never sees a batch that
+        // is logged but not yet applied.
         let result = self.tree.apply(ops, &mut || {
-            if gate.is_none() {
-                // Never a second shared acquisition while holding one: with a checkpoint
-                // queued for the gate exclusively, that would wait on itself.
-                gate = Some(durable.gate.read());
-            }
             let t = durable.wal.append(ops, durability)?;
             ticket = Some(t);
             Ok(t.lsn)
         });
-        drop(gate);
         match (result, ticket) {
             (Ok(outcome), Some(ticket)) => {
                 if durability == Durability::Sync {

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 
 use crate::api::Options;
 use crate::error::{Error, Result};
@@ -52,9 +52,6 @@ pub(crate) struct Durable {
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) wal: Wal,
     pub(crate) store: Arc<FrameStore>,
-    /// Writers hold it shared from log reservation to publication; checkpoints take it
-    /// exclusively for the capture.
-    pub(crate) gate: RwLock<()>,
     pub(crate) options: Options,
     /// The durable manifest; the lock also serializes checkpoints.
     manifest: Mutex<Manifest>,
@@ -176,7 +173,6 @@ impl Durable {
             vfs,
             wal,
             store,
-            gate: RwLock::new(()),
             options,
             last_checkpoint_lsn: AtomicU64::new(manifest.checkpoint_lsn),
             manifest: Mutex::new(manifest),
@@ -205,7 +201,7 @@ impl Durable {
         }
         let stall_start = Instant::now();
         let (lsn, capture) = {
-            let _gate = self.gate.write();
+            let _gate = tree.write_gate().write();
             let lsn = self.wal.head();
             self.wal.request_roll(lsn);
             (lsn, tree.capture())

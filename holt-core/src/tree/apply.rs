@@ -150,6 +150,9 @@ impl Tree {
                 }
             }
         }
+        // Held from the log record to publication (and any split), released before merges;
+        // the frames are latched already (see `Tree::gate` for the lock order).
+        let _gate = self.gate.read();
         let seq = log()?;
         let mut existed = Vec::with_capacity(ops.len());
         let mut key_delta = 0i64;

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::api::Entry;
 use crate::buffer::{BufferPool, FrameCell, FrameSource};
@@ -51,6 +51,14 @@ pub(crate) struct Tree {
     /// A frame splits above this many encoded bytes (smaller than `FRAME_SIZE` only in tests).
     frame_budget_bytes: usize,
     keys: AtomicI64,
+    /// The write gate. A change to the tree's shape or contents holds it shared while it
+    /// publishes (a batch from its log record to its publication, a merge while it rewires
+    /// frames); a checkpoint holds it exclusively while it captures the dirty frames, so the
+    /// capture never sees half a change. Lock order: frame latches first, then the gate, and
+    /// nothing is latched while the gate is held without the latch already held: the
+    /// checkpointer, holding it exclusively, takes no latch, so it can never wait on a thread
+    /// that waits for it.
+    gate: RwLock<()>,
 }
 
 /// Where a key's walk inside one frame ends.
@@ -127,7 +135,13 @@ impl Tree {
             frames: Mutex::new(frames),
             frame_budget_bytes,
             keys: AtomicI64::new(keys as i64),
+            gate: RwLock::new(()),
         }
+    }
+
+    /// The write gate (see the field): checkpoints take it exclusively to capture frames.
+    pub(crate) fn write_gate(&self) -> &RwLock<()> {
+        &self.gate
     }
 
     /// Number of keys stored.

@@ -186,6 +186,9 @@ impl Tree {
         let Some(parent) = child.parent() else { return Ok(()) };
         let pair = [Arc::clone(&parent), Arc::clone(child)];
         let _latched = Latched::acquire(&pair);
+        // After the latches, never before (see `Tree::gate`): a merge rewires two frames, and
+        // a checkpoint's capture must see both before or both after.
+        let _gate = self.gate.read();
         let still_linked = child.parent().is_some_and(|p| Arc::ptr_eq(&p, &parent));
         if parent.is_retired() || child.is_retired() || !still_linked {
             return Ok(());
