@@ -234,7 +234,9 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PY="$VENV/bin/python"; [[ -x "$PY" ]] || PY=python3
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-DIRTY=$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with uncommitted changes)" || true)
+# This run's own outputs (benches/results, RESULTS.md) do not count as uncommitted changes.
+DIRTY=$(git -C "$ROOT" status --porcelain -- . ':(exclude)benches/results' ':(exclude)benches/RESULTS.md' 2>/dev/null \
+    | grep -qv '^??' && echo " (with uncommitted changes)" || true)
 "$PY" "$BENCHES/report.py" \
     --results "$OUT" \
     --out "$BENCHES/RESULTS.md" \
