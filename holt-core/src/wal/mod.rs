@@ -107,7 +107,7 @@ pub(crate) struct Rolled {
 
 #[derive(Default)]
 struct RollState {
-    /// Roll to a new segment at this log position (set under the checkpoint gate).
+    /// Roll to a new segment at this log position (set under the tree's write gate, held exclusively).
     request: Option<u64>,
     /// The flusher's answer.
     answer: Option<std::result::Result<Rolled, Error>>,
@@ -285,7 +285,7 @@ impl Wal {
         self.shared.poison(op, err);
     }
 
-    /// Asks the flusher to start a new segment at `lsn`. Call with the checkpoint gate held
+    /// Asks the flusher to start a new segment at `lsn`. Call with the tree's write gate held
     /// exclusively (so `lsn == head()` and no record at or after it has been reserved yet).
     pub(crate) fn request_roll(&self, lsn: u64) {
         let mut roll = self.shared.roll.lock();
