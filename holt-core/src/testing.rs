@@ -45,12 +45,12 @@ impl TreeHarness {
         self.tree.get(key)
     }
 
-    /// A listing page and the number of nodes the walk visited.
     /// `Tree::get_resident`: `None` when the key's path crosses an evicted frame.
     pub fn get_resident(&self, key: &[u8]) -> Option<Option<Entry>> {
         self.tree.get_resident(key)
     }
 
+    /// A listing page and the number of nodes the walk visited.
     pub fn list(&self, request: &ListRequest<'_>) -> Result<(ListPage, u64)> {
         let outcome = self.tree.list(request)?;
         Ok((outcome.page, outcome.nodes_visited))

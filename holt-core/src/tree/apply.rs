@@ -150,10 +150,10 @@ impl Tree {
                 }
             }
         }
+        // A named point between latching and the gate, so a test can widen that window.
+        fail::fail_point!("apply-before-gate");
         // Held from the log record to publication (and any split), released before merges;
         // the frames are latched already (see `Tree::gate` for the lock order).
-        // Named so a test can widen the window between latching and the gate.
-        fail::fail_point!("apply-before-gate");
         let _gate = self.gate.read();
         let seq = log()?;
         let mut existed = Vec::with_capacity(ops.len());

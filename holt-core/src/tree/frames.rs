@@ -1,9 +1,9 @@
 //! Hooks for the checkpointer and for opening a stored tree.
 //!
-//! A checkpoint, with writers stopped by the tree's write gate (held exclusively), calls `capture` (Arc clones only:
-//! no encoding while writers wait), lets writers go, encodes and writes the captured roots
-//! with `encode_frame`, and then calls `mark_clean` for each written frame so the cache may
-//! evict it. Opening calls `from_frames`: nothing is read until a frame is first touched.
+//! A checkpoint, with writers stopped by the tree's write gate (held exclusively), calls
+//! `capture` (Arc clones only: no encoding while writers wait), lets writers go, encodes and
+//! writes the captured roots with `encode_frame`, and then calls `mark_clean` for each written
+//! frame so the cache may evict it. Opening calls `from_frames`: nothing is read until a frame is first touched.
 
 use std::collections::HashMap;
 use std::sync::Arc;

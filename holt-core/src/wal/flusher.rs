@@ -141,6 +141,13 @@ impl Flusher {
         self.shared.ring.set_limit(limit);
     }
 
+    /// No spare this time: writers past the limit now fail with DiskFull instead of waiting,
+    /// and the preparation is retried after `SPARE_RETRY`.
+    fn spare_failed(&mut self) {
+        self.retry_spare_at = Instant::now() + SPARE_RETRY;
+        self.shared.ring.set_space_exhausted(true);
+    }
+
     /// Keeps a spare segment coming: prepared on a helper thread (zero-filling a segment
     /// takes long enough to stall group commit), collected here. With `wait`, blocks until
     /// the preparation in progress (or a new one) finishes.
@@ -158,8 +165,7 @@ impl Flusher {
                     Ok(handle) => self.preparing = Some(handle),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start the log preallocation thread");
-                        self.retry_spare_at = Instant::now() + SPARE_RETRY;
-                        self.shared.ring.set_space_exhausted(true);
+                        self.spare_failed();
                     }
                 }
             }
@@ -173,13 +179,9 @@ impl Flusher {
                         }
                         Ok(Err(e)) => {
                             tracing::warn!(error = %e, "cannot preallocate the next log segment; retrying");
-                            self.retry_spare_at = Instant::now() + SPARE_RETRY;
-                            self.shared.ring.set_space_exhausted(true);
+                            self.spare_failed();
                         }
-                        Err(_) => {
-                            self.retry_spare_at = Instant::now() + SPARE_RETRY;
-                            self.shared.ring.set_space_exhausted(true);
-                        }
+                        Err(_) => self.spare_failed(),
                     }
                 }
             }

@@ -107,7 +107,8 @@ pub(crate) struct Rolled {
 
 #[derive(Default)]
 struct RollState {
-    /// Roll to a new segment at this log position (set under the tree's write gate, held exclusively).
+    /// Roll to a new segment at this log position (set with the tree's write gate held
+    /// exclusively).
     request: Option<u64>,
     /// The flusher's answer.
     answer: Option<std::result::Result<Rolled, Error>>,

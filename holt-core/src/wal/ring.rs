@@ -170,15 +170,18 @@ impl Ring {
 
     /// Sets the disk-space limit (only the flusher calls this).
     pub fn set_limit(&self, limit: u64) {
-        self.limit.store(limit, Ordering::Release);
-        self.notify_space_waiters();
+        // The flusher sets it on every pass; only a change can unblock a waiter.
+        if self.limit.swap(limit, Ordering::AcqRel) != limit {
+            self.notify_space_waiters();
+        }
     }
 
     /// Records whether the log is out of disk space (only the flusher calls this): see
     /// `space_exhausted`.
     pub fn set_space_exhausted(&self, exhausted: bool) {
-        self.space_exhausted.store(exhausted, Ordering::Release);
-        self.notify_space_waiters();
+        if self.space_exhausted.swap(exhausted, Ordering::AcqRel) != exhausted {
+            self.notify_space_waiters();
+        }
     }
 
     /// Wakes writers parked in `wait_for_space` or `wait_for_limit`. The RMW pairs with the
@@ -244,34 +247,30 @@ impl Ring {
     }
 
     fn wait_for_space(&self, head: u64, len: u64) {
-        let mut guard = self.guard();
-        self.space_waiters.fetch_add(1, Ordering::AcqRel);
-        // See `space_waiters`: after registering, a check that still sees the old `tail` means
-        // the flusher's later RMW will see us and notify under the lock we hold until waiting.
-        while self.state.load(Ordering::Acquire) == STATE_OPEN
-            && self.head.load(Ordering::Relaxed) == head
-            && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
-        {
-            // Ask the flusher to drain: the ring is full of published records.
-            self.bump_locked();
-            guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
-        }
-        self.space_waiters.fetch_sub(1, Ordering::AcqRel);
-        drop(guard);
+        self.park_while(|| {
+            self.head.load(Ordering::Relaxed) == head
+                && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
+        });
     }
 
     /// Parks until a reservation ending at `end` fits under the disk limit, the log is out of
     /// space, or the ring is no longer open (the caller re-checks each).
     fn wait_for_limit(&self, end: u64) {
+        self.park_while(|| {
+            end > self.limit.load(Ordering::Acquire) && !self.space_exhausted.load(Ordering::Acquire)
+        });
+    }
+
+    /// Parks a writer while the ring is open and `blocked()` holds: ring space (`tail`) or log
+    /// space (`limit`, `space_exhausted`), both of which the flusher changes and then wakes
+    /// through `notify_space_waiters`.
+    fn park_while(&self, blocked: impl Fn() -> bool) {
         let mut guard = self.guard();
         self.space_waiters.fetch_add(1, Ordering::AcqRel);
-        // As in `wait_for_space`: registered before the check, so a flusher that moves the
-        // limit (or gives up) after it sees us and notifies under the lock held until waiting.
-        while self.state.load(Ordering::Acquire) == STATE_OPEN
-            && end > self.limit.load(Ordering::Acquire)
-            && !self.space_exhausted.load(Ordering::Acquire)
-        {
-            // The flusher collects the next segment when it runs.
+        // See `space_waiters`: after registering, a check that still sees the old state means
+        // the flusher's later RMW will see us and notify under the lock we hold until waiting.
+        while self.state.load(Ordering::Acquire) == STATE_OPEN && blocked() {
+            // Ask the flusher to run: to drain a full ring, or to collect the next segment.
             self.bump_locked();
             guard = self.space_cv.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
@@ -403,10 +402,7 @@ impl Ring {
         if pos != start {
             // Release: the zeroing above happens before any writer reuses these words.
             self.tail.store(pos, Ordering::Release);
-            if self.space_waiters.fetch_add(0, Ordering::AcqRel) != 0 {
-                let _guard = self.guard();
-                self.space_cv.notify_all();
-            }
+            self.notify_space_waiters();
         }
         pos
     }
