@@ -26,7 +26,8 @@ pub enum Durability {
 pub struct Options {
     /// Default durability of writes; each write may override it.
     pub durability: Durability,
-    /// Memory budget for cached frames; clean frames are evicted beyond it.
+    /// Memory budget for cached frames, counted as the heap bytes of their decoded nodes (about
+    /// 1.5–1.8× their encoded size); clean frames are evicted beyond it.
     pub memory_budget_bytes: usize,
     /// Bytes of the write-ahead log ring shared by all writers.
     pub wal_ring_bytes: usize,
@@ -207,6 +208,7 @@ pub struct Stats {
     pub keys: u64,
     pub frames: u64,
     pub frames_cached: u64,
+    /// Memory of the cached frames' decoded nodes: what `Options::memory_budget_bytes` bounds.
     pub cache_bytes: u64,
     pub frame_reads: u64,
     pub frame_evictions: u64,

@@ -74,6 +74,11 @@ impl TreeHarness {
         self.tree.live_frames().values().map(|c| c.size_bytes() as u64).sum()
     }
 
+    /// Memory the cache counts for its resident frames (what the budget bounds).
+    pub fn cache_bytes(&self) -> u64 {
+        self.tree.pool_stats().cache_bytes
+    }
+
     /// Frames read back from images, and frames evicted.
     pub fn cache_counters(&self) -> (u64, u64) {
         let s = self.tree.pool_stats();

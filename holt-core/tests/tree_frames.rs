@@ -95,6 +95,9 @@ fn tree_several_times_the_cache_reads_every_key_back() {
     );
     assert!(evictions > 0, "nothing was evicted with a cache of a fifth of the frames");
     assert!(reads > frames, "frames were not read back after eviction ({reads} reads, {frames} frames)");
+    // The budget bounds the decoded frames' memory, not their encoded bytes.
+    assert!(tree.cache_bytes() <= budget as u64, "cache holds {} B, budget {budget} B", tree.cache_bytes());
+    tree.check().unwrap();
     // Writes still work on a partly evicted tree, and a second reopen sees them.
     for &i in ids.iter().take(500) {
         tree.apply(&[put(&path_key(i), b"new")]).unwrap();

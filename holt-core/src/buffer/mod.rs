@@ -2,6 +2,10 @@
 //! evicted by a clock (second-chance) sweep when the cached bytes exceed the memory budget,
 //! and loaded back from a `FrameSource` on first touch.
 //!
+//! The budget counts what resident frames cost in memory: the heap bytes of their decoded
+//! nodes (`FrameSize::memory`), not their encoded size. Decoded nodes take about 1.5 times
+//! their encoded bytes, so a budget of encoded bytes let the process grow well past it.
+//!
 //! Invariants:
 //! - A frame's root goes from `None` (evicted) to `Some` only under the cell's `load_lock`,
 //!   and from `Some` to `None` only under its write latch while the frame is clean, so a
@@ -33,6 +37,15 @@ pub(crate) trait FrameSource: Send + Sync {
     }
 }
 
+/// What a frame costs: its encoded bytes (header and records: what decides splits and merges)
+/// and the heap bytes of its decoded nodes (what the memory budget counts; requested bytes,
+/// the allocator's rounding not included). Writers keep both exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FrameSize {
+    pub encoded: usize,
+    pub memory: usize,
+}
+
 /// One frame: the published root of a subtree, with the state the cache and writers need.
 pub(crate) struct FrameCell<N> {
     pub(crate) id: FrameId,
@@ -48,6 +61,8 @@ pub(crate) struct FrameCell<N> {
     clean_generation: AtomicU64,
     /// Encoded size of the frame (header + records), kept exact by writers.
     size_bytes: AtomicUsize,
+    /// Heap bytes of the frame's decoded nodes while resident, kept exact by writers.
+    memory_bytes: AtomicUsize,
     /// Set when the frame was merged into its parent: readers that reach it restart.
     retired: AtomicBool,
     /// The clock's second-chance bit, set by every access.
@@ -58,10 +73,10 @@ pub(crate) struct FrameCell<N> {
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
-    pub(crate) fn resident(id: FrameId, root: Arc<N>, size_bytes: usize, dirty: bool) -> Self {
+    pub(crate) fn resident(id: FrameId, root: Arc<N>, size: FrameSize, dirty: bool) -> Self {
         let cell = Self::evicted(id);
         cell.root.store(Some(root));
-        cell.size_bytes.store(size_bytes, Ordering::Relaxed);
+        cell.set_size(size);
         if dirty {
             cell.dirty_generation.store(1, Ordering::Relaxed);
         }
@@ -78,6 +93,7 @@ impl<N> FrameCell<N> {
             dirty_generation: AtomicU64::new(0),
             clean_generation: AtomicU64::new(0),
             size_bytes: AtomicUsize::new(0),
+            memory_bytes: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             referenced: AtomicBool::new(true),
             parent: Mutex::new(Weak::new()),
@@ -87,9 +103,16 @@ impl<N> FrameCell<N> {
     pub(crate) fn size_bytes(&self) -> usize {
         self.size_bytes.load(Ordering::Relaxed)
     }
-    /// Only under the latch.
-    pub(crate) fn set_size_bytes(&self, size: usize) {
-        self.size_bytes.store(size, Ordering::Relaxed);
+    pub(crate) fn size(&self) -> FrameSize {
+        FrameSize {
+            encoded: self.size_bytes.load(Ordering::Relaxed),
+            memory: self.memory_bytes.load(Ordering::Relaxed),
+        }
+    }
+    /// Only under the latch (or the load lock, for a frame being loaded).
+    pub(crate) fn set_size(&self, size: FrameSize) {
+        self.size_bytes.store(size.encoded, Ordering::Relaxed);
+        self.memory_bytes.store(size.memory, Ordering::Relaxed);
     }
     pub(crate) fn generation(&self) -> u64 {
         self.dirty_generation.load(Ordering::Acquire)
@@ -171,11 +194,11 @@ impl<N> BufferPool<N> {
 
     /// Starts tracking a resident frame (a new frame, or one just loaded).
     pub(crate) fn admit(&self, cell: &Arc<FrameCell<N>>) {
-        self.cached_bytes.fetch_add(cell.size_bytes() as i64, Ordering::Relaxed);
+        self.cached_bytes.fetch_add(cell.size().memory as i64, Ordering::Relaxed);
         self.ring.lock().push_back(Arc::clone(cell));
     }
 
-    /// Adjusts the cached byte count after a resident frame changed size.
+    /// Adjusts the cached byte count after a resident frame's memory changed by `delta`.
     pub(crate) fn resized(&self, delta: i64) {
         self.cached_bytes.fetch_add(delta, Ordering::Relaxed);
     }
@@ -192,11 +215,11 @@ impl<N> BufferPool<N> {
     }
 
     /// The root of `cell`, loading it from the source when it is evicted. `decode` turns the
-    /// frame's bytes into its root and encoded size. Waits only on I/O and on other loaders.
+    /// frame's bytes into its root and size. Waits only on I/O and on other loaders.
     pub(crate) fn load(
         &self,
         cell: &Arc<FrameCell<N>>,
-        decode: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<(Arc<N>, usize)>,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<(Arc<N>, FrameSize)>,
     ) -> Result<Arc<N>> {
         let root = {
             let _loading = cell.load_lock.lock();
@@ -217,7 +240,7 @@ impl<N> BufferPool<N> {
                 }
             }
             let (root, size) = decoded?;
-            cell.set_size_bytes(size);
+            cell.set_size(size);
             cell.root.store(Some(Arc::clone(&root)));
             cell.touch();
             self.frame_reads.fetch_add(1, Ordering::Relaxed);
@@ -256,7 +279,7 @@ impl<N> BufferPool<N> {
                 continue;
             }
             cell.root.store(None);
-            self.cached_bytes.fetch_sub(cell.size_bytes() as i64, Ordering::Relaxed);
+            self.cached_bytes.fetch_sub(cell.size().memory as i64, Ordering::Relaxed);
             self.frame_evictions.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::node::{Cell, Node};
+use super::node::{Cell, Footprint, Node};
 use super::{walk_frame, write, Tree, Walk};
 use crate::api::{BatchOp, Condition, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
@@ -63,7 +63,7 @@ fn condition_holds(condition: Condition, current: Option<u64>) -> bool {
 struct Working {
     cell: Arc<Cell>,
     root: Arc<Node>,
-    size_delta: isize,
+    size_delta: Footprint,
     changed: bool,
 }
 
@@ -132,7 +132,10 @@ impl Tree {
                 return Ok(None);
             }
             let root = self.load_root(cell)?;
-            work.insert(cell.id, Working { cell: Arc::clone(cell), root, size_delta: 0, changed: false });
+            work.insert(
+                cell.id,
+                Working { cell: Arc::clone(cell), root, size_delta: Footprint::ZERO, changed: false },
+            );
         }
         // Re-validate ownership and read the current versions for the conditions.
         let mut current: Vec<Option<u64>> = Vec::with_capacity(ops.len());
@@ -179,12 +182,12 @@ impl Tree {
         self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
         let mut small = Vec::new();
         for w in work.into_values().filter(|w| w.changed) {
-            let size = (w.cell.size_bytes() as isize + w.size_delta).max(0) as usize;
-            w.cell.set_size_bytes(size);
+            let size = w.cell.size().grown(w.size_delta);
+            w.cell.set_size(size);
             w.cell.root.store(Some(w.root));
             w.cell.mark_dirty();
-            self.pool.resized(w.size_delta as i64);
-            if size > self.frame_budget_bytes {
+            self.pool.resized(w.size_delta.memory as i64);
+            if size.encoded > self.frame_budget_bytes {
                 self.split_oversized(&w.cell)?;
             }
             if w.cell.size_bytes() < self.frame_budget_bytes / 4 && w.cell.id != self.root.id {

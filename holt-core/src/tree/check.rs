@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::node::{next_kind, Node};
-use super::split::frame_encoded_size;
+use super::split::frame_size;
 use super::Tree;
 use crate::format::node::InnerKind;
 
@@ -13,6 +13,14 @@ impl Tree {
     /// Walks every frame; returns a description of the first broken invariant.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let registry = self.live_frames();
+        // The cache counts exactly the memory of the resident frames (before this walk loads
+        // any evicted one).
+        let resident: usize =
+            registry.values().filter(|c| c.root.load().is_some()).map(|c| c.size().memory).sum();
+        let cached = self.pool_stats().cache_bytes;
+        if cached != resident as u64 {
+            return Err(format!("the cache counts {cached} bytes, resident frames hold {resident}"));
+        }
         let mut reached = HashSet::new();
         let mut frames = vec![Arc::clone(&self.root)];
         let mut keys: u64 = 0;
@@ -24,16 +32,12 @@ impl Tree {
                 return Err(format!("retired frame {} is still linked", cell.id));
             }
             let root = self.load_root(&cell).map_err(|e| e.to_string())?;
-            let size = frame_encoded_size(&root);
-            if size != cell.size_bytes() {
-                return Err(format!(
-                    "frame {} records {} bytes, encodes to {size}",
-                    cell.id,
-                    cell.size_bytes()
-                ));
+            let size = frame_size(&root);
+            if size != cell.size() {
+                return Err(format!("frame {} records {:?}, measures {size:?}", cell.id, cell.size()));
             }
-            if size > crate::format::FRAME_SIZE {
-                return Err(format!("frame {} does not fit: {size} bytes", cell.id));
+            if size.encoded > crate::format::FRAME_SIZE {
+                return Err(format!("frame {} does not fit: {} bytes", cell.id, size.encoded));
             }
             if matches!(&*root, Node::Link(_)) {
                 return Err(format!("frame {} has a link as its root", cell.id));

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::node::{Cell, Inner, Leaf, Node};
 use super::Tree;
+use crate::buffer::FrameSize;
 use crate::error::{Error, Location, Result};
 use crate::format::frame::{self, HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
@@ -173,9 +174,9 @@ impl Tree {
         cell: &Arc<Cell>,
         bytes: &[u8],
         location: &(PathBuf, u64),
-    ) -> Result<(Arc<Node>, usize)> {
+    ) -> Result<(Arc<Node>, FrameSize)> {
         let frames = self.frames.lock();
-        decode_frame(bytes, cell.id, location, |id| {
+        let (root, encoded) = decode_frame(bytes, cell.id, location, |id| {
             // A link back to the frame itself or to the root would make a cycle.
             if id == cell.id || id == self.root.id {
                 return None;
@@ -183,6 +184,10 @@ impl Tree {
             let child = frames.get(&id).cloned()?;
             child.set_parent(cell);
             Some(child)
-        })
+        })?;
+        drop(frames);
+        // The encoded size is the decoder's (what the frame holds); the memory is measured.
+        let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
+        Ok((root, size))
     }
 }

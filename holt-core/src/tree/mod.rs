@@ -109,7 +109,7 @@ impl Tree {
     /// An empty tree: frame 0 holds an empty root.
     pub(crate) fn new(frame_budget_bytes: usize, memory_budget_bytes: usize) -> Tree {
         let root_node = Arc::new(Node::Inner(Inner::empty()));
-        let size = HEADER_LEN + root_node.encoded_len();
+        let size = split::frame_size(&root_node);
         let root = Arc::new(FrameCell::resident(FrameId::ROOT, root_node, size, true));
         Tree::assemble(root, frame_budget_bytes, memory_budget_bytes, None, 0)
     }

@@ -11,10 +11,72 @@
 
 use std::sync::Arc;
 
-use crate::buffer::FrameCell;
+use crate::buffer::{FrameCell, FrameSize};
 use crate::format::node::{inner_len, leaf_len, link_len, InnerKind};
 
 pub(crate) type Cell = FrameCell<Node>;
+
+/// What one node costs, its children excluded: its record's bytes in the frame and the heap
+/// bytes it holds in memory (see `FrameSize`). Writes change a frame's size by differences of
+/// footprints, so both parts are signed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Footprint {
+    pub encoded: isize,
+    pub memory: isize,
+}
+
+impl Footprint {
+    pub(crate) const ZERO: Footprint = Footprint { encoded: 0, memory: 0 };
+
+    /// A whole frame's footprint as its size (negative parts, never reached, read as zero).
+    pub(crate) fn to_size(self) -> FrameSize {
+        FrameSize { encoded: self.encoded.max(0) as usize, memory: self.memory.max(0) as usize }
+    }
+}
+
+impl FrameSize {
+    /// This size changed by `delta`.
+    pub(crate) fn grown(self, delta: Footprint) -> FrameSize {
+        Footprint {
+            encoded: self.encoded as isize + delta.encoded,
+            memory: self.memory as isize + delta.memory,
+        }
+        .to_size()
+    }
+}
+
+impl std::ops::Add for Footprint {
+    type Output = Footprint;
+    fn add(self, o: Footprint) -> Footprint {
+        Footprint { encoded: self.encoded + o.encoded, memory: self.memory + o.memory }
+    }
+}
+
+impl std::ops::Sub for Footprint {
+    type Output = Footprint;
+    fn sub(self, o: Footprint) -> Footprint {
+        Footprint { encoded: self.encoded - o.encoded, memory: self.memory - o.memory }
+    }
+}
+
+impl std::ops::AddAssign for Footprint {
+    fn add_assign(&mut self, o: Footprint) {
+        *self = *self + o;
+    }
+}
+
+impl std::ops::Neg for Footprint {
+    type Output = Footprint;
+    fn neg(self) -> Footprint {
+        Footprint::ZERO - self
+    }
+}
+
+/// Bytes of an `Arc` allocation's two reference counts.
+const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
+
+/// Bytes of the allocation behind an `Arc<Node>`: every node is one.
+const NODE_ALLOC: usize = ARC_COUNTS + std::mem::size_of::<Node>();
 
 pub(crate) enum Node {
     Leaf(Leaf),
@@ -82,6 +144,21 @@ impl Leaf {
     }
     pub(crate) fn encoded_len(&self) -> usize {
         leaf_len(self.suffix().len(), self.value().len(), self.version)
+    }
+    /// Heap bytes of suffix and value when they do not fit inline.
+    fn heap_len(&self) -> usize {
+        match &self.bytes {
+            LeafBytes::Inline { .. } => 0,
+            LeafBytes::Heap(b) => b.len(),
+        }
+    }
+    /// The footprint of this leaf as a node of its own (`Node::Leaf`).
+    pub(crate) fn footprint(&self) -> Footprint {
+        Footprint { encoded: self.encoded_len() as isize, memory: (NODE_ALLOC + self.heap_len()) as isize }
+    }
+    /// Memory of this leaf as an inner node's terminal (an `Arc<Leaf>` of its own).
+    fn terminal_memory(&self) -> usize {
+        ARC_COUNTS + std::mem::size_of::<Leaf>() + self.heap_len()
     }
 }
 
@@ -326,6 +403,27 @@ impl Inner {
         inner_len(self.kind, self.prefix().len(), self.children.len())
             + self.terminal.as_ref().map_or(0, |t| t.encoded_len())
     }
+    /// The footprint of this node (as a `Node::Inner`) and its terminal, children excluded:
+    /// the node, a prefix too long to be inline, the child arrays, the terminal.
+    pub(crate) fn footprint(&self) -> Footprint {
+        let prefix = match &self.prefix {
+            Prefix::Inline { .. } => 0,
+            Prefix::Heap(b) => b.len(),
+        };
+        let arrays = match &self.children {
+            Children::N4 { .. } => 0,
+            Children::Small { ptrs, .. } => std::mem::size_of_val::<[Arc<Node>]>(ptrs),
+            Children::N48 { index, ptrs } => {
+                std::mem::size_of_val::<[u8; 256]>(index) + std::mem::size_of_val::<[Arc<Node>]>(ptrs)
+            }
+            Children::N256 { ptrs, .. } => std::mem::size_of_val::<[Option<Arc<Node>>; 256]>(ptrs),
+        };
+        let terminal = self.terminal.as_ref().map_or(0, |t| t.terminal_memory());
+        Footprint {
+            encoded: self.encoded_len() as isize,
+            memory: (NODE_ALLOC + prefix + arrays + terminal) as isize,
+        }
+    }
 }
 
 impl Children {
@@ -467,6 +565,17 @@ impl Node {
             Node::Leaf(l) => l.encoded_len(),
             Node::Inner(i) => i.encoded_len(),
             Node::Link(cell) => link_len(cell.id.0),
+        }
+    }
+    /// Encoded size and memory of this node's own record(s), children excluded.
+    pub(crate) fn footprint(&self) -> Footprint {
+        match self {
+            Node::Leaf(l) => l.footprint(),
+            Node::Inner(i) => i.footprint(),
+            // The linked frame is a frame of its own, with its own size.
+            Node::Link(cell) => {
+                Footprint { encoded: link_len(cell.id.0) as isize, memory: NODE_ALLOC as isize }
+            }
         }
     }
     pub(crate) fn is_empty(&self) -> bool {

@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use super::node::{Cell, Inner, Node};
+use super::node::{Cell, Footprint, Inner, Node};
 use super::write::rebuild;
 use super::Tree;
-use crate::buffer::FrameCell;
+use crate::buffer::{FrameCell, FrameSize};
 use crate::error::Result;
 use crate::format::frame::HEADER_LEN;
 use crate::sync::Latched;
@@ -23,17 +23,23 @@ use crate::sync::Latched;
 /// bound only guards against a frame made of nodes that cannot move.
 const SPLITS_PER_WRITE_MAX: usize = 4096;
 
-/// Encoded bytes of the frame rooted at `root` (header included; links count as links).
-pub(super) fn frame_encoded_size(root: &Node) -> usize {
-    let mut total = HEADER_LEN;
-    let mut stack: Vec<&Node> = vec![root];
+/// The footprint of the subtree at `node` within its frame (links count as links; no header).
+pub(super) fn subtree_footprint(node: &Node) -> Footprint {
+    let mut total = Footprint::ZERO;
+    let mut stack: Vec<&Node> = vec![node];
     while let Some(node) = stack.pop() {
-        total += node.encoded_len();
+        total += node.footprint();
         if let Node::Inner(inner) = node {
             stack.extend(inner.children().iter().map(|(_, c)| &**c));
         }
     }
     total
+}
+
+/// The size of the frame rooted at `root`, measured by walking it (header included).
+pub(super) fn frame_size(root: &Node) -> FrameSize {
+    let header = Footprint { encoded: HEADER_LEN as isize, memory: 0 };
+    (header + subtree_footprint(root)).to_size()
 }
 
 /// The byte path (from the frame root) and encoded size of the subtree closest to `target`
@@ -149,29 +155,31 @@ impl Tree {
                 return Ok(());
             }
             let root = self.load_root(cell)?;
-            let Some((path, moved)) =
+            let Some((path, _)) =
                 pick_subtree(&root, (size - HEADER_LEN) / 2, self.frame_budget_bytes - HEADER_LEN)
             else {
                 return Ok(());
             };
             let Some((steps, subtree)) = steps_along(&root, &path) else { return Ok(()) };
+            let moved = subtree_footprint(subtree);
             let id = self.new_frame_id();
-            let child = Arc::new(FrameCell::resident(id, Arc::clone(subtree), HEADER_LEN + moved, true));
+            let child = Arc::new(FrameCell::resident(id, Arc::clone(subtree), frame_size(subtree), true));
             child.set_parent(cell);
             for_each_link(subtree, |grandchild| grandchild.set_parent(&child));
             let link = Arc::new(Node::Link(Arc::clone(&child)));
-            let link_len = link.encoded_len();
+            let link_len = link.footprint();
             let (new_root, path_delta) = rebuild(&steps, Some(link));
             let Some(new_root) = new_root else { return Ok(()) };
-            let new_size = (size as isize + path_delta + link_len as isize - moved as isize).max(0) as usize;
+            let old_size = cell.size();
+            let new_size = old_size.grown(path_delta + link_len - moved);
             // The child frame is complete and registered before the link to it is published.
             self.frames.lock().insert(id, Arc::clone(&child));
             self.pool.admit(&child);
-            cell.set_size_bytes(new_size);
+            cell.set_size(new_size);
             cell.root.store(Some(new_root));
             cell.mark_dirty();
-            self.pool.resized(new_size as i64 - size as i64);
-            tracing::debug!(frame = %cell.id, new_frame = %id, moved, "frame split");
+            self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
+            tracing::debug!(frame = %cell.id, new_frame = %id, moved = moved.encoded, "frame split");
         }
         Ok(())
     }
@@ -193,9 +201,11 @@ impl Tree {
         if parent.is_retired() || child.is_retired() || !still_linked {
             return Ok(());
         }
-        let (parent_size, child_size) = (parent.size_bytes(), child.size_bytes());
+        let (parent_size, child_size) = (parent.size(), child.size());
         // Hysteresis: the merged frame stays well below the split threshold.
-        if child_size >= quarter || parent_size + child_size > self.frame_budget_bytes / 4 * 3 {
+        if child_size.encoded >= quarter
+            || parent_size.encoded + child_size.encoded > self.frame_budget_bytes / 4 * 3
+        {
             return Ok(());
         }
         let parent_root = self.load_root(&parent)?;
@@ -205,14 +215,14 @@ impl Tree {
         let bottom = if child_root.is_empty() { None } else { Some(Arc::clone(&child_root)) };
         let (new_root, _) = rebuild(&steps, bottom);
         let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
-        let new_size = frame_encoded_size(&new_root);
+        let new_size = frame_size(&new_root);
         child.retire();
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
-        parent.set_size_bytes(new_size);
+        parent.set_size(new_size);
         parent.root.store(Some(new_root));
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
-        self.pool.resized(new_size as i64 - parent_size as i64 - child_size as i64);
+        self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
         tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
         Ok(())
     }

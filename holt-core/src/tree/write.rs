@@ -1,25 +1,25 @@
 //! Put and delete inside one frame, by path copying: the nodes from the frame's root to the
 //! change are copied, everything else is shared with the previous root.
 //!
-//! Every function returns the new frame root and the exact change in the frame's encoded size
-//! (the sum of the records of the nodes it created minus those of the nodes it replaced), so
-//! the frame's size stays exact without re-encoding it.
+//! Every function returns the new frame root and the exact change in the frame's footprint
+//! (encoded bytes and memory: the footprints of the nodes it created minus those of the nodes
+//! it replaced), so the frame's size stays exact without re-encoding or re-measuring it.
 
 use std::sync::Arc;
 
-use super::node::{Inner, Leaf, Node};
+use super::node::{Footprint, Inner, Leaf, Node};
 use crate::error::{Error, Location, Result};
 
 /// The result of one write inside a frame.
 pub(super) struct Change {
     pub root: Arc<Node>,
-    pub size_delta: isize,
+    pub size_delta: Footprint,
     /// Whether the key held a value before the write.
     pub existed: bool,
 }
 
-fn len_of(node: &Option<Arc<Node>>) -> isize {
-    node.as_ref().map_or(0, |n| n.encoded_len() as isize)
+fn footprint_of(node: &Option<Arc<Node>>) -> Footprint {
+    node.as_ref().map_or(Footprint::ZERO, |n| n.footprint())
 }
 
 fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
@@ -38,39 +38,39 @@ fn stray_link() -> Error {
 /// Restores the node invariants after a child of `inner` changed or vanished: an inner node
 /// with nothing left disappears, one with only a terminal becomes a leaf, and one with a
 /// single non-link child and no terminal is folded into that child.
-/// Returns the node and the encoded size of the child it absorbed (0 if none).
-pub(super) fn normalize(inner: Inner) -> (Option<Arc<Node>>, usize) {
+/// Returns the node and the footprint of the child it absorbed (zero if none).
+pub(super) fn normalize(inner: Inner) -> (Option<Arc<Node>>, Footprint) {
     let folded = match (inner.children().len(), inner.terminal()) {
-        (0, None) => return (None, 0),
-        (0, Some(t)) => return (Some(Arc::new(Node::Leaf(t.with_suffix(inner.prefix())))), 0),
+        (0, None) => return (None, Footprint::ZERO),
+        (0, Some(t)) => return (Some(Arc::new(Node::Leaf(t.with_suffix(inner.prefix())))), Footprint::ZERO),
         (1, None) => inner.children().iter().next().and_then(|(b, child)| {
             let mut extra = Vec::with_capacity(inner.prefix().len() + 1);
             extra.extend_from_slice(inner.prefix());
             extra.push(b);
-            child.prepend(&extra).map(|folded| (folded, child.encoded_len()))
+            child.prepend(&extra).map(|folded| (folded, child.footprint()))
         }),
         _ => None,
     };
     match folded {
         Some((node, absorbed)) => (Some(Arc::new(node)), absorbed),
-        None => (Some(Arc::new(Node::Inner(inner))), 0),
+        None => (Some(Arc::new(Node::Inner(inner))), Footprint::ZERO),
     }
 }
 
 /// Copies the path `steps` (inner node and the child byte taken, root first) with the node at
 /// its end replaced by `bottom` (`None` removes it), normalizing every copied node.
-/// Returns the new root (`None` when the frame became empty) and the size change of the
+/// Returns the new root (`None` when the frame became empty) and the footprint change of the
 /// copied nodes (the caller accounts for `bottom` itself).
-pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Arc<Node>>) -> (Option<Arc<Node>>, isize) {
+pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Arc<Node>>) -> (Option<Arc<Node>>, Footprint) {
     let mut current = bottom;
-    let mut delta = 0isize;
+    let mut delta = Footprint::ZERO;
     for &(inner, b) in steps.iter().rev() {
         let copy = match current {
             Some(node) => inner.with_child(b, node),
             None => inner.without_child(b),
         };
         let (node, absorbed) = normalize(copy);
-        delta += len_of(&node) - inner.encoded_len() as isize - absorbed as isize;
+        delta += footprint_of(&node) - inner.footprint() - absorbed;
         current = node;
     }
     (current, delta)
@@ -82,51 +82,51 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
     let mut node: &Arc<Node> = root;
     let mut depth = depth;
     let new_leaf = |suffix: &[u8]| Leaf::new(suffix, value, version);
-    let (replacement, mut delta, existed): (Arc<Node>, isize, bool) = loop {
+    let (replacement, mut delta, existed): (Arc<Node>, Footprint, bool) = loop {
         let rest = &key[depth..];
         match &**node {
             Node::Link(_) => return Err(stray_link()),
             Node::Leaf(old) => {
-                let old_len = old.encoded_len() as isize;
+                let old_len = old.footprint();
                 if old.suffix() == rest {
                     let leaf = new_leaf(rest);
-                    let d = leaf.encoded_len() as isize - old_len;
+                    let d = leaf.footprint() - old_len;
                     break (Arc::new(Node::Leaf(leaf)), d, true);
                 }
                 // Two keys diverge (or one ends) inside the old leaf's suffix: a new inner node.
                 let s = old.suffix();
                 let c = common_prefix_len(s, rest);
-                let mut created = 0isize;
+                let mut created = Footprint::ZERO;
                 let mut terminal = None;
                 let mut entries: Vec<(u8, Arc<Node>)> = Vec::with_capacity(2);
                 if c == rest.len() {
                     let t = new_leaf(&[]);
-                    created += t.encoded_len() as isize;
+                    created += t.footprint();
                     terminal = Some(Arc::new(t));
                 } else {
                     let l = new_leaf(&rest[c + 1..]);
-                    created += l.encoded_len() as isize;
+                    created += l.footprint();
                     entries.push((rest[c], Arc::new(Node::Leaf(l))));
                 }
                 if c == s.len() {
                     let t = Leaf::new(&[], old.value(), old.version());
-                    created += t.encoded_len() as isize;
+                    created += t.footprint();
                     terminal = Some(Arc::new(t));
                 } else {
                     let l = old.with_suffix(&s[c + 1..]);
-                    created += l.encoded_len() as isize;
+                    created += l.footprint();
                     entries.push((s[c], Arc::new(Node::Leaf(l))));
                 }
                 entries.sort_by_key(|e| e.0);
-                // The terminal's record is part of the inner node's encoded length.
+                // The terminal is part of the inner node's footprint: counted once, there.
                 let inner = Inner::with_entries(&rest[..c], terminal.clone(), None, entries);
-                let t_len = terminal.as_ref().map_or(0, |t| t.encoded_len() as isize);
-                let d = inner.encoded_len() as isize - t_len + created - old_len;
+                let t_len = terminal.as_ref().map_or(Footprint::ZERO, |t| t.footprint());
+                let d = inner.footprint() - t_len + created - old_len;
                 break (Arc::new(Node::Inner(inner)), d, false);
             }
             Node::Inner(inner) if inner.is_empty() => {
                 let leaf = new_leaf(rest);
-                let d = leaf.encoded_len() as isize - inner.encoded_len() as isize;
+                let d = leaf.footprint() - inner.footprint();
                 break (Arc::new(Node::Leaf(leaf)), d, false);
             }
             Node::Inner(inner) => {
@@ -135,24 +135,24 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                 if c < p.len() {
                     // The key leaves the compressed prefix: split it.
                     let lower = inner.with_prefix(&p[c + 1..]);
-                    let mut d = lower.encoded_len() as isize - inner.encoded_len() as isize;
+                    let mut d = lower.footprint() - inner.footprint();
                     let mut entries: Vec<(u8, Arc<Node>)> = vec![(p[c], Arc::new(Node::Inner(lower)))];
                     let mut terminal = None;
                     if c == rest.len() {
                         terminal = Some(Arc::new(new_leaf(&[])));
                     } else {
                         let l = new_leaf(&rest[c + 1..]);
-                        d += l.encoded_len() as isize;
+                        d += l.footprint();
                         entries.push((rest[c], Arc::new(Node::Leaf(l))));
                         entries.sort_by_key(|e| e.0);
                     }
                     let upper = Inner::with_entries(&p[..c], terminal, None, entries);
-                    d += upper.encoded_len() as isize;
+                    d += upper.footprint();
                     break (Arc::new(Node::Inner(upper)), d, false);
                 }
                 if rest.len() == p.len() {
                     let copy = inner.with_terminal(Some(Arc::new(new_leaf(&[]))));
-                    let d = copy.encoded_len() as isize - inner.encoded_len() as isize;
+                    let d = copy.footprint() - inner.footprint();
                     break (Arc::new(Node::Inner(copy)), d, inner.terminal().is_some());
                 }
                 let b = rest[c];
@@ -164,9 +164,9 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                     }
                     None => {
                         let leaf = new_leaf(&rest[c + 1..]);
-                        let leaf_len = leaf.encoded_len() as isize;
+                        let leaf_len = leaf.footprint();
                         let copy = inner.with_child(b, Arc::new(Node::Leaf(leaf)));
-                        let d = copy.encoded_len() as isize - inner.encoded_len() as isize + leaf_len;
+                        let d = copy.footprint() - inner.footprint() + leaf_len;
                         break (Arc::new(Node::Inner(copy)), d, false);
                     }
                 }
@@ -181,12 +181,12 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
 
 /// Removes `key`; `root` starts at `key[depth..]`. A missing key leaves the root as it was.
 pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Change> {
-    let unchanged = || Ok(Change { root: Arc::clone(root), size_delta: 0, existed: false });
+    let unchanged = || Ok(Change { root: Arc::clone(root), size_delta: Footprint::ZERO, existed: false });
     let mut steps: Vec<(&Inner, u8)> = Vec::new();
     let mut node: &Arc<Node> = root;
     let mut depth = depth;
     // The replacement of `node` (None: removed) and the size change at that level.
-    let (replacement, mut delta): (Option<Arc<Node>>, isize) = loop {
+    let (replacement, mut delta): (Option<Arc<Node>>, Footprint) = loop {
         let rest = &key[depth..];
         match &**node {
             Node::Link(_) => return Err(stray_link()),
@@ -194,7 +194,7 @@ pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Chang
                 if leaf.suffix() != rest {
                     return unchanged();
                 }
-                break (None, -(leaf.encoded_len() as isize));
+                break (None, -leaf.footprint());
             }
             Node::Inner(inner) => {
                 let p = inner.prefix();
@@ -206,7 +206,7 @@ pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Chang
                         return unchanged();
                     }
                     let (n, absorbed) = normalize(inner.with_terminal(None));
-                    let d = len_of(&n) - inner.encoded_len() as isize - absorbed as isize;
+                    let d = footprint_of(&n) - inner.footprint() - absorbed;
                     break (n, d);
                 }
                 let b = rest[p.len()];
@@ -227,7 +227,7 @@ pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Chang
         Some(r) => r,
         None => {
             let empty = Node::Inner(Inner::empty());
-            delta += empty.encoded_len() as isize;
+            delta += empty.footprint();
             Arc::new(empty)
         }
     };
