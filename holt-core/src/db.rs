@@ -65,7 +65,7 @@ impl Db {
     /// A database that lives in memory only (no files, no log).
     pub fn open_in_memory(options: Options) -> Result<Db> {
         Ok(Db {
-            tree: Arc::new(Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes)),
+            tree: Arc::new(Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, None)),
             last_lsn: AtomicU64::new(0),
             durable: None,
             default_durability: Durability::Memory,

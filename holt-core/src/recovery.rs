@@ -103,7 +103,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
     let slots: HashMap<u64, u64> = manifest.frames.iter().copied().collect();
     let store = Arc::new(FrameStore::open(&*vfs, slots)?);
     let tree = if manifest.frames.is_empty() {
-        Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes)
+        Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, Some(store.clone()))
     } else {
         let ids: Vec<FrameId> = manifest.frames.iter().map(|&(id, _)| FrameId(id)).collect();
         Tree::from_frames(

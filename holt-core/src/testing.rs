@@ -28,7 +28,7 @@ impl TreeHarness {
     /// An empty tree whose frames split above `frame_budget_bytes`.
     pub fn new(frame_budget_bytes: usize) -> TreeHarness {
         TreeHarness {
-            tree: Tree::new(frame_budget_bytes, usize::MAX),
+            tree: Tree::new(frame_budget_bytes, usize::MAX, None),
             images: Arc::new(MemFrameSource::default()),
             lsn: AtomicU64::new(0),
             frame_budget_bytes,

@@ -252,9 +252,15 @@ impl<N> BufferPool<N> {
         Ok(root)
     }
 
+    /// Whether the cached bytes exceed the budget (always false without a source: nothing can
+    /// be evicted then).
+    pub(crate) fn over_budget(&self) -> bool {
+        self.source.is_some() && self.cached_bytes.load(Ordering::Relaxed) > self.budget_bytes as i64
+    }
+
     /// Runs the clock hand until the cached bytes fit the budget or nothing more can go.
     pub(crate) fn evict_if_needed(&self) {
-        if self.source.is_none() || self.cached_bytes.load(Ordering::Relaxed) <= self.budget_bytes as i64 {
+        if !self.over_budget() {
             return;
         }
         let mut ring = self.ring.lock();

@@ -47,6 +47,9 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How often the background checkpointer looks at its triggers.
 const POLL: Duration = Duration::from_millis(50);
 
+/// The shortest time between two checkpoints started because the frame cache is over budget.
+const PRESSURE_SPACING: Duration = Duration::from_secs(1);
+
 /// Everything a directory-backed database has beyond its tree.
 pub(crate) struct Durable {
     pub(crate) vfs: Arc<dyn Vfs>,
@@ -293,8 +296,9 @@ impl Durable {
     }
 
     /// Starts the background checkpointer: checkpoints when the log grew by
-    /// `checkpoint_wal_bytes` since the last one, or every `checkpoint_interval` while
-    /// anything was written.
+    /// `checkpoint_wal_bytes` since the last one, every `checkpoint_interval` while anything
+    /// was written, and (at most every `PRESSURE_SPACING`) when the frame cache is over its
+    /// memory budget: dirty frames cannot be evicted until a checkpoint writes them.
     pub(crate) fn start_background(self: &Arc<Self>, tree: Arc<Tree>) {
         let durable = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("holt-checkpoint".into()).spawn(move || {
@@ -313,7 +317,8 @@ impl Durable {
                 let grown =
                     durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
                 let due = grown >= durable.options.checkpoint_wal_bytes
-                    || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval);
+                    || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval)
+                    || (grown > 0 && last.elapsed() >= PRESSURE_SPACING && tree.cache_over_budget());
                 if !due || Instant::now() < retry_at {
                     continue;
                 }

@@ -106,12 +106,18 @@ enum Lookup {
 }
 
 impl Tree {
-    /// An empty tree: frame 0 holds an empty root.
-    pub(crate) fn new(frame_budget_bytes: usize, memory_budget_bytes: usize) -> Tree {
+    /// An empty tree: frame 0 holds an empty root. With a `source` (where checkpoints write
+    /// frames), clean frames are evicted beyond `memory_budget_bytes`; without one (a purely
+    /// in-memory tree) nothing can be read back, so nothing is evicted.
+    pub(crate) fn new(
+        frame_budget_bytes: usize,
+        memory_budget_bytes: usize,
+        source: Option<Arc<dyn FrameSource>>,
+    ) -> Tree {
         let root_node = Arc::new(Node::Inner(Inner::empty()));
         let size = split::frame_size(&root_node);
         let root = Arc::new(FrameCell::resident(FrameId::ROOT, root_node, size, true));
-        Tree::assemble(root, frame_budget_bytes, memory_budget_bytes, None, 0)
+        Tree::assemble(root, frame_budget_bytes, memory_budget_bytes, source, 0)
     }
 
     fn assemble(
@@ -241,5 +247,11 @@ impl Tree {
 
     pub(crate) fn pool_stats(&self) -> crate::buffer::PoolStats {
         self.pool.stats()
+    }
+
+    /// Whether the cached frames take more memory than the budget (frames that cannot be
+    /// evicted yet, being dirty, hold it there until a checkpoint writes them).
+    pub(crate) fn cache_over_budget(&self) -> bool {
+        self.pool.over_budget()
     }
 }
