@@ -121,12 +121,16 @@ load_server() { # name endpoint pid access secret
     log "$name: loading $OBJECTS objects"
     "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op prepare --objects "$OBJECTS" --connections 64 \
         --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW"
-    local rep
+    local rep pool
+    # Reads replay pre-signed requests for this many random objects (the working set); writes
+    # replay 2,000 new keys, lists 2,000 pages.
+    local read_pool=$((OBJECTS < 100000 ? OBJECTS : 100000))
     for ((rep = 1; rep <= GW_REPS; rep++)); do
         for op in head list get put mixed; do
+            case $op in head | get | mixed) pool=$read_pool ;; *) pool=2000 ;; esac
             for c in 1 16 64; do
                 "$BIN/s3load" --endpoint "$endpoint" --bucket bench --op "$op" --connections "$c" \
-                    --duration-s "$GW_SECONDS" --objects "$OBJECTS" --server-pid "$pid" \
+                    --duration-s "$GW_SECONDS" --objects "$OBJECTS" --pool "$pool" --server-pid "$pid" \
                     --access-key "$ak" --secret-key "$sk" | tag_rows "$name" >> "$GW_RAW" \
                     || echo "- $name $op x$c (repetition $rep): s3load failed" >> "$GW_NOTES"
             done
