@@ -77,13 +77,14 @@ impl Metrics {
                     writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
             }
         }
-        let engine: [(&str, &str, u64); 12] = [
+        let engine: [(&str, &str, u64); 13] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
             ("cache_bytes", "gauge", stats.cache_bytes),
             ("frame_reads_total", "counter", stats.frame_reads),
             ("frame_evictions_total", "counter", stats.frame_evictions),
+            ("frame_image_reads_total", "counter", stats.frame_image_reads),
             ("wal_bytes_written_total", "counter", stats.wal_bytes_written),
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),

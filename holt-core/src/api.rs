@@ -212,6 +212,8 @@ pub struct Stats {
     pub cache_bytes: u64,
     pub frame_reads: u64,
     pub frame_evictions: u64,
+    /// Point reads answered from an evicted frame's on-disk image without decoding it.
+    pub frame_image_reads: u64,
     pub wal_bytes_written: u64,
     pub wal_syncs: u64,
     pub checkpoints: u64,

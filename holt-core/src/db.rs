@@ -229,6 +229,7 @@ impl Db {
                 cache_bytes: pool.cache_bytes,
                 frame_reads: pool.frame_reads,
                 frame_evictions: pool.frame_evictions,
+                frame_image_reads: pool.image_reads,
                 wal_bytes_written: d.wal.bytes_written(),
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
@@ -244,6 +245,7 @@ impl Db {
             cache_bytes: pool.cache_bytes,
             frame_reads: pool.frame_reads,
             frame_evictions: pool.frame_evictions,
+            frame_image_reads: pool.image_reads,
             last_lsn: last,
             durable_lsn: last,
             ..Stats::default()

@@ -79,6 +79,11 @@ impl TreeHarness {
         self.tree.pool_stats().cache_bytes
     }
 
+    /// Point reads answered from a frame's image without decoding it.
+    pub fn image_reads(&self) -> u64 {
+        self.tree.pool_stats().image_reads
+    }
+
     /// Frames read back from images, and frames evicted.
     pub fn cache_counters(&self) -> (u64, u64) {
         let s = self.tree.pool_stats();

@@ -109,6 +109,46 @@ fn tree_several_times_the_cache_reads_every_key_back() {
     tree.check().unwrap();
 }
 
+/// With the cache full, point reads walk evicted frames' images (no decoding) and agree with
+/// the decoded tree on every stored key and on absent keys around them; frames read that way
+/// often enough are admitted.
+#[test]
+fn point_reads_from_images_agree_with_decoded_frames() {
+    let mut rng = seeded("point_reads_from_images_agree_with_decoded_frames");
+    let tree = TreeHarness::new(16 * 1024);
+    let mut ids: Vec<u32> = (0..20_000).collect();
+    ids.shuffle(&mut rng);
+    for chunk in ids.chunks(50) {
+        let ops: Vec<BatchOp> = chunk.iter().map(|&i| put(&path_key(i), &[i as u8; 40])).collect();
+        tree.apply(&ops).unwrap();
+    }
+    // Keys that end inside a stored key, continue past one, or differ in the last byte; and a
+    // key that is a prefix of others and holds a value itself (an inner node's terminal).
+    let mut terminal_key = path_key(3);
+    terminal_key.truncate(terminal_key.len() - 4);
+    tree.apply(&[put(&terminal_key, b"terminal")]).unwrap();
+    let frames = tree.frame_count() as u64;
+    let tree = tree.reopen(1).unwrap();
+    assert_eq!(tree.get(&terminal_key).unwrap().unwrap().value, b"terminal");
+    for &i in &ids {
+        let key = path_key(i);
+        assert_eq!(tree.get(&key).unwrap().expect("key lost").value, [i as u8; 40], "key {i}");
+        let mut longer = key.clone();
+        longer.push(b'x');
+        let mut other = key.clone();
+        *other.last_mut().unwrap() ^= 1;
+        for absent in [&key[..key.len() - 1], &longer[..], &other[..]] {
+            assert_eq!(tree.get(absent).unwrap(), None, "{}", String::from_utf8_lossy(absent));
+        }
+    }
+    let (reads, _) = tree.cache_counters();
+    let image_reads = tree.image_reads();
+    println!("{frames} frames: {image_reads} point reads from images, {reads} frames decoded");
+    assert!(image_reads > 10 * frames, "point reads did not use the images ({image_reads})");
+    assert!(reads > frames, "frames read often were never admitted ({reads} loads, {frames} frames)");
+    tree.check().unwrap();
+}
+
 fn small_tree_images() -> Vec<(u64, Vec<u8>)> {
     let tree = TreeHarness::new(1024);
     for i in 0..400 {
@@ -194,15 +234,22 @@ fn decoder_never_panics_on_garbage() {
                 *frame = (0..len).map(|_| rng.gen()).collect();
             }
         }
-        // Any outcome but a panic is fine; errors must be corruption reports.
-        match TreeHarness::open_images(images, 1024, usize::MAX) {
-            Ok(tree) => {
-                if let Err(e) = list_everything(&tree) {
-                    assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}");
+        // Any outcome but a panic is fine; errors must be corruption reports. With a cache of
+        // one byte, point reads walk the frames' images instead of decoding them.
+        for budget in [usize::MAX, 1] {
+            match TreeHarness::open_images(images.clone(), 1024, budget) {
+                Ok(tree) => {
+                    for i in [7, 150, 399] {
+                        if let Err(e) = tree.get(&path_key(i)) {
+                            assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}");
+                        }
+                    }
+                    if let Err(e) = list_everything(&tree) {
+                        assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}");
+                    }
                 }
-                let _ = tree.get(&path_key(7));
+                Err(e) => assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}"),
             }
-            Err(e) => assert!(matches!(e, Error::Corruption { .. }), "round {round}: {e}"),
         }
     }
 }

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwapOption;
@@ -67,6 +67,9 @@ pub(crate) struct FrameCell<N> {
     retired: AtomicBool,
     /// The clock's second-chance bit, set by every access.
     referenced: AtomicBool,
+    /// Point reads served from the frame's image since it was last admitted (see
+    /// `BufferPool::read_image`).
+    image_reads: AtomicU32,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
 }
@@ -96,6 +99,7 @@ impl<N> FrameCell<N> {
             memory_bytes: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             referenced: AtomicBool::new(true),
+            image_reads: AtomicU32::new(0),
             parent: Mutex::new(Weak::new()),
         }
     }
@@ -157,6 +161,8 @@ pub(crate) struct BufferPool<N> {
     ring: Mutex<VecDeque<Arc<FrameCell<N>>>>,
     frame_reads: AtomicU64,
     frame_evictions: AtomicU64,
+    /// Point reads served from a frame's image without decoding it.
+    image_reads: AtomicU64,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Read buffers kept for the next loads (at most `SPARE_BUFFERS_MAX`): a fresh 512 KiB
@@ -168,6 +174,10 @@ pub(crate) struct BufferPool<N> {
 /// Read buffers kept for reuse; more concurrent loads than this allocate their own.
 const SPARE_BUFFERS_MAX: usize = 4;
 
+/// A frame read this many times from its image while the cache was full is decoded and
+/// admitted on the next read (evicting a colder frame).
+const ADMIT_AFTER_IMAGE_READS: u32 = 8;
+
 /// Counters of the cache.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PoolStats {
@@ -175,6 +185,7 @@ pub(crate) struct PoolStats {
     pub cache_bytes: u64,
     pub frame_reads: u64,
     pub frame_evictions: u64,
+    pub image_reads: u64,
 }
 
 impl<N> BufferPool<N> {
@@ -187,6 +198,7 @@ impl<N> BufferPool<N> {
             ring: Mutex::new(VecDeque::new()),
             frame_reads: AtomicU64::new(0),
             frame_evictions: AtomicU64::new(0),
+            image_reads: AtomicU64::new(0),
             pinned,
             spare_buffers: Mutex::new(Vec::new()),
         }
@@ -211,6 +223,7 @@ impl<N> BufferPool<N> {
             cache_bytes: self.cached_bytes.load(Ordering::Relaxed).max(0) as u64,
             frame_reads: self.frame_reads.load(Ordering::Relaxed),
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),
+            image_reads: self.image_reads.load(Ordering::Relaxed),
         }
     }
 
@@ -250,6 +263,40 @@ impl<N> BufferPool<N> {
         self.evict_if_needed();
         // Even if the frame is evicted again right away, `root` is what it held while clean.
         Ok(root)
+    }
+
+    /// Reads the image of the evicted frame `cell` and hands it to `walk`, without decoding or
+    /// admitting it: a point read's way through a frame while the cache is full. `None` when
+    /// the frame should be decoded and admitted instead: it is resident already, the cache
+    /// has room, or this frame has been read this way `ADMIT_AFTER_IMAGE_READS` times since
+    /// it was last admitted (so frames read often enough win a place in the cache). Held
+    /// under the frame's load lock, like a load: nobody can change (and so rewrite) the frame
+    /// while its image is read.
+    pub(crate) fn read_image<R>(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        walk: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let Some(source) = self.source.as_ref() else { return Ok(None) };
+        let _loading = cell.load_lock.lock();
+        if cell.root.load().is_some() || !self.over_budget() {
+            return Ok(None);
+        }
+        if cell.image_reads.fetch_add(1, Ordering::Relaxed) + 1 >= ADMIT_AFTER_IMAGE_READS {
+            cell.image_reads.store(0, Ordering::Relaxed);
+            return Ok(None);
+        }
+        let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
+        let result =
+            source.read_frame(cell.id, &mut bytes).and_then(|()| walk(&bytes, &source.locate(cell.id)));
+        {
+            let mut spare = self.spare_buffers.lock();
+            if spare.len() < SPARE_BUFFERS_MAX {
+                spare.push(bytes);
+            }
+        }
+        self.image_reads.fetch_add(1, Ordering::Relaxed);
+        result.map(Some)
     }
 
     /// Whether the cached bytes exceed the budget (always false without a source: nothing can

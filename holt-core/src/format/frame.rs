@@ -3,21 +3,22 @@
 //! | offset | size | field | meaning |
 //! |---|---|---|---|
 //! | 0  | 4 | magic        | `b"HFRM"` |
-//! | 4  | 2 | version      | frame format version (1) |
+//! | 4  | 2 | version      | frame format version (2) |
 //! | 6  | 2 | flags        | 0 (reserved) |
 //! | 8  | 8 | frame_id     | the frame's id |
 //! | 16 | 4 | used_bytes   | header + records; bytes after it are zero padding |
 //! | 20 | 4 | node_count   | number of records in the body |
 //! | 24 | 4 | checksum     | CRC32C of bytes `[0, 24)` then `[28, used_bytes)` |
-//! | 28 | 4 | reserved     | 0 |
+//! | 28 | 4 | root_offset  | offset of the root record within the body |
 //!
 //! The body (records, see `node.rs`) starts at offset 32; its last record is the frame's root.
+//! Version 1 had no back distances in inner records and 0 in place of `root_offset`.
 
 use super::node::RecordError;
 use super::{FrameId, FRAME_SIZE};
 
 pub(crate) const FRAME_MAGIC: [u8; 4] = *b"HFRM";
-pub(crate) const FRAME_FORMAT_VERSION: u16 = 1;
+pub(crate) const FRAME_FORMAT_VERSION: u16 = 2;
 pub(crate) const HEADER_LEN: usize = 32;
 
 const OFF_MAGIC: usize = 0;
@@ -27,13 +28,13 @@ const OFF_FRAME_ID: usize = 8;
 const OFF_USED: usize = 16;
 const OFF_NODE_COUNT: usize = 20;
 const OFF_CHECKSUM: usize = 24;
-const OFF_RESERVED: usize = 28;
+const OFF_ROOT: usize = 28;
 
 // The header layout is part of the on-disk format: pin it.
 const _: () = assert!(OFF_VERSION == OFF_MAGIC + 4 && OFF_FLAGS == OFF_VERSION + 2);
 const _: () = assert!(OFF_FRAME_ID == OFF_FLAGS + 2 && OFF_USED == OFF_FRAME_ID + 8);
 const _: () = assert!(OFF_NODE_COUNT == OFF_USED + 4 && OFF_CHECKSUM == OFF_NODE_COUNT + 4);
-const _: () = assert!(OFF_RESERVED == OFF_CHECKSUM + 4 && HEADER_LEN == OFF_RESERVED + 4);
+const _: () = assert!(OFF_ROOT == OFF_CHECKSUM + 4 && HEADER_LEN == OFF_ROOT + 4);
 const _: () = assert!(FRAME_SIZE & 4095 == 0, "frames must stay aligned for O_DIRECT");
 const _: () = assert!(FRAME_SIZE <= u32::MAX as usize, "used_bytes is a u32");
 
@@ -54,18 +55,19 @@ fn checksum(frame: &[u8], used: usize) -> u32 {
 /// `FRAME_SIZE` bytes is padding that is never stored or read. The spare capacity is given
 /// back, so a checkpoint holding hundreds of images holds about their encoded bytes.
 /// Fails (leaving the buffer unusable) when the records do not fit.
-pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32) -> Result<(), usize> {
+pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32, root_offset: usize) -> Result<(), usize> {
     let used = buf.len();
     if !(HEADER_LEN..=FRAME_SIZE).contains(&used) {
         return Err(used);
     }
+    debug_assert!(root_offset < used - HEADER_LEN || used == HEADER_LEN);
     buf[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&FRAME_MAGIC);
     buf[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&FRAME_FORMAT_VERSION.to_le_bytes());
     buf[OFF_FLAGS..OFF_FLAGS + 2].copy_from_slice(&0u16.to_le_bytes());
     buf[OFF_FRAME_ID..OFF_FRAME_ID + 8].copy_from_slice(&id.0.to_le_bytes());
     buf[OFF_USED..OFF_USED + 4].copy_from_slice(&(used as u32).to_le_bytes());
     buf[OFF_NODE_COUNT..OFF_NODE_COUNT + 4].copy_from_slice(&node_count.to_le_bytes());
-    buf[OFF_RESERVED..OFF_RESERVED + 4].copy_from_slice(&0u32.to_le_bytes());
+    buf[OFF_ROOT..OFF_ROOT + 4].copy_from_slice(&(root_offset as u32).to_le_bytes());
     let crc = checksum(buf, used);
     buf[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
     buf.resize(used.next_multiple_of(STORE_ALIGN_BYTES).min(FRAME_SIZE), 0);
@@ -85,11 +87,13 @@ pub(crate) fn stored_len(frame: &[u8]) -> usize {
 pub(crate) const STORE_ALIGN_BYTES: usize = 4096;
 const _: () = assert!(FRAME_SIZE.is_multiple_of(STORE_ALIGN_BYTES));
 
-/// A validated frame: its record count and body (the records).
+/// A validated frame: its record count, body (the records) and the root record's offset in
+/// the body (inside it, unless the body is empty).
 #[derive(Debug)]
 pub(crate) struct FrameView<'a> {
     pub node_count: u32,
     pub body: &'a [u8],
+    pub root_offset: usize,
 }
 
 fn le_u16(b: &[u8], at: usize) -> u16 {
@@ -131,15 +135,19 @@ pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, Rec
             format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"),
         ));
     }
-    if le_u16(frame, OFF_FLAGS) != 0 || le_u32(frame, OFF_RESERVED) != 0 {
+    if le_u16(frame, OFF_FLAGS) != 0 {
         return Err(err(OFF_FLAGS, "reserved header fields are not zero".into()));
+    }
+    let root_offset = le_u32(frame, OFF_ROOT) as usize;
+    if root_offset >= (used - HEADER_LEN).max(1) {
+        return Err(err(OFF_ROOT, format!("root offset {root_offset} is outside the body")));
     }
     let id = FrameId(le_u64(frame, OFF_FRAME_ID));
     if id != expected {
         return Err(err(OFF_FRAME_ID, format!("frame holds id {id}, expected {expected}")));
     }
     let node_count = le_u32(frame, OFF_NODE_COUNT);
-    Ok(FrameView { node_count, body: &frame[HEADER_LEN..used] })
+    Ok(FrameView { node_count, body: &frame[HEADER_LEN..used], root_offset })
 }
 
 #[cfg(test)]
@@ -150,7 +158,7 @@ mod tests {
     fn seal_then_open_round_trips_and_detects_flips() {
         let mut buf = start_frame(64);
         buf.extend_from_slice(b"records");
-        seal(&mut buf, FrameId(9), 1).unwrap();
+        seal(&mut buf, FrameId(9), 1, 0).unwrap();
         assert_eq!((buf.len(), stored_len(&buf)), (STORE_ALIGN_BYTES, STORE_ALIGN_BYTES));
         // A slot read back is FRAME_SIZE bytes: the same frame with its padding.
         let mut slot = buf.clone();

@@ -2,17 +2,22 @@
 //!
 //! A frame body is a post-order sequence of records: every node's children come before it,
 //! so a decoder keeps a stack of finished nodes and an inner record pops its children off it.
-//! No record holds an offset or a pointer, which keeps the encoding compact and position-free.
+//! An inner record also says how far back each of its children's records starts, so a point
+//! lookup can walk the encoded frame from its root (the header names the root's offset) to one
+//! leaf without decoding the rest.
 //!
 //! | record | bytes |
 //! |---|---|
 //! | leaf  | `0x01`, varint suffix_len, suffix, varint value_len, value, varint version |
 //! | link  | `0x02`, varint frame_id |
-//! | inner | `0x10 \| kind \| 0x04 if terminal`, varint prefix_len, prefix, varint child_count, child keys |
+//! | inner | `0x10 \| kind \| 0x04 if terminal`, varint prefix_len, prefix, varint child_count, child keys, back distances |
 //!
 //! Child keys are `child_count` strictly ascending bytes, except for kind N256 where they are a
 //! 32-byte bitmap (bit `b % 8` of byte `b / 8` set for each child byte `b`). An inner record with
 //! a terminal pops one more record (a leaf with an empty suffix) below its children.
+//! Back distances: one 3-byte little-endian integer per record the inner record pops, the
+//! terminal's first (if any), then each child's in key order: the inner record's offset minus
+//! that record's offset (always positive: a lookup only ever moves backwards, so it ends).
 //! Varints are LEB128: 7 bits per byte, least significant group first, at most 10 bytes.
 
 use crate::api::{KEY_LEN_MAX, VALUE_LEN_MAX};
@@ -23,6 +28,11 @@ pub(crate) const TAG_LINK: u8 = 0x02;
 pub(crate) const TAG_INNER: u8 = 0x10;
 const TAG_INNER_TERMINAL: u8 = 0x04;
 const BITMAP_LEN: usize = 32;
+/// Bytes of one back distance in an inner record.
+pub(crate) const DISTANCE_LEN: usize = 3;
+/// Back distances are below this (frames are far smaller).
+pub(crate) const DISTANCE_LIMIT: usize = 1 << (8 * DISTANCE_LEN);
+const _: () = assert!(super::FRAME_SIZE < DISTANCE_LIMIT, "a back distance spans a frame");
 
 /// The fan-out class of an inner node (the in-memory layout is kept across encode/decode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,12 +91,22 @@ pub(crate) const fn leaf_len(suffix_len: usize, value_len: usize, version: u64) 
 }
 
 /// Encoded length of an inner record (its terminal leaf and children are records of their own).
-pub(crate) const fn inner_len(kind: InnerKind, prefix_len: usize, child_count: usize) -> usize {
+pub(crate) const fn inner_len(
+    kind: InnerKind,
+    prefix_len: usize,
+    child_count: usize,
+    has_terminal: bool,
+) -> usize {
     let keys = match kind {
         InnerKind::N256 => BITMAP_LEN,
         _ => child_count,
     };
-    1 + varint_len(prefix_len as u64) + prefix_len + varint_len(child_count as u64) + keys
+    let popped = child_count + has_terminal as usize;
+    1 + varint_len(prefix_len as u64)
+        + prefix_len
+        + varint_len(child_count as u64)
+        + keys
+        + DISTANCE_LEN * popped
 }
 
 /// Encoded length of a link record.
@@ -109,7 +129,8 @@ pub(crate) fn write_link(out: &mut Vec<u8>, frame: u64) {
 }
 
 /// Writes an inner record; `keys` must be `count` strictly ascending bytes, at most
-/// `kind.capacity()` of them.
+/// `kind.capacity()` of them, and `distances` the back distances of the records it pops
+/// (terminal first, if any, then the children in key order), each below `DISTANCE_LIMIT`.
 pub(crate) fn write_inner(
     out: &mut Vec<u8>,
     kind: InnerKind,
@@ -117,7 +138,9 @@ pub(crate) fn write_inner(
     has_terminal: bool,
     count: usize,
     keys: impl Iterator<Item = u8>,
+    distances: &[usize],
 ) {
+    debug_assert_eq!(distances.len(), count + usize::from(has_terminal));
     debug_assert!(count <= kind.capacity());
     out.push(TAG_INNER | kind as u8 | if has_terminal { TAG_INNER_TERMINAL } else { 0 });
     put_varint(out, prefix.len() as u64);
@@ -132,6 +155,10 @@ pub(crate) fn write_inner(
     } else {
         out.extend(keys);
     }
+    for &d in distances {
+        debug_assert!(d > 0 && d < DISTANCE_LIMIT);
+        out.extend_from_slice(&(d as u32).to_le_bytes()[..DISTANCE_LEN]);
+    }
 }
 
 /// The child bytes of a decoded inner record, ascending.
@@ -145,6 +172,35 @@ impl<'a> ChildKeys<'a> {
     /// The child bytes in ascending order.
     pub(crate) fn iter(&self) -> ChildKeyIter<'a> {
         ChildKeyIter { keys: *self, next: 0 }
+    }
+
+    /// The position of child byte `b` among the children, if there is one.
+    pub(crate) fn index_of(&self, b: u8) -> Option<usize> {
+        match *self {
+            ChildKeys::List(list) => list.iter().position(|&k| k == b),
+            ChildKeys::Bitmap(bitmap) => {
+                let (byte, bit) = (usize::from(b / 8), b % 8);
+                let word = *bitmap.get(byte)?;
+                if word & (1 << bit) == 0 {
+                    return None;
+                }
+                let below: u32 = bitmap[..byte].iter().map(|w| w.count_ones()).sum();
+                Some(below as usize + (word & ((1u8 << bit) - 1)).count_ones() as usize)
+            }
+        }
+    }
+}
+
+/// The back distances of an inner record: `DISTANCE_LEN` bytes each, terminal first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Distances<'a>(&'a [u8]);
+
+impl Distances<'_> {
+    /// The `i`-th distance (0 is the terminal's when the record has one).
+    pub(crate) fn get(&self, i: usize) -> Option<usize> {
+        let at = i.checked_mul(DISTANCE_LEN)?;
+        let b = self.0.get(at..at + DISTANCE_LEN)?;
+        Some(usize::from(b[0]) | usize::from(b[1]) << 8 | usize::from(b[2]) << 16)
     }
 }
 
@@ -179,9 +235,22 @@ impl Iterator for ChildKeyIter<'_> {
 /// One decoded record, borrowing from the frame bytes.
 #[derive(Debug)]
 pub(crate) enum Record<'a> {
-    Leaf { suffix: &'a [u8], value: &'a [u8], version: u64 },
-    Link { frame: u64 },
-    Inner { kind: InnerKind, prefix: &'a [u8], has_terminal: bool, child_count: usize, keys: ChildKeys<'a> },
+    Leaf {
+        suffix: &'a [u8],
+        value: &'a [u8],
+        version: u64,
+    },
+    Link {
+        frame: u64,
+    },
+    Inner {
+        kind: InnerKind,
+        prefix: &'a [u8],
+        has_terminal: bool,
+        child_count: usize,
+        keys: ChildKeys<'a>,
+        distances: Distances<'a>,
+    },
 }
 
 /// A decoding failure: the offset (within the bytes given to the reader) and why.
@@ -200,6 +269,11 @@ pub(crate) struct RecordReader<'a> {
 impl<'a> RecordReader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
         RecordReader { bytes, pos: 0 }
+    }
+
+    /// A reader whose next record starts at `pos` of `bytes` (offsets stay relative to `bytes`).
+    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Self {
+        RecordReader { bytes, pos: pos.min(bytes.len()) }
     }
 
     pub(crate) fn position(&self) -> usize {
@@ -289,7 +363,12 @@ impl<'a> RecordReader<'a> {
                     }
                     ChildKeys::List(list)
                 };
-                Ok(Record::Inner { kind, prefix, has_terminal, child_count, keys })
+                let popped = child_count + usize::from(has_terminal);
+                let distances = Distances(self.slice(DISTANCE_LEN * popped)?);
+                if (0..popped).any(|i| distances.get(i).is_none_or(|d| d == 0 || d > start)) {
+                    return Err(self.error(start, "a back distance does not point before the record"));
+                }
+                Ok(Record::Inner { kind, prefix, has_terminal, child_count, keys, distances })
             }
             other => Err(self.error(start, format!("unknown record tag {other:#04x}"))),
         }
@@ -318,11 +397,11 @@ mod tests {
         write_leaf(&mut out, b"abc", b"value", 77_000);
         assert_eq!(out.len(), leaf_len(3, 5, 77_000));
         let at = out.len();
-        write_inner(&mut out, InnerKind::N256, b"pre", true, 3, [1u8, 9, 200].into_iter());
-        assert_eq!(out.len() - at, inner_len(InnerKind::N256, 3, 3));
+        write_inner(&mut out, InnerKind::N256, b"pre", true, 3, [1u8, 9, 200].into_iter(), &[at, 3, 2, 1]);
+        assert_eq!(out.len() - at, inner_len(InnerKind::N256, 3, 3, true));
         let at = out.len();
-        write_inner(&mut out, InnerKind::N16, b"", false, 2, [0u8, 5].into_iter());
-        assert_eq!(out.len() - at, inner_len(InnerKind::N16, 0, 2));
+        write_inner(&mut out, InnerKind::N16, b"", false, 2, [0u8, 5].into_iter(), &[at, 5]);
+        assert_eq!(out.len() - at, inner_len(InnerKind::N16, 0, 2, false));
         let at = out.len();
         write_link(&mut out, 1234);
         assert_eq!(out.len() - at, link_len(1234));
@@ -335,12 +414,18 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         match r.next_record().unwrap() {
-            Record::Inner { kind, prefix, has_terminal, child_count, keys } => {
+            Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => {
                 assert_eq!(
                     (kind, prefix, has_terminal, child_count),
                     (InnerKind::N256, &b"pre"[..], true, 3)
                 );
                 assert_eq!(keys.iter().collect::<Vec<_>>(), [1, 9, 200]);
+                assert_eq!(
+                    (keys.index_of(9), keys.index_of(200), keys.index_of(10)),
+                    (Some(1), Some(2), None)
+                );
+                let all: Vec<_> = (0..5).map(|i| distances.get(i)).collect();
+                assert_eq!(all, [Some(leaf_len(3, 5, 77_000)), Some(3), Some(2), Some(1), None]);
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -354,8 +439,11 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors() {
-        // Unsorted child keys, an oversized count, a truncated leaf, an unknown tag.
-        let cases: [&[u8]; 5] = [
+        // Unsorted child keys, an oversized count, a truncated leaf, an unknown tag, and a back
+        // distance that points at or after the record itself.
+        let cases: [&[u8]; 7] = [
+            &[0x10, 0, 1, 7, 1, 0, 0],
+            &[0x10, 0, 1, 7, 0, 0, 0],
             &[0x10, 0, 2, 5, 5],
             &[0x10, 0, 5, 1, 2, 3, 4, 5],
             &[0x01, 3, b'a'],

@@ -28,7 +28,11 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
     let mut count: u32 = 0;
     let mut stack = vec![Step::Enter(root)];
     let mut children: Vec<&Node> = Vec::new();
+    // Body offsets of the records written and not yet popped by their parent's record.
+    let mut written: Vec<usize> = Vec::new();
+    let mut distances: Vec<usize> = Vec::new();
     while let Some(step) = stack.pop() {
+        let start = buf.len() - HEADER_LEN;
         match step {
             Step::Enter(Node::Leaf(l)) => write_leaf(&mut buf, l.suffix(), l.value(), l.version()),
             Step::Enter(Node::Link(cell)) => write_link(&mut buf, cell.id.0),
@@ -46,16 +50,29 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
             Step::Exit(inner) => {
                 let keys = inner.children().iter().map(|(b, _)| b);
                 let n = inner.children().len();
-                write_inner(&mut buf, inner.kind(), inner.prefix(), inner.terminal().is_some(), n, keys);
+                let popped = n + usize::from(inner.terminal().is_some());
+                distances.clear();
+                distances.extend(written.drain(written.len() - popped..).map(|at| start - at));
+                write_inner(
+                    &mut buf,
+                    inner.kind(),
+                    inner.prefix(),
+                    inner.terminal().is_some(),
+                    n,
+                    keys,
+                    &distances,
+                );
             }
         }
+        written.push(start);
         count += 1;
         if buf.len() > FRAME_SIZE {
             break;
         }
     }
     let used = buf.len();
-    frame::seal(&mut buf, id, count).map_err(|_| {
+    let root_offset = written.first().copied().unwrap_or(0);
+    frame::seal(&mut buf, id, count, root_offset).map_err(|_| {
         Error::InvalidArgument(format!(
             "frame {id} needs {used} bytes, more than the {FRAME_SIZE}-byte frame"
         ))
@@ -102,9 +119,12 @@ pub(super) fn decode_frame(
     let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
     let mut reader = RecordReader::new(view.body);
     let mut stack: Vec<Pending> = Vec::new();
+    // The body offset of each record on `stack`: back distances must name exactly these.
+    let mut starts: Vec<usize> = Vec::new();
     let mut records: u32 = 0;
     while !reader.is_at_end() {
-        let at = HEADER_LEN + reader.position();
+        let body_at = reader.position();
+        let at = HEADER_LEN + body_at;
         let record = reader.next_record().map_err(|e| fail(HEADER_LEN + e.offset, e.reason))?;
         records = records.saturating_add(1);
         match record {
@@ -116,7 +136,7 @@ pub(super) fn decode_frame(
                     .ok_or_else(|| fail(at, format!("link to unknown frame {frame}")))?;
                 stack.push(Pending::Node(Arc::new(Node::Link(cell))));
             }
-            Record::Inner { kind, prefix, has_terminal, child_count, keys } => {
+            Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => {
                 let needed = child_count + usize::from(has_terminal);
                 if stack.len() < needed {
                     return Err(fail(
@@ -134,6 +154,10 @@ pub(super) fn decode_frame(
                 }
                 if key_count != child_count || key_count > kind.capacity() {
                     return Err(fail(at, "child keys disagree with child count".into()));
+                }
+                let popped_starts = starts.drain(starts.len() - needed..);
+                if popped_starts.enumerate().any(|(i, s)| distances.get(i) != Some(body_at - s)) {
+                    return Err(fail(at, "a back distance does not name the record it pops".into()));
                 }
                 // Drained in place: no vector per node (allocation dominated decoding).
                 let mut popped = stack.drain(stack.len() - needed..);
@@ -155,6 +179,7 @@ pub(super) fn decode_frame(
                 stack.push(Pending::Node(Arc::new(Node::Inner(inner))));
             }
         }
+        starts.push(body_at);
     }
     if records != view.node_count {
         return Err(fail(0, format!("header counts {} records, body holds {records}", view.node_count)));
@@ -163,6 +188,9 @@ pub(super) fn decode_frame(
         (Some(root), true) => root.into_node(),
         _ => return Err(fail(0, format!("body does not form one tree ({} roots)", stack.len() + 1))),
     };
+    if starts.first() != Some(&view.root_offset) {
+        return Err(fail(0, format!("header names offset {} as the root's", view.root_offset)));
+    }
     Ok((root, HEADER_LEN + view.body.len()))
 }
 
@@ -189,5 +217,117 @@ impl Tree {
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
         Ok((root, size))
+    }
+}
+
+/// Where a point lookup over a frame's encoded image ends.
+pub(super) enum ImageWalk<'a> {
+    Found {
+        value: &'a [u8],
+        version: u64,
+    },
+    Missing,
+    /// The key's path continues in frame `frame`, whose root starts at key depth `depth`.
+    Link {
+        frame: FrameId,
+        depth: usize,
+    },
+}
+
+/// Looks `key` up in the image of frame `id` without decoding it (the checksum is verified
+/// first): from the root record, each inner record's back distances lead to the one record on
+/// the key's path, so a lookup reads a dozen records instead of building thousands of nodes.
+/// `depth` as in `walk_frame`. Never panics; a malformed body is a corruption error.
+pub(super) fn walk_image<'a>(
+    bytes: &'a [u8],
+    id: FrameId,
+    location: &(PathBuf, u64),
+    key: &[u8],
+    mut depth: usize,
+) -> Result<ImageWalk<'a>> {
+    let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
+    let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
+    let mut pos = view.root_offset;
+    let mut at_terminal = false;
+    // Bound: `pos` strictly decreases at every step (the reader rejects back distances that
+    // do not point before their record).
+    loop {
+        let mut reader = RecordReader::at(view.body, pos);
+        let record = reader.next_record().map_err(|e| fail(HEADER_LEN + e.offset, e.reason))?;
+        let rest = key.get(depth..).unwrap_or_default();
+        if at_terminal && !matches!(record, Record::Leaf { .. }) {
+            return Err(fail(HEADER_LEN + pos, "terminal is not a leaf".into()));
+        }
+        match record {
+            Record::Leaf { suffix, value, version } => {
+                return Ok(if suffix == rest {
+                    ImageWalk::Found { value, version }
+                } else {
+                    ImageWalk::Missing
+                });
+            }
+            Record::Link { frame } => return Ok(ImageWalk::Link { frame: FrameId(frame), depth }),
+            Record::Inner { prefix, has_terminal, keys, distances, .. } => {
+                if !rest.starts_with(prefix) {
+                    return Ok(ImageWalk::Missing);
+                }
+                depth += prefix.len();
+                let index = match key.get(depth) {
+                    None if has_terminal => {
+                        at_terminal = true;
+                        0
+                    }
+                    None => return Ok(ImageWalk::Missing),
+                    Some(&b) => match keys.index_of(b) {
+                        Some(i) => {
+                            depth += 1;
+                            i + usize::from(has_terminal)
+                        }
+                        None => return Ok(ImageWalk::Missing),
+                    },
+                };
+                let back = distances
+                    .get(index)
+                    .ok_or_else(|| fail(HEADER_LEN + pos, "missing back distance".into()))?;
+                pos -= back;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::BatchOp;
+
+    /// The example in docs/format.md, byte for byte, and a walk of it.
+    #[test]
+    fn encodes_the_documented_example() {
+        let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+        let put = |k: &[u8], v: &[u8]| BatchOp::Put {
+            key: k.to_vec(),
+            value: v.to_vec(),
+            condition: Default::default(),
+        };
+        tree.replay(&[put(b"ab", b"x")], 5).unwrap();
+        tree.replay(&[put(b"ac", b"y")], 6).unwrap();
+        let root = tree.load_root(&tree.root).unwrap();
+        let image = encode_frame(FrameId::ROOT, &root).unwrap();
+        let view = frame::open(&image, FrameId::ROOT).unwrap();
+        let expected: &[u8] = &[
+            0x01, 0x00, 0x01, 0x78, 0x05, // leaf at 0
+            0x01, 0x00, 0x01, 0x79, 0x06, // leaf at 5
+            0x10, 0x01, 0x61, 0x02, 0x62, 0x63, 0x0a, 0x00, 0x00, 0x05, 0x00, 0x00, // inner at 10
+        ];
+        assert_eq!((view.body, view.node_count, view.root_offset), (expected, 3, 10));
+        let at = (PathBuf::from("<test>"), 0);
+        let found = |key: &[u8]| match walk_image(&image, FrameId::ROOT, &at, key, 0).unwrap() {
+            ImageWalk::Found { value, version } => Some((value.to_vec(), version)),
+            ImageWalk::Missing => None,
+            ImageWalk::Link { .. } => panic!("no links here"),
+        };
+        assert_eq!(found(b"ab"), Some((b"x".to_vec(), 5)));
+        assert_eq!(found(b"ac"), Some((b"y".to_vec(), 6)));
+        assert_eq!((found(b"a"), found(b"ad"), found(b"abc"), found(b"b")), (None, None, None, None));
     }
 }

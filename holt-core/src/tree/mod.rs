@@ -197,6 +197,10 @@ impl Tree {
             Some(root) => root,
             None if !load => return Ok(Lookup::NotResident),
             None => {
+                drop(guard);
+                if let Some(lookup) = self.get_from_image(cell, key, depth)? {
+                    return Ok(lookup);
+                }
                 owned = self.load_root(cell)?;
                 &owned
             }
@@ -212,6 +216,48 @@ impl Tree {
             })),
             Walk::Here(None) => Ok(Lookup::Missing),
             Walk::Link(child, depth) => self.get_in(child, key, depth, load),
+        }
+    }
+
+    /// Looks `key` up in the image of the evicted frame `cell` when the cache is full (see
+    /// `BufferPool::read_image`); `None` when the frame should be loaded instead.
+    fn get_from_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Option<Lookup>> {
+        enum Step {
+            Done(Lookup),
+            Link(FrameId, usize),
+        }
+        let step = self.pool.read_image(cell, |bytes, location| {
+            Ok(match codec::walk_image(bytes, cell.id, location, key, depth)? {
+                codec::ImageWalk::Found { value, version } => Step::Done(Lookup::Found(Entry {
+                    value: value.to_vec(),
+                    version: crate::api::Version(version),
+                })),
+                codec::ImageWalk::Missing => Step::Done(Lookup::Missing),
+                codec::ImageWalk::Link { frame, depth } => Step::Link(frame, depth),
+            })
+        })?;
+        // As after loading a root (the read protocol in `sync`): a frame merged away since
+        // its parent was read may hold an older state than its parent now does.
+        if step.is_some() && cell.is_retired() {
+            return Ok(Some(Lookup::Restart));
+        }
+        match step {
+            None => Ok(None),
+            Some(Step::Done(lookup)) => Ok(Some(lookup)),
+            Some(Step::Link(frame, depth)) => {
+                // A link back to the frame itself or to the root would make a cycle.
+                let linkable = frame != cell.id && frame != self.root.id;
+                let child = if linkable { self.frames.lock().get(&frame).cloned() } else { None };
+                let child = child.ok_or_else(|| crate::error::Error::Corruption {
+                    location: crate::error::Location {
+                        file: "<frames>".into(),
+                        frame: Some(cell.id.0),
+                        offset: 0,
+                    },
+                    reason: format!("link to unknown frame {frame}"),
+                })?;
+                self.get_in(&child, key, depth, true).map(Some)
+            }
         }
     }
 

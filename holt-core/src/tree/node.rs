@@ -400,7 +400,7 @@ impl Inner {
 
     /// Encoded size of this node's record plus its terminal's (children not included).
     pub(crate) fn encoded_len(&self) -> usize {
-        inner_len(self.kind, self.prefix().len(), self.children.len())
+        inner_len(self.kind, self.prefix().len(), self.children.len(), self.terminal.is_some())
             + self.terminal.as_ref().map_or(0, |t| t.encoded_len())
     }
     /// The footprint of this node (as a `Node::Inner`) and its terminal, children excluded:
