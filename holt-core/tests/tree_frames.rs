@@ -63,16 +63,23 @@ fn splits_and_merges_keep_every_key() {
     assert_eq!(tree.list(&all).unwrap().0.items.len(), kept.len());
 }
 
-#[test]
-fn tree_several_times_the_cache_reads_every_key_back() {
-    let mut rng = seeded("tree_several_times_the_cache_reads_every_key_back");
+/// 20,000 path keys (value: 40 bytes of the id) inserted in random order into frames of
+/// 16 KiB, and the ids in insertion order.
+fn path_tree(rng: &mut impl Rng) -> (TreeHarness, Vec<u32>) {
     let tree = TreeHarness::new(16 * 1024);
     let mut ids: Vec<u32> = (0..20_000).collect();
-    ids.shuffle(&mut rng);
+    ids.shuffle(rng);
     for chunk in ids.chunks(50) {
         let ops: Vec<BatchOp> = chunk.iter().map(|&i| put(&path_key(i), &[i as u8; 40])).collect();
         tree.apply(&ops).unwrap();
     }
+    (tree, ids)
+}
+
+#[test]
+fn tree_several_times_the_cache_reads_every_key_back() {
+    let mut rng = seeded("tree_several_times_the_cache_reads_every_key_back");
+    let (tree, mut ids) = path_tree(&mut rng);
     let encoded = tree.encoded_bytes() as usize;
     let frames = tree.frame_count() as u64;
     let budget = encoded / 5;
@@ -115,13 +122,7 @@ fn tree_several_times_the_cache_reads_every_key_back() {
 #[test]
 fn point_reads_from_images_agree_with_decoded_frames() {
     let mut rng = seeded("point_reads_from_images_agree_with_decoded_frames");
-    let tree = TreeHarness::new(16 * 1024);
-    let mut ids: Vec<u32> = (0..20_000).collect();
-    ids.shuffle(&mut rng);
-    for chunk in ids.chunks(50) {
-        let ops: Vec<BatchOp> = chunk.iter().map(|&i| put(&path_key(i), &[i as u8; 40])).collect();
-        tree.apply(&ops).unwrap();
-    }
+    let (tree, ids) = path_tree(&mut rng);
     // Keys that end inside a stored key, continue past one, or differ in the last byte; and a
     // key that is a prefix of others and holds a value itself (an inner node's terminal).
     let mut terminal_key = path_key(3);

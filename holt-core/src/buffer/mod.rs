@@ -243,16 +243,7 @@ impl<N> BufferPool<N> {
                 location: Location { file: PathBuf::from("<memory>"), frame: Some(cell.id.0), offset: 0 },
                 reason: "frame is not resident and there is no frame source".into(),
             })?;
-            let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
-            let decoded =
-                source.read_frame(cell.id, &mut bytes).and_then(|()| decode(&bytes, &source.locate(cell.id)));
-            {
-                let mut spare = self.spare_buffers.lock();
-                if spare.len() < SPARE_BUFFERS_MAX {
-                    spare.push(bytes);
-                }
-            }
-            let (root, size) = decoded?;
+            let (root, size) = self.read_frame(&**source, cell.id, decode)?;
             cell.set_size(size);
             cell.root.store(Some(Arc::clone(&root)));
             cell.touch();
@@ -286,17 +277,25 @@ impl<N> BufferPool<N> {
             cell.image_reads.store(0, Ordering::Relaxed);
             return Ok(None);
         }
-        let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
-        let result =
-            source.read_frame(cell.id, &mut bytes).and_then(|()| walk(&bytes, &source.locate(cell.id)));
-        {
-            let mut spare = self.spare_buffers.lock();
-            if spare.len() < SPARE_BUFFERS_MAX {
-                spare.push(bytes);
-            }
-        }
+        let result = self.read_frame(&**source, cell.id, walk);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
         result.map(Some)
+    }
+
+    /// Reads frame `id` from `source` into a reused buffer and hands its bytes to `f`.
+    fn read_frame<R>(
+        &self,
+        source: &dyn FrameSource,
+        id: FrameId,
+        f: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
+    ) -> Result<R> {
+        let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
+        let result = source.read_frame(id, &mut bytes).and_then(|()| f(&bytes, &source.locate(id)));
+        let mut spare = self.spare_buffers.lock();
+        if spare.len() < SPARE_BUFFERS_MAX {
+            spare.push(bytes);
+        }
+        result
     }
 
     /// Whether the cached bytes exceed the budget (always false without a source: nothing can
