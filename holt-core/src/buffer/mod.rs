@@ -27,9 +27,10 @@ use crate::format::{FrameId, FRAME_SIZE};
 /// Where evicted frames are read back from: implemented by the durable layer over the frame
 /// files, and by an in-memory map in tests.
 pub(crate) trait FrameSource: Send + Sync {
-    /// Reads the `FRAME_SIZE` bytes of the last checkpointed image of frame `id` into `buf`
-    /// (exactly `FRAME_SIZE` long; the caller reuses it across reads).
-    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<()>;
+    /// Reads the last checkpointed image of frame `id` into the start of `buf` (exactly
+    /// `FRAME_SIZE` long; the caller reuses it across reads) and returns how many bytes it
+    /// read: the image's stored length when known, else the whole `FRAME_SIZE`.
+    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<usize>;
     /// The file holding frame `id` and the frame's byte offset in it, for corruption reports.
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
         let _ = id;
@@ -176,7 +177,7 @@ const SPARE_BUFFERS_MAX: usize = 4;
 
 /// A frame read this many times from its image while the cache was full is decoded and
 /// admitted on the next read (evicting a colder frame).
-const ADMIT_AFTER_IMAGE_READS: u32 = 8;
+const ADMIT_AFTER_IMAGE_READS: u32 = 32;
 
 /// Counters of the cache.
 #[derive(Debug, Clone, Copy, Default)]
@@ -270,7 +271,7 @@ impl<N> BufferPool<N> {
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         let _loading = cell.load_lock.lock();
-        if cell.root.load().is_some() || !self.over_budget() {
+        if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
         if cell.image_reads.fetch_add(1, Ordering::Relaxed) + 1 >= ADMIT_AFTER_IMAGE_READS {
@@ -290,12 +291,22 @@ impl<N> BufferPool<N> {
         f: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
     ) -> Result<R> {
         let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
-        let result = source.read_frame(id, &mut bytes).and_then(|()| f(&bytes, &source.locate(id)));
+        let result = source.read_frame(id, &mut bytes).and_then(|n| f(&bytes[..n], &source.locate(id)));
         let mut spare = self.spare_buffers.lock();
         if spare.len() < SPARE_BUFFERS_MAX {
             spare.push(bytes);
         }
         result
+    }
+
+    /// Whether admitting one more frame would push the cache over its budget (the eviction
+    /// after each load keeps the cache just under it, so "over budget" is rarely seen by a
+    /// reader): a decoded frame is taken to need `2 × FRAME_SIZE` bytes, about what a full
+    /// frame decodes to.
+    fn is_full(&self) -> bool {
+        self.source.is_some()
+            && self.cached_bytes.load(Ordering::Relaxed).saturating_add(2 * FRAME_SIZE as i64)
+                > self.budget_bytes as i64
     }
 
     /// Whether the cached bytes exceed the budget (always false without a source: nothing can
@@ -360,7 +371,7 @@ impl MemFrameSource {
 }
 
 impl FrameSource for MemFrameSource {
-    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<()> {
+    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<usize> {
         let frames = self.frames.lock();
         let corrupt = |reason: &str| Error::Corruption {
             location: Location { file: PathBuf::from("<memory>"), frame: Some(id.0), offset: 0 },
@@ -370,11 +381,9 @@ impl FrameSource for MemFrameSource {
         if image.len() > buf.len() {
             return Err(corrupt("frame image is longer than a frame"));
         }
-        // An image holds the frame up to its padding; the rest of the frame reads as zeros.
-        let (stored, padding) = buf.split_at_mut(image.len());
-        stored.copy_from_slice(image);
-        padding.fill(0);
-        Ok(())
+        // An image holds the frame up to its padding, which is never read.
+        buf[..image.len()].copy_from_slice(image);
+        Ok(image.len())
     }
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
         let _ = id;

@@ -26,6 +26,9 @@ pub(crate) struct FrameStore {
     /// Frame id → slot, as named by the durable manifest. Readers hold the read lock across
     /// their pread, so a slot freed by a manifest switch is never read while it is rewritten.
     slots: RwLock<HashMap<u64, u64>>,
+    /// Slot → bytes of the image last written there (or read from it), so a read fetches the
+    /// image's header and records, not the slot's whole 512 KiB. Slots not in it are read whole.
+    lengths: parking_lot::Mutex<HashMap<u64, usize>>,
 }
 
 fn slot_offset(slot: u64) -> u64 {
@@ -39,7 +42,7 @@ impl FrameStore {
             source,
             may_have_applied: false,
         })?;
-        Ok(FrameStore { file, slots: RwLock::new(slots) })
+        Ok(FrameStore { file, slots: RwLock::new(slots), lengths: Default::default() })
     }
 
     /// The durable id → slot table.
@@ -72,6 +75,11 @@ impl FrameStore {
             self.file.release(offset + bytes.len() as u64, (FRAME_SIZE - bytes.len()) as u64)?;
         }
         self.file.write_many_at(&requests)?;
+        let mut lengths = self.lengths.lock();
+        for ((bytes, _), &slot) in requests.iter().zip(slots) {
+            lengths.insert(slot, bytes.len());
+        }
+        drop(lengths);
         // Every slot reads as FRAME_SIZE bytes: extend the file over the last slot's padding
         // (a hole, made durable by `sync` together with the writes).
         if let Some(&last) = slots.iter().max() {
@@ -115,7 +123,7 @@ impl FrameStore {
 }
 
 impl FrameSource for FrameStore {
-    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<()> {
+    fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<usize> {
         let slots = self.slots.read();
         let Some(&slot) = slots.get(&id.0) else {
             return Err(Error::Corruption {
@@ -126,17 +134,27 @@ impl FrameSource for FrameStore {
         if buf.len() != FRAME_SIZE {
             return Err(Error::InvalidArgument(format!("frame buffer of {} bytes", buf.len())));
         }
-        self.file.read_exact_at(buf, slot_offset(slot)).map_err(|source| match source.kind() {
-            io::ErrorKind::UnexpectedEof => Error::Corruption {
-                location: Location {
-                    file: PathBuf::from(FRAMES_NAME),
-                    frame: Some(id.0),
-                    offset: slot_offset(slot),
+        let known = self.lengths.lock().get(&slot).copied();
+        let len = known.unwrap_or(FRAME_SIZE).min(FRAME_SIZE);
+        self.file.read_exact_at(&mut buf[..len], slot_offset(slot)).map_err(|source| {
+            match source.kind() {
+                io::ErrorKind::UnexpectedEof => Error::Corruption {
+                    location: Location {
+                        file: PathBuf::from(FRAMES_NAME),
+                        frame: Some(id.0),
+                        offset: slot_offset(slot),
+                    },
+                    reason: "frames file ends inside the frame's slot".into(),
                 },
-                reason: "frames file ends inside the frame's slot".into(),
-            },
-            _ => Error::Io { op: "read frame", source, may_have_applied: false },
-        })
+                _ => Error::Io { op: "read frame", source, may_have_applied: false },
+            }
+        })?;
+        if known.is_none() {
+            // Read whole once: remember the image's length for the next read of this slot (a
+            // corrupt header is reported by the decoder either way).
+            self.lengths.lock().insert(slot, stored_len(buf));
+        }
+        Ok(len)
     }
 
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
