@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize
 use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwapOption;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
 use crate::format::{FrameId, FRAME_SIZE};
@@ -166,14 +166,22 @@ pub(crate) struct BufferPool<N> {
     image_reads: AtomicU64,
     /// The root frame: never evicted.
     pinned: FrameId,
-    /// Read buffers kept for the next loads (at most `SPARE_BUFFERS_MAX`): a fresh 512 KiB
-    /// allocation per read made glibc consolidate its free lists on every miss (measured:
-    /// most of a cache miss's CPU time at 1M keys).
-    spare_buffers: Mutex<Vec<Box<[u8]>>>,
+    /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
+    /// and a read waits for one. A fresh 512 KiB allocation per read made glibc consolidate its
+    /// free lists on every miss (measured: most of a cache miss's CPU time at 1M keys), and
+    /// one per concurrent reader let a server with 64 connections grow by hundreds of MB.
+    read_buffers: Mutex<ReadBuffers>,
+    read_buffer_freed: Condvar,
 }
 
-/// Read buffers kept for reuse; more concurrent loads than this allocate their own.
-const SPARE_BUFFERS_MAX: usize = 4;
+#[derive(Default)]
+struct ReadBuffers {
+    free: Vec<Box<[u8]>>,
+    allocated: usize,
+}
+
+/// Frame reads (loads and image reads) in flight at once, at most: each holds a 512 KiB buffer.
+const READ_BUFFERS_MAX: usize = 8;
 
 /// A frame read this many times from its image while the cache was full is decoded and
 /// admitted on the next read (evicting a colder frame).
@@ -201,7 +209,8 @@ impl<N> BufferPool<N> {
             frame_evictions: AtomicU64::new(0),
             image_reads: AtomicU64::new(0),
             pinned,
-            spare_buffers: Mutex::new(Vec::new()),
+            read_buffers: Mutex::new(ReadBuffers::default()),
+            read_buffer_freed: Condvar::new(),
         }
     }
 
@@ -290,12 +299,23 @@ impl<N> BufferPool<N> {
         id: FrameId,
         f: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
     ) -> Result<R> {
-        let mut bytes = self.spare_buffers.lock().pop().unwrap_or_else(|| vec![0u8; FRAME_SIZE].into());
+        let mut bytes = {
+            let mut buffers = self.read_buffers.lock();
+            // Bound: every buffer taken is given back below, whatever the read's outcome.
+            loop {
+                if let Some(b) = buffers.free.pop() {
+                    break b;
+                }
+                if buffers.allocated < READ_BUFFERS_MAX {
+                    buffers.allocated += 1;
+                    break vec![0u8; FRAME_SIZE].into_boxed_slice();
+                }
+                self.read_buffer_freed.wait(&mut buffers);
+            }
+        };
         let result = source.read_frame(id, &mut bytes).and_then(|n| f(&bytes[..n], &source.locate(id)));
-        let mut spare = self.spare_buffers.lock();
-        if spare.len() < SPARE_BUFFERS_MAX {
-            spare.push(bytes);
-        }
+        self.read_buffers.lock().free.push(bytes);
+        self.read_buffer_freed.notify_one();
         result
     }
 
