@@ -210,9 +210,11 @@ pub struct Stats {
     pub frames_cached: u64,
     /// Memory of the cached frames' decoded nodes: what `Options::memory_budget_bytes` bounds.
     pub cache_bytes: u64,
+    /// Reads from the frames file: frames loaded (decoded), and point reads that walked an
+    /// evicted frame's image.
     pub frame_reads: u64,
     pub frame_evictions: u64,
-    /// Point reads answered from an evicted frame's on-disk image without decoding it.
+    /// Point reads answered by walking an evicted frame's on-disk image instead of decoding it.
     pub frame_image_reads: u64,
     pub wal_bytes_written: u64,
     pub wal_syncs: u64,

@@ -84,6 +84,11 @@ impl TreeHarness {
         self.tree.pool_stats().image_reads
     }
 
+    /// Reads from the frame images (the stand-in for the frames file).
+    pub fn source_reads(&self) -> u64 {
+        self.tree.pool_stats().source_reads
+    }
+
     /// Frames read back from images, and frames evicted.
     pub fn cache_counters(&self) -> (u64, u64) {
         let s = self.tree.pool_stats();

@@ -164,6 +164,8 @@ pub(crate) struct BufferPool<N> {
     frame_evictions: AtomicU64,
     /// Point reads served from a frame's image without decoding it.
     image_reads: AtomicU64,
+    /// Reads from the frame source (decoding loads and image reads alike).
+    source_reads: AtomicU64,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
@@ -195,6 +197,7 @@ pub(crate) struct PoolStats {
     pub frame_reads: u64,
     pub frame_evictions: u64,
     pub image_reads: u64,
+    pub source_reads: u64,
 }
 
 impl<N> BufferPool<N> {
@@ -208,6 +211,7 @@ impl<N> BufferPool<N> {
             frame_reads: AtomicU64::new(0),
             frame_evictions: AtomicU64::new(0),
             image_reads: AtomicU64::new(0),
+            source_reads: AtomicU64::new(0),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
             read_buffer_freed: Condvar::new(),
@@ -234,6 +238,7 @@ impl<N> BufferPool<N> {
             frame_reads: self.frame_reads.load(Ordering::Relaxed),
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),
             image_reads: self.image_reads.load(Ordering::Relaxed),
+            source_reads: self.source_reads.load(Ordering::Relaxed),
         }
     }
 
@@ -313,6 +318,7 @@ impl<N> BufferPool<N> {
                 self.read_buffer_freed.wait(&mut buffers);
             }
         };
+        self.source_reads.fetch_add(1, Ordering::Relaxed);
         let result = source.read_frame(id, &mut bytes).and_then(|n| f(&bytes[..n], &source.locate(id)));
         self.read_buffers.lock().free.push(bytes);
         self.read_buffer_freed.notify_one();
