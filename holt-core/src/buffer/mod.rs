@@ -176,6 +176,20 @@ pub(crate) struct BufferPool<N> {
     read_buffer_freed: Condvar,
 }
 
+/// A read buffer on loan; given back to the pool when dropped, however the read ended.
+struct ReadBuffer<'p, N> {
+    pool: &'p BufferPool<N>,
+    bytes: Box<[u8]>,
+}
+
+impl<N> Drop for ReadBuffer<'_, N> {
+    fn drop(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes);
+        self.pool.read_buffers.lock().free.push(bytes);
+        self.pool.read_buffer_freed.notify_one();
+    }
+}
+
 #[derive(Default)]
 struct ReadBuffers {
     free: Vec<Box<[u8]>>,
@@ -185,8 +199,8 @@ struct ReadBuffers {
 /// Frame reads (loads and image reads) in flight at once, at most: each holds a 512 KiB buffer.
 const READ_BUFFERS_MAX: usize = 8;
 
-/// A frame read this many times from its image while the cache was full is decoded and
-/// admitted on the next read (evicting a colder frame).
+/// A frame read this many times from its image since it was last loaded (while the cache was
+/// full) is decoded and admitted on the next read (evicting a colder frame).
 const ADMIT_AFTER_IMAGE_READS: u32 = 32;
 
 /// Counters of the cache.
@@ -259,11 +273,15 @@ impl<N> BufferPool<N> {
                 reason: "frame is not resident and there is no frame source".into(),
             })?;
             let (root, size) = self.read_frame(&**source, cell.id, decode)?;
+            // Counted before the root is published: once it is, a writer may change the frame
+            // and account for that change itself.
             cell.set_size(size);
+            self.cached_bytes.fetch_add(size.memory as i64, Ordering::Relaxed);
             cell.root.store(Some(Arc::clone(&root)));
+            self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
+            cell.image_reads.store(0, Ordering::Relaxed);
             self.frame_reads.fetch_add(1, Ordering::Relaxed);
-            self.admit(cell);
             root
         };
         self.evict_if_needed();
@@ -288,13 +306,12 @@ impl<N> BufferPool<N> {
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
-        if cell.image_reads.fetch_add(1, Ordering::Relaxed) + 1 >= ADMIT_AFTER_IMAGE_READS {
-            cell.image_reads.store(0, Ordering::Relaxed);
-            return Ok(None);
+        if cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
+            return Ok(None); // `load` resets the count
         }
-        let result = self.read_frame(&**source, cell.id, walk);
+        let result = self.read_frame(&**source, cell.id, walk)?;
         self.image_reads.fetch_add(1, Ordering::Relaxed);
-        result.map(Some)
+        Ok(Some(result))
     }
 
     /// Reads frame `id` from `source` into a reused buffer and hands its bytes to `f`.
@@ -304,25 +321,27 @@ impl<N> BufferPool<N> {
         id: FrameId,
         f: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
     ) -> Result<R> {
-        let mut bytes = {
-            let mut buffers = self.read_buffers.lock();
-            // Bound: every buffer taken is given back below, whatever the read's outcome.
-            loop {
-                if let Some(b) = buffers.free.pop() {
-                    break b;
-                }
-                if buffers.allocated < READ_BUFFERS_MAX {
-                    buffers.allocated += 1;
-                    break vec![0u8; FRAME_SIZE].into_boxed_slice();
-                }
-                self.read_buffer_freed.wait(&mut buffers);
-            }
-        };
+        let mut buffer = ReadBuffer { pool: self, bytes: self.take_read_buffer() };
         self.source_reads.fetch_add(1, Ordering::Relaxed);
-        let result = source.read_frame(id, &mut bytes).and_then(|n| f(&bytes[..n], &source.locate(id)));
-        self.read_buffers.lock().free.push(bytes);
-        self.read_buffer_freed.notify_one();
-        result
+        let bytes = &mut buffer.bytes;
+        source.read_frame(id, bytes).and_then(|n| f(&bytes[..n], &source.locate(id)))
+    }
+
+    /// A read buffer: a free one, a new one while fewer than `READ_BUFFERS_MAX` exist, or the
+    /// next one given back.
+    fn take_read_buffer(&self) -> Box<[u8]> {
+        let mut buffers = self.read_buffers.lock();
+        // Bound: every buffer taken is given back when its `ReadBuffer` drops (panics too).
+        loop {
+            if let Some(b) = buffers.free.pop() {
+                return b;
+            }
+            if buffers.allocated < READ_BUFFERS_MAX {
+                buffers.allocated += 1;
+                return vec![0u8; FRAME_SIZE].into_boxed_slice();
+            }
+            self.read_buffer_freed.wait(&mut buffers);
+        }
     }
 
     /// Whether admitting one more frame would push the cache over its budget (the eviction
@@ -363,6 +382,11 @@ impl<N> BufferPool<N> {
                 ring.push_back(cell);
                 continue;
             };
+            // A merge may have retired the frame (and uncounted its memory) since the check
+            // above; it holds the latch while it does, so this check is final.
+            if cell.is_retired() {
+                continue;
+            }
             if cell.is_dirty() {
                 ring.push_back(Arc::clone(&cell));
                 continue;

@@ -191,6 +191,10 @@ pub(super) fn decode_frame(
     if starts.first() != Some(&view.root_offset) {
         return Err(fail(0, format!("header names offset {} as the root's", view.root_offset)));
     }
+    // Links as roots could chain frames without the key getting deeper (see `walk_image`).
+    if matches!(*root, Node::Link(_)) {
+        return Err(fail(HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
+    }
     Ok((root, HEADER_LEN + view.body.len()))
 }
 
@@ -266,6 +270,11 @@ pub(super) fn walk_image<'a>(
                     ImageWalk::Missing
                 });
             }
+            // A frame's root is never a link: links as roots could chain frames without the
+            // key getting any deeper, so a corrupt pair of frames could send lookups in circles.
+            Record::Link { .. } if pos == view.root_offset => {
+                return Err(fail(HEADER_LEN + pos, "the frame's root is a link".into()));
+            }
             Record::Link { frame } => return Ok(ImageWalk::Link { frame: FrameId(frame), depth }),
             Record::Inner { prefix, has_terminal, keys, distances, .. } => {
                 if !rest.starts_with(prefix) {
@@ -329,5 +338,20 @@ mod tests {
         assert_eq!(found(b"ab"), Some((b"x".to_vec(), 5)));
         assert_eq!(found(b"ac"), Some((b"y".to_vec(), 6)));
         assert_eq!((found(b"a"), found(b"ad"), found(b"abc"), found(b"b")), (None, None, None, None));
+    }
+
+    /// A frame whose root is a link is corruption for the decoder and for a point lookup
+    /// (two such frames linking to each other would otherwise send lookups in circles).
+    #[test]
+    fn a_link_as_a_frame_root_is_corruption() {
+        let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+        let mut image = frame::start_frame(4096);
+        write_link(&mut image, 7);
+        frame::seal(&mut image, FrameId(5), 1, 0).unwrap();
+        let at = (PathBuf::from("<test>"), 0);
+        let decoded = decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root)));
+        assert!(matches!(decoded, Err(Error::Corruption { .. })));
+        let walked = walk_image(&image, FrameId(5), &at, b"key", 0);
+        assert!(matches!(walked, Err(Error::Corruption { .. })));
     }
 }

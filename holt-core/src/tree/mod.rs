@@ -224,7 +224,7 @@ impl Tree {
     fn get_from_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Option<Lookup>> {
         enum Step {
             Done(Lookup),
-            Link(FrameId, usize),
+            Link(Arc<Cell>, usize),
         }
         let step = self.pool.read_image(cell, |bytes, location| {
             Ok(match codec::walk_image(bytes, cell.id, location, key, depth)? {
@@ -233,7 +233,23 @@ impl Tree {
                     version: crate::api::Version(version),
                 })),
                 codec::ImageWalk::Missing => Step::Done(Lookup::Missing),
-                codec::ImageWalk::Link { frame, depth } => Step::Link(frame, depth),
+                // Resolved while this frame's load lock is held, as the decoder resolves its
+                // links: a merge of the child into this frame must load this frame first, so
+                // the child is still registered here (and retired, not gone, if merged later).
+                codec::ImageWalk::Link { frame, depth } => {
+                    // A link back to the frame itself or to the root would make a cycle.
+                    let linkable = frame != cell.id && frame != self.root.id;
+                    let child = if linkable { self.frames.lock().get(&frame).cloned() } else { None };
+                    let child = child.ok_or_else(|| crate::error::Error::Corruption {
+                        location: crate::error::Location {
+                            file: location.0.clone(),
+                            frame: Some(cell.id.0),
+                            offset: location.1,
+                        },
+                        reason: format!("link to unknown frame {frame}"),
+                    })?;
+                    Step::Link(child, depth)
+                }
             })
         })?;
         // As after loading a root (the read protocol in `sync`): a frame merged away since
@@ -244,20 +260,7 @@ impl Tree {
         match step {
             None => Ok(None),
             Some(Step::Done(lookup)) => Ok(Some(lookup)),
-            Some(Step::Link(frame, depth)) => {
-                // A link back to the frame itself or to the root would make a cycle.
-                let linkable = frame != cell.id && frame != self.root.id;
-                let child = if linkable { self.frames.lock().get(&frame).cloned() } else { None };
-                let child = child.ok_or_else(|| crate::error::Error::Corruption {
-                    location: crate::error::Location {
-                        file: "<frames>".into(),
-                        frame: Some(cell.id.0),
-                        offset: 0,
-                    },
-                    reason: format!("link to unknown frame {frame}"),
-                })?;
-                self.get_in(&child, key, depth, true).map(Some)
-            }
+            Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, true).map(Some),
         }
     }
 
