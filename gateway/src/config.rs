@@ -65,6 +65,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// The smallest frame-cache budget the gateway accepts, in MiB.
+pub const MEMORY_BUDGET_MIB_MIN: u64 = 16;
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -111,8 +114,13 @@ impl Config {
             return Err("--max-inflight must be at least 1".into());
         }
         let memory_budget_mib = cli.memory_budget_mib.or(file.memory_budget_mib).unwrap_or(1024);
-        if memory_budget_mib == 0 {
-            return Err("--memory-budget-mib must be at least 1".into());
+        // A decoded 512 KiB frame takes about 1 MiB; below a few frames' worth, every request
+        // that misses the cache would evict and re-read the frame another request needs.
+        if memory_budget_mib < MEMORY_BUDGET_MIB_MIN {
+            return Err(format!(
+                "--memory-budget-mib must be at least {MEMORY_BUDGET_MIB_MIN} (the frame cache needs room for \
+                 several decoded 512 KiB frames), not {memory_budget_mib}"
+            ));
         }
         let domain = cli
             .domain
@@ -162,6 +170,14 @@ mod tests {
         assert_eq!(c.listen.to_string(), "0.0.0.0:1");
         assert_eq!(c.max_inflight, 5);
         assert_eq!(c.durability, holt_core::Durability::Async);
+    }
+
+    #[test]
+    fn memory_budget_has_a_floor() {
+        for (mib, ok) in [(0, false), (MEMORY_BUDGET_MIB_MIN - 1, false), (MEMORY_BUDGET_MIB_MIN, true)] {
+            let cli = Cli { memory_budget_mib: Some(mib), ..Default::default() };
+            assert_eq!(Config::merge(cli, FileConfig::default()).is_ok(), ok, "{mib} MiB");
+        }
     }
 
     #[test]
