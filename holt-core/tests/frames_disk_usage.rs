@@ -122,7 +122,11 @@ fn frames_file_holds_about_the_encoded_bytes_after_repeated_checkpoints() {
         "the decoded frames ({decoded} B) must be several times the cache ({budget} B)"
     );
     assert!(stats.frame_evictions > 0, "nothing was evicted");
-    assert!(stats.cache_bytes <= budget as u64, "cache holds {} B, budget {budget} B", stats.cache_bytes);
+    assert!(
+        stats.cache_bytes <= budget as u64,
+        "cache holds {} B, budget {budget} B: {stats:?}",
+        stats.cache_bytes
+    );
     assert!(stats.frame_reads >= frames, "every frame is read at least once");
     db.close().expect("close");
 }

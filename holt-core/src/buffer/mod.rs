@@ -302,6 +302,9 @@ impl<N> BufferPool<N> {
         walk: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
+        if !self.is_full() {
+            return Ok(None); // no lock needed to decide to load instead
+        }
         let _loading = cell.load_lock.lock();
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);

@@ -209,11 +209,7 @@ impl Tree {
     ) -> Result<(Arc<Node>, FrameSize)> {
         let frames = self.frames.lock();
         let (root, encoded) = decode_frame(bytes, cell.id, location, |id| {
-            // A link back to the frame itself or to the root would make a cycle.
-            if id == cell.id || id == self.root.id {
-                return None;
-            }
-            let child = frames.get(&id).cloned()?;
+            let child = self.linked_frame(&frames, cell, id)?;
             child.set_parent(cell);
             Some(child)
         })?;
@@ -221,6 +217,22 @@ impl Tree {
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
         Ok((root, size))
+    }
+}
+
+impl Tree {
+    /// The live frame a link in frame `from` names, if it may link there: a link back to the
+    /// frame itself or to the root would make a cycle. `frames` is the locked registry.
+    pub(super) fn linked_frame(
+        &self,
+        frames: &std::collections::HashMap<FrameId, Arc<Cell>>,
+        from: &Cell,
+        id: FrameId,
+    ) -> Option<Arc<Cell>> {
+        if id == from.id || id == self.root.id {
+            return None;
+        }
+        frames.get(&id).cloned()
     }
 }
 

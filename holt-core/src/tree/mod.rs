@@ -237,9 +237,7 @@ impl Tree {
                 // links: a merge of the child into this frame must load this frame first, so
                 // the child is still registered here (and retired, not gone, if merged later).
                 codec::ImageWalk::Link { frame, depth } => {
-                    // A link back to the frame itself or to the root would make a cycle.
-                    let linkable = frame != cell.id && frame != self.root.id;
-                    let child = if linkable { self.frames.lock().get(&frame).cloned() } else { None };
+                    let child = self.linked_frame(&self.frames.lock(), cell, frame);
                     let child = child.ok_or_else(|| crate::error::Error::Corruption {
                         location: crate::error::Location {
                             file: location.0.clone(),
