@@ -77,10 +77,11 @@ impl Metrics {
                     writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
             }
         }
-        let engine: [(&str, &str, u64); 13] = [
+        let engine: [(&str, &str, u64); 14] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
+            ("frames_dirty", "gauge", stats.frames_dirty),
             ("cache_bytes", "gauge", stats.cache_bytes),
             ("frame_reads_total", "counter", stats.frame_reads),
             ("frame_evictions_total", "counter", stats.frame_evictions),

@@ -208,6 +208,8 @@ pub struct Stats {
     pub keys: u64,
     pub frames: u64,
     pub frames_cached: u64,
+    /// Cached frames changed since the last checkpoint wrote them (these cannot be evicted).
+    pub frames_dirty: u64,
     /// Memory of the cached frames' decoded nodes: what `Options::memory_budget_bytes` bounds.
     pub cache_bytes: u64,
     /// Reads from the frames file: frames loaded (decoded), and point reads that walked an

@@ -79,6 +79,7 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
         root_frame: FrameId::ROOT.0,
         key_count: 0,
         wal_window_bytes: cfg.window_bytes(),
+        frames_lsn: FIRST_LSN,
         frames: Vec::new(),
     };
     write_manifest(vfs, &manifest).map_err(|e| match e {
@@ -124,7 +125,8 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         manifest.checkpoint_lsn,
         window,
         (window as usize).max(cfg.max_record_bytes()),
-        |record| tree.replay(&record.ops, record.lsn),
+        // The frames already hold the records below `frames_lsn` (see `Manifest`).
+        |record| if record.lsn < manifest.frames_lsn { Ok(()) } else { tree.replay(&record.ops, record.lsn) },
     )?;
     let mut removed = false;
     for name in &replayed.stale_segments {

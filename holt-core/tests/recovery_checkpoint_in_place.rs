@@ -1,8 +1,9 @@
 //! Invariant: a checkpoint taken while no preallocated log segment is ready keeps the log in
 //! its current segment and names that segment's start as the manifest's checkpoint_lsn, so
-//! the frames hold writes past it. Recovery replays those writes again over frames that
-//! already contain them; the result must be exactly the acknowledged state: every value and
-//! version, no deleted key back, and the same key count.
+//! the frames hold writes past it (up to the manifest's frames_lsn). Recovery reads the log
+//! from checkpoint_lsn, skips the records below frames_lsn and applies the rest; the result
+//! must be exactly the acknowledged state: every value and version, no deleted key back, and
+//! the same key count.
 //!
 //! The spare segment never becomes ready here: creating log segment 2 fails with ENOSPC
 //! forever (simulated I/O), so every checkpoint stays in segment 1. Crash model:
@@ -85,4 +86,62 @@ fn checkpoints_that_keep_the_segment_replay_to_the_same_state() {
         let db = Db::open_with_vfs(vfs.clone(), opts()).expect("second reopen");
         check(&db, &model, &format!("{context}, after a second reopen"));
     }
+}
+
+/// The frames hold exactly the writes below the log position a checkpoint captured (the
+/// manifest's `frames_lsn`), so reopening after checkpoints that kept their segment applies
+/// none of the records before it again: no frame comes back dirty. Applying them again (what
+/// recovery did before manifest version 2) changed no value but dirtied every frame they
+/// touched, and dirty frames cannot be evicted: a database reopened with a small cache held
+/// them all until its next checkpoint. Writes after the last checkpoint are still replayed.
+#[test]
+fn reopening_after_in_place_checkpoints_replays_only_what_the_frames_lack() {
+    let seed = oracle::seed("reopening_after_in_place_checkpoints_replays_only_what_the_frames_lack");
+    let fs = SimFs::new(seed);
+    fs.inject(Fault {
+        op: Some(OpKind::Open),
+        path_contains: Some("wal-0000000000000002".into()),
+        nth: 1,
+        error: FaultError::Enospc,
+        forever: true,
+    });
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    let db = Db::open_with_vfs(vfs.clone(), opts()).expect("open");
+    let put = |db: &Db, model: &mut Model, i: u32, tag: &str| {
+        let key = format!("bucket/dir-{:02}/object-{i:05}", i % 16).into_bytes();
+        let value = format!("{tag}-{i}-{}", "v".repeat(200)).into_bytes();
+        let version = db.put(&key, &value).expect("put");
+        model.insert(key, (value, version.0));
+    };
+    let mut model = Model::new();
+    for i in 0..2500 {
+        put(&db, &mut model, i, "first");
+    }
+    db.checkpoint().expect("checkpoint without a spare segment");
+    for i in (0..2500).step_by(7) {
+        put(&db, &mut model, i, "second");
+    }
+    let frames = db.stats().frames;
+    println!("{frames} frames");
+    // `close` checkpoints too, again in segment 1: everything in the log is in the frames.
+    db.close().expect("close");
+
+    let db = Db::open_with_vfs(vfs.clone(), opts()).expect("reopen");
+    check(&db, &model, "after a clean close");
+    assert_eq!(db.stats().frames_dirty, 0, "reopening re-applied writes the frames hold: {:?}", db.stats());
+    put(&db, &mut model, 3, "third");
+    assert_eq!(db.stats().frames_dirty, 1, "one write dirties its frame");
+
+    // A crash after writes that no checkpoint covers: those must be replayed (and dirty
+    // their frames), the ones before the checkpoint must not.
+    db.checkpoint().expect("checkpoint");
+    for i in [10, 1000, 2000] {
+        put(&db, &mut model, i, "fourth");
+    }
+    fs.crash();
+    drop(db);
+    let db = Db::open_with_vfs(vfs.clone(), opts()).expect("reopen after the crash");
+    check(&db, &model, "after the crash");
+    let dirty = db.stats().frames_dirty;
+    assert!((1..=3).contains(&dirty), "the 3 replayed writes dirty 1 to 3 frames, not {dirty} of {frames}");
 }

@@ -207,6 +207,7 @@ const ADMIT_AFTER_IMAGE_READS: u32 = 32;
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PoolStats {
     pub frames_cached: u64,
+    pub frames_dirty: u64,
     pub cache_bytes: u64,
     pub frame_reads: u64,
     pub frame_evictions: u64,
@@ -245,9 +246,10 @@ impl<N> BufferPool<N> {
 
     pub(crate) fn stats(&self) -> PoolStats {
         let ring = self.ring.lock();
-        let frames_cached = ring.iter().filter(|c| !c.is_retired() && c.root.load().is_some()).count();
+        let resident = || ring.iter().filter(|c| !c.is_retired() && c.root.load().is_some());
         PoolStats {
-            frames_cached: frames_cached as u64,
+            frames_cached: resident().count() as u64,
+            frames_dirty: resident().filter(|c| c.is_dirty()).count() as u64,
             cache_bytes: self.cached_bytes.load(Ordering::Relaxed).max(0) as u64,
             frame_reads: self.frame_reads.load(Ordering::Relaxed),
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),

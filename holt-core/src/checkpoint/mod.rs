@@ -244,9 +244,10 @@ impl Durable {
         let mut frames: Vec<(u64, u64)> = table.iter().map(|(&id, &slot)| (id, slot)).collect();
         frames.sort_unstable();
         // Replay starts at the segment's first record: L after a roll, or an earlier position
-        // when the log stayed in its segment. The frames hold every write below L; replaying
-        // the records between `base_lsn` and L again over them is a no-op, because each is a
-        // blind put or delete stamped with its own lsn and the last one to each key wins.
+        // when the log stayed in its segment. The frames hold exactly the writes below L
+        // (captured under the exclusive gate), so replay skips the records between
+        // `base_lsn` and L: applying them again would change nothing but would dirty every
+        // frame they touch, and dirty frames cannot be evicted until the next checkpoint.
         debug_assert!(rolled.base_lsn <= lsn);
         let manifest = Manifest {
             checkpoint_lsn: rolled.base_lsn,
@@ -254,6 +255,7 @@ impl Durable {
             root_frame: capture.root_frame.0,
             key_count: capture.keys,
             wal_window_bytes: self.wal.config().window_bytes(),
+            frames_lsn: lsn,
             frames,
         };
         match write_manifest(&*self.vfs, &manifest) {

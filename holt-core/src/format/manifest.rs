@@ -5,9 +5,11 @@
 //! so at any moment exactly one durable manifest exists and every slot it names is intact.
 
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"HOLTMANI");
-pub(crate) const MANIFEST_VERSION: u32 = 1;
-/// Fixed bytes before the frame table.
-pub(crate) const MANIFEST_HEADER_BYTES: usize = 64;
+/// Version written. Version 1 (no `frames_lsn`, a 64-byte header) is still read.
+pub(crate) const MANIFEST_VERSION: u32 = 2;
+/// Fixed bytes before the frame table (version 2; version 1 had 64).
+pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
+const MANIFEST_V1_HEADER_BYTES: usize = 64;
 /// Bytes per frame-table entry: frame id, slot.
 pub(crate) const MANIFEST_ENTRY_BYTES: usize = 16;
 /// Name of the manifest file and of the temp file it is written to first.
@@ -18,7 +20,8 @@ const _: () = assert!(MANIFEST_HEADER_BYTES & 7 == 0 && MANIFEST_ENTRY_BYTES & 7
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Manifest {
-    /// Every log record with lsn below this is contained in the frames named here.
+    /// The base of `wal_segment`: replay reads the log from here. Every record below it is in
+    /// the frames; so are those below `frames_lsn`, which may be later.
     pub checkpoint_lsn: u64,
     /// Replay starts with this log segment (its first record, if any, has lsn `checkpoint_lsn`).
     pub wal_segment: u64,
@@ -28,6 +31,10 @@ pub(crate) struct Manifest {
     pub key_count: u64,
     /// Most bytes the log may have written without an fdatasync: the torn-tail window.
     pub wal_window_bytes: u64,
+    /// The log position the checkpoint captured: the frames hold exactly the records below
+    /// it, so replay skips those (applying them again would dirty every frame they touch).
+    /// At least `checkpoint_lsn`; equal to it in version 1 manifests.
+    pub frames_lsn: u64,
     /// (frame id, slot) for every live frame, sorted by frame id.
     pub frames: Vec<(u64, u64)>,
 }
@@ -46,6 +53,7 @@ impl Manifest {
             self.key_count,
             self.wal_window_bytes,
             self.frames.len() as u64,
+            self.frames_lsn,
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -71,33 +79,41 @@ impl Manifest {
         if u64_at(0)? != MANIFEST_MAGIC {
             return Err((0, "bad manifest magic"));
         }
-        if u64_at(8)? & 0xFFFF_FFFF != u64::from(MANIFEST_VERSION) {
-            return Err((8, "unknown manifest version"));
-        }
+        let header = match u64_at(8)? & 0xFFFF_FFFF {
+            1 => MANIFEST_V1_HEADER_BYTES,
+            2 => MANIFEST_HEADER_BYTES,
+            _ => return Err((8, "unknown manifest version")),
+        };
         let count = u64_at(56)?;
-        let max_entries = (bytes.len().saturating_sub(MANIFEST_HEADER_BYTES) / MANIFEST_ENTRY_BYTES) as u64;
+        let max_entries = (bytes.len().saturating_sub(header) / MANIFEST_ENTRY_BYTES) as u64;
         if count > max_entries {
             return Err((56, "manifest frame count exceeds its length"));
         }
-        let end = MANIFEST_HEADER_BYTES + count as usize * MANIFEST_ENTRY_BYTES;
+        let end = header + count as usize * MANIFEST_ENTRY_BYTES;
         let stored = bytes.get(end..end + 4).ok_or((end as u64, "manifest is truncated"))?;
         if crc32c::crc32c(&bytes[..end]).to_le_bytes() != stored {
             return Err((end as u64, "manifest checksum mismatch"));
         }
         let mut frames = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
-            let off = MANIFEST_HEADER_BYTES + i * MANIFEST_ENTRY_BYTES;
+            let off = header + i * MANIFEST_ENTRY_BYTES;
             frames.push((u64_at(off)?, u64_at(off + 8)?));
         }
         if frames.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err((MANIFEST_HEADER_BYTES as u64, "manifest frame table is not sorted"));
+            return Err((header as u64, "manifest frame table is not sorted"));
+        }
+        let checkpoint_lsn = u64_at(16)?;
+        let frames_lsn = if header == MANIFEST_V1_HEADER_BYTES { checkpoint_lsn } else { u64_at(64)? };
+        if frames_lsn < checkpoint_lsn {
+            return Err((64, "manifest frames_lsn lies before the log it replays"));
         }
         Ok(Manifest {
-            checkpoint_lsn: u64_at(16)?,
+            checkpoint_lsn,
             wal_segment: u64_at(24)?,
             root_frame: u64_at(32)?,
             key_count: u64_at(40)?,
             wal_window_bytes: u64_at(48)?,
+            frames_lsn,
             frames,
         })
     }
@@ -115,6 +131,7 @@ mod tests {
             root_frame: 0,
             key_count: 9,
             wal_window_bytes: 8 << 20,
+            frames_lsn: 6000,
             frames: vec![(0, 5), (3, 1), (8, 0)],
         };
         let bytes = m.encode();
@@ -126,5 +143,54 @@ mod tests {
         }
         assert!(Manifest::decode(&bytes[..bytes.len() - 10]).is_err());
         assert!(Manifest::decode(&[]).is_err());
+    }
+
+    /// A version 1 manifest (64-byte header, no frames_lsn) written by the previous format,
+    /// byte for byte: it still opens, with the frames taken to stop at checkpoint_lsn.
+    #[test]
+    fn version_1_manifests_are_read() {
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(b"HOLTMANI");
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&0u32.to_le_bytes());
+        for v in [4096u64, 3, 0, 9, 8 << 20, 2] {
+            v1.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [0u64, 5, 3, 1] {
+            v1.extend_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        v1.extend_from_slice(&[0u8; 4]);
+        let m = Manifest::decode(&v1).expect("a version 1 manifest");
+        assert_eq!(
+            m,
+            Manifest {
+                checkpoint_lsn: 4096,
+                wal_segment: 3,
+                root_frame: 0,
+                key_count: 9,
+                wal_window_bytes: 8 << 20,
+                frames_lsn: 4096,
+                frames: vec![(0, 5), (3, 1)],
+            }
+        );
+    }
+
+    #[test]
+    fn frames_lsn_before_the_replay_start_is_refused() {
+        let m = Manifest {
+            checkpoint_lsn: 4096,
+            wal_segment: 3,
+            root_frame: 0,
+            key_count: 9,
+            wal_window_bytes: 8 << 20,
+            frames_lsn: 4000,
+            frames: vec![],
+        };
+        assert_eq!(
+            Manifest::decode(&m.encode()),
+            Err((64, "manifest frames_lsn lies before the log it replays"))
+        );
     }
 }
