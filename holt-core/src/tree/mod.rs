@@ -237,6 +237,8 @@ impl Tree {
                 // links: a merge of the child into this frame must load this frame first, so
                 // the child is still registered here (and retired, not gone, if merged later).
                 codec::ImageWalk::Link { frame, depth } => {
+                    // A named point inside the window, so a test can run a merge in it.
+                    fail::fail_point!("image-walk-link");
                     let child = self.linked_frame(&self.frames.lock(), cell, frame);
                     let child = child.ok_or_else(|| crate::error::Error::Corruption {
                         location: crate::error::Location {
