@@ -36,20 +36,27 @@ fn check(db: &Db, model: &Model, context: &str) {
     assert_eq!(db.stats().keys, model.len() as u64, "{context}: key count differs");
 }
 
+/// A simulated disk on which log segment 2 can never be created (ENOSPC forever), so every
+/// checkpoint keeps the log in segment 1.
+fn without_a_spare_segment(seed: u64) -> (Arc<SimFs>, Arc<dyn Vfs>) {
+    let fs = SimFs::new(seed);
+    fs.inject(Fault {
+        op: Some(OpKind::Open),
+        path_contains: Some("wal-0000000000000002".into()),
+        nth: 1,
+        error: FaultError::Enospc,
+        forever: true,
+    });
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    (fs, vfs)
+}
+
 #[test]
 fn checkpoints_that_keep_the_segment_replay_to_the_same_state() {
     let seed = oracle::seed("checkpoints_that_keep_the_segment_replay_to_the_same_state");
     for case in 0..8u64 {
         let seed = seed.wrapping_add(case);
-        let fs = SimFs::new(seed);
-        fs.inject(Fault {
-            op: Some(OpKind::Open),
-            path_contains: Some("wal-0000000000000002".into()),
-            nth: 1,
-            error: FaultError::Enospc,
-            forever: true,
-        });
-        let vfs: Arc<dyn Vfs> = fs.clone();
+        let (fs, vfs) = without_a_spare_segment(seed);
         let db = Db::open_with_vfs(vfs.clone(), opts()).expect("open");
         let sync = WriteOptions { durability: Some(Durability::Sync) };
         let mut model = Model::new();
@@ -97,15 +104,7 @@ fn checkpoints_that_keep_the_segment_replay_to_the_same_state() {
 #[test]
 fn reopening_after_in_place_checkpoints_replays_only_what_the_frames_lack() {
     let seed = oracle::seed("reopening_after_in_place_checkpoints_replays_only_what_the_frames_lack");
-    let fs = SimFs::new(seed);
-    fs.inject(Fault {
-        op: Some(OpKind::Open),
-        path_contains: Some("wal-0000000000000002".into()),
-        nth: 1,
-        error: FaultError::Enospc,
-        forever: true,
-    });
-    let vfs: Arc<dyn Vfs> = fs.clone();
+    let (fs, vfs) = without_a_spare_segment(seed);
     let db = Db::open_with_vfs(vfs.clone(), opts()).expect("open");
     let put = |db: &Db, model: &mut Model, i: u32, tag: &str| {
         let key = format!("bucket/dir-{:02}/object-{i:05}", i % 16).into_bytes();

@@ -123,17 +123,22 @@ impl Manifest {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trip_and_every_flip_detected() {
-        let m = Manifest {
+    /// A manifest replaying from lsn 4096 in segment 3.
+    fn sample(frames_lsn: u64, frames: Vec<(u64, u64)>) -> Manifest {
+        Manifest {
             checkpoint_lsn: 4096,
             wal_segment: 3,
             root_frame: 0,
             key_count: 9,
             wal_window_bytes: 8 << 20,
-            frames_lsn: 6000,
-            frames: vec![(0, 5), (3, 1), (8, 0)],
-        };
+            frames_lsn,
+            frames,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_every_flip_detected() {
+        let m = sample(6000, vec![(0, 5), (3, 1), (8, 0)]);
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {
@@ -163,31 +168,12 @@ mod tests {
         v1.extend_from_slice(&crc.to_le_bytes());
         v1.extend_from_slice(&[0u8; 4]);
         let m = Manifest::decode(&v1).expect("a version 1 manifest");
-        assert_eq!(
-            m,
-            Manifest {
-                checkpoint_lsn: 4096,
-                wal_segment: 3,
-                root_frame: 0,
-                key_count: 9,
-                wal_window_bytes: 8 << 20,
-                frames_lsn: 4096,
-                frames: vec![(0, 5), (3, 1)],
-            }
-        );
+        assert_eq!(m, sample(4096, vec![(0, 5), (3, 1)]));
     }
 
     #[test]
     fn frames_lsn_before_the_replay_start_is_refused() {
-        let m = Manifest {
-            checkpoint_lsn: 4096,
-            wal_segment: 3,
-            root_frame: 0,
-            key_count: 9,
-            wal_window_bytes: 8 << 20,
-            frames_lsn: 4000,
-            frames: vec![],
-        };
+        let m = sample(4000, vec![]);
         assert_eq!(
             Manifest::decode(&m.encode()),
             Err((64, "manifest frames_lsn lies before the log it replays"))
