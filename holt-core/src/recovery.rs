@@ -123,6 +123,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         &*vfs,
         manifest.wal_segment,
         manifest.checkpoint_lsn,
+        manifest.frames_lsn,
         window,
         (window as usize).max(cfg.max_record_bytes()),
         // The frames already hold the records below `frames_lsn` (see `Manifest`).

@@ -144,3 +144,38 @@ fn reopening_after_in_place_checkpoints_replays_only_what_the_frames_lack() {
     let dirty = db.stats().frames_dirty;
     assert!((1..=3).contains(&dirty), "the 3 replayed writes dirty 1 to 3 frames, not {dirty} of {frames}");
 }
+
+/// The log is synced up to the checkpoint's position before the manifest names it, so a log
+/// that ends before that position has lost synced records. Recovery must say so, not cut the
+/// damage as a torn tail and resume below the position: new records would get lsns the next
+/// recovery skips as already in the frames.
+#[test]
+fn a_log_ending_before_the_checkpoint_position_is_corruption() {
+    let seed = oracle::seed("a_log_ending_before_the_checkpoint_position_is_corruption");
+    let (_fs, vfs) = without_a_spare_segment(seed);
+    let db = Db::open_with_vfs(vfs.clone(), opts()).expect("open");
+    for i in 0..200u32 {
+        db.put(format!("key-{i:04}").as_bytes(), b"value").expect("put");
+    }
+    // `close` checkpoints in segment 1: the frames hold everything, and the manifest says the
+    // log was synced up to its end.
+    db.close().expect("close");
+
+    let segment = std::path::Path::new("wal-0000000000000001.log");
+    let file = vfs.open(segment, false).expect("segment 1");
+    let mut bytes = vec![0u8; file.len().expect("len") as usize];
+    file.read_exact_at(&mut bytes, 0).expect("read");
+    let last = bytes.iter().rposition(|&b| b != 0).expect("records");
+    // Damage the last record (synced long ago): a bad checksum, nothing valid after it.
+    file.write_all_at(&[0xFF; 8], (last as u64).saturating_sub(16)).expect("write");
+    file.sync_data().expect("sync");
+    drop(file);
+
+    match Db::open_with_vfs(vfs.clone(), opts()) {
+        Err(holt_core::Error::Corruption { reason, .. }) => {
+            assert!(reason.contains("synced"), "names the cause: {reason}")
+        }
+        Err(other) => panic!("expected corruption, got {other}"),
+        Ok(_) => panic!("a log missing synced records was opened"),
+    }
+}

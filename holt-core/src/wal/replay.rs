@@ -40,11 +40,14 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
 }
 
 /// Replays the log from segment `first_segment`, whose first record has lsn `checkpoint_lsn`,
-/// calling `apply` with every record in log order.
+/// calling `apply` with every record in log order. The log was synced up to `synced_lsn` (the
+/// checkpoint's position) before the manifest named it: a log that ends before it has lost
+/// synced records, which is corruption, never a torn tail to cut.
 pub(crate) fn replay(
     vfs: &dyn Vfs,
     first_segment: u64,
     checkpoint_lsn: u64,
+    synced_lsn: u64,
     window: u64,
     max_record: usize,
     mut apply: impl FnMut(Record) -> Result<()>,
@@ -115,6 +118,13 @@ pub(crate) fn replay(
                         Ok(_) => "record carries the wrong lsn",
                         Err(e) => e.describe(),
                     };
+                    if pos < synced_lsn {
+                        return Err(corruption(
+                            name,
+                            off as u64,
+                            format!("{reason} at lsn {pos}, before lsn {synced_lsn}, up to which the log was synced"),
+                        ));
+                    }
                     // The first position without a valid record: the end of this segment's
                     // records. Anything valid after it decides torn tail versus corruption.
                     let later_segment = segments[idx + 1..].iter().any(|(_, n)| has_header(vfs, n));
@@ -148,6 +158,17 @@ pub(crate) fn replay(
             }
         }
         resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
+    }
+    if resume.next_lsn < synced_lsn {
+        let name = crate::format::wal::segment_name(resume.segment);
+        return Err(corruption(
+            &name,
+            0,
+            format!(
+                "the log ends at lsn {}, before lsn {synced_lsn}, up to which it was synced",
+                resume.next_lsn
+            ),
+        ));
     }
     Ok(Replayed { resume, stale_segments: stale, records, truncated_at })
 }
