@@ -13,8 +13,9 @@
 //! Run: `cargo test -p holt-core --features failpoints --test image_walk_merge`.
 #![cfg(feature = "failpoints")]
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+mod race;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use holt_core::testing::TreeHarness;
@@ -71,54 +72,32 @@ fn a_merge_during_an_image_walk_does_not_unregister_the_child_it_names() {
 
     let harness = Arc::new(build());
     let frames_before = harness.frame_count();
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let done_rx = Mutex::new(done_rx);
-    let fired = Arc::new(AtomicBool::new(false));
-    let writer_handle: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
-    {
-        let (harness, fired, handle) = (Arc::clone(&harness), Arc::clone(&fired), Arc::clone(&writer_handle));
-        let done_tx = Mutex::new(done_tx);
-        fail::cfg_callback("image-walk-link", move || {
-            if fired.swap(true, Ordering::SeqCst) {
-                return;
+    // The writer finishes at once if nothing holds it up; under the load lock it cannot,
+    // and the read goes on after the timeout.
+    let writer = {
+        let harness = Arc::clone(&harness);
+        race::WriterAt::arm("image-walk-link", Duration::from_secs(2), move || {
+            // Everything but the target goes, so frames shrink and merge back: the one named
+            // by the image being walked right now among them. The target's neighbours last,
+            // the nearest at the very end: by then the frames above have shrunk, so the frame
+            // holding the target merges when its last neighbour goes.
+            let all = (0..10).flat_map(|a| (0..100).map(move |b| (a, b)));
+            let far = all.clone().filter(|&(a, _)| a != target.0);
+            let mut near: Vec<(u32, u32)> = all.filter(|&(a, b)| a == target.0 && b != target.1).collect();
+            near.sort_by_key(|&(_, b)| std::cmp::Reverse(b.abs_diff(target.1)));
+            for (a, b) in far.chain(near) {
+                let delete = BatchOp::Delete { key: key(a, b), condition: Condition::None };
+                harness.apply(&[delete]).expect("delete");
             }
-            // Everything but the target goes, so frames shrink and merge back: the one named by
-            // the image being walked right now among them.
-            let writer = {
-                let (harness, done_tx) = (Arc::clone(&harness), done_tx.lock().unwrap().clone());
-                std::thread::spawn(move || {
-                    // The target's neighbours last, the nearest at the very end: by then the
-                    // frames above have shrunk, so the frame holding the target merges when
-                    // its last neighbour goes.
-                    let all = (0..10).flat_map(|a| (0..100).map(move |b| (a, b)));
-                    let far = all.clone().filter(|&(a, _)| a != target.0);
-                    let mut near: Vec<(u32, u32)> =
-                        all.filter(|&(a, b)| a == target.0 && b != target.1).collect();
-                    near.sort_by_key(|&(_, b)| std::cmp::Reverse(b.abs_diff(target.1)));
-                    for (a, b) in far.chain(near) {
-                        let delete = BatchOp::Delete { key: key(a, b), condition: Condition::None };
-                        harness.apply(&[delete]).expect("delete");
-                    }
-                    let _ = done_tx.send(());
-                })
-            };
-            // The writer finishes at once if nothing holds it up; under the load lock it
-            // cannot, and the read goes on after the timeout.
-            let finished = done_rx.lock().unwrap().recv_timeout(Duration::from_secs(2)).is_ok();
-            println!("writer finished inside the window: {finished}");
-            *handle.lock().unwrap() = Some(writer);
         })
-        .expect("failpoint");
-    }
+    };
     let got = harness.get(&key(target.0, target.1));
-    assert!(fired.load(Ordering::SeqCst), "the read did not walk an image to a link");
+    let finished = writer.join();
+    println!("writer finished inside the window: {finished}");
     let entry = got.expect("a read racing a merge must not fail").expect("the key is there");
     assert_eq!(entry.value, value(target.0, target.1));
-    fail::remove("image-walk-link");
 
     // Once the writer is done, the tree is whole and holds what was asked.
-    let writer = writer_handle.lock().unwrap().take().expect("the writer ran");
-    writer.join().expect("writer");
     harness.check().expect("invariants");
     let frames_after = harness.frame_count();
     println!("frames: {frames_before} before the deletes, {frames_after} after");

@@ -279,6 +279,8 @@ impl<N> BufferPool<N> {
             // and account for that change itself.
             cell.set_size(size);
             self.cached_bytes.fetch_add(size.memory as i64, Ordering::Relaxed);
+            // A named point between counting and publishing, so a test can write meanwhile.
+            fail::fail_point!("frame-load-publish");
             cell.root.store(Some(Arc::clone(&root)));
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
