@@ -126,8 +126,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         manifest.frames_lsn,
         window,
         (window as usize).max(cfg.max_record_bytes()),
-        // The frames already hold the records below `frames_lsn` (see `Manifest`).
-        |record| if record.lsn < manifest.frames_lsn { Ok(()) } else { tree.replay(&record.ops, record.lsn) },
+        |record| tree.replay(&record.ops, record.lsn),
     )?;
     let mut removed = false;
     for name in &replayed.stale_segments {

@@ -246,10 +246,14 @@ impl<N> BufferPool<N> {
 
     pub(crate) fn stats(&self) -> PoolStats {
         let ring = self.ring.lock();
-        let resident = || ring.iter().filter(|c| !c.is_retired() && c.root.load().is_some());
+        let (mut frames_cached, mut frames_dirty) = (0, 0);
+        for cell in ring.iter().filter(|c| !c.is_retired() && c.root.load().is_some()) {
+            frames_cached += 1;
+            frames_dirty += u64::from(cell.is_dirty());
+        }
         PoolStats {
-            frames_cached: resident().count() as u64,
-            frames_dirty: resident().filter(|c| c.is_dirty()).count() as u64,
+            frames_cached,
+            frames_dirty,
             cache_bytes: self.cached_bytes.load(Ordering::Relaxed).max(0) as u64,
             frame_reads: self.frame_reads.load(Ordering::Relaxed),
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),

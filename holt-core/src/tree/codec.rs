@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::node::{Cell, Inner, Leaf, Node};
+use super::node::{touch, Cell, Inner, Leaf, Node};
 use super::Tree;
 use crate::buffer::FrameSize;
 use crate::error::{Error, Location, Result};
@@ -40,10 +40,9 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
                 stack.push(Step::Exit(inner));
                 children.clear();
                 children.extend(inner.children().iter().map(|(_, c)| &**c));
-                // Touch every child now, so their cache misses overlap instead of being paid
-                // one by one as the walk reaches them (nodes are scattered over the heap).
-                let touched = children.iter().fold(0u8, |acc, c| acc ^ c.first_byte());
-                std::hint::black_box(touched);
+                // Every child now, so their cache misses overlap instead of being paid one by
+                // one as the walk reaches them (nodes are scattered over the heap).
+                touch(children.iter().copied());
                 stack.extend(children.iter().rev().map(|c| Step::Enter(c)));
                 if let Some(t) = inner.terminal() {
                     stack.push(Step::Terminal(t));

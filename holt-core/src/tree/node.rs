@@ -581,8 +581,8 @@ impl Node {
     pub(crate) fn is_empty(&self) -> bool {
         matches!(self, Node::Inner(i) if i.is_empty())
     }
-    /// A byte from the start of the node's own memory (for `list`'s touch-ahead of children).
-    pub(crate) fn first_byte(&self) -> u8 {
+    /// A byte from the start of the node's own memory (read by `touch`).
+    fn first_byte(&self) -> u8 {
         match self {
             Node::Leaf(l) => l.suffix_len as u8,
             Node::Inner(i) => i.prefix().first().copied().unwrap_or(0),
@@ -598,6 +598,14 @@ impl Node {
             Node::Link(_) => None,
         }
     }
+}
+
+/// Reads the first byte of each of `nodes`, so that their cache misses are in flight
+/// together before a walk enters them one by one. Plain loads kept alive with `black_box`
+/// (no prefetch intrinsics, no `unsafe`): the listing's touch-ahead and the checkpoint
+/// encoder use it.
+pub(super) fn touch<'a>(nodes: impl Iterator<Item = &'a Node>) {
+    std::hint::black_box(nodes.fold(0u8, |acc, node| acc ^ node.first_byte()));
 }
 
 #[cfg(test)]

@@ -40,14 +40,15 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
 }
 
 /// Replays the log from segment `first_segment`, whose first record has lsn `checkpoint_lsn`,
-/// calling `apply` with every record in log order. The log was synced up to `synced_lsn` (the
-/// checkpoint's position) before the manifest named it: a log that ends before it has lost
-/// synced records, which is corruption, never a torn tail to cut.
+/// calling `apply` with every record at or after `frames_lsn`, in log order. The frames hold
+/// the records below `frames_lsn` (the checkpoint's position, see `Manifest`), so those are
+/// read and checked but not applied; the log was synced up to it before the manifest named
+/// it, so a log that ends before it has lost synced records: corruption, never a torn tail.
 pub(crate) fn replay(
     vfs: &dyn Vfs,
     first_segment: u64,
     checkpoint_lsn: u64,
-    synced_lsn: u64,
+    frames_lsn: u64,
     window: u64,
     max_record: usize,
     mut apply: impl FnMut(Record) -> Result<()>,
@@ -111,18 +112,20 @@ pub(crate) fn replay(
                     off += rec.padded_len;
                     pos += rec.padded_len as u64;
                     records += 1;
-                    apply(rec)?;
+                    if rec.lsn >= frames_lsn {
+                        apply(rec)?;
+                    }
                 }
                 other => {
                     let reason = match other {
                         Ok(_) => "record carries the wrong lsn",
                         Err(e) => e.describe(),
                     };
-                    if pos < synced_lsn {
+                    if pos < frames_lsn {
                         return Err(corruption(
                             name,
                             off as u64,
-                            format!("{reason} at lsn {pos}, before lsn {synced_lsn}, up to which the log was synced"),
+                            format!("{reason} at lsn {pos}, before lsn {frames_lsn}, up to which the log was synced"),
                         ));
                     }
                     // The first position without a valid record: the end of this segment's
@@ -159,13 +162,13 @@ pub(crate) fn replay(
         }
         resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
     }
-    if resume.next_lsn < synced_lsn {
+    if resume.next_lsn < frames_lsn {
         let name = crate::format::wal::segment_name(resume.segment);
         return Err(corruption(
             &name,
             0,
             format!(
-                "the log ends at lsn {}, before lsn {synced_lsn}, up to which it was synced",
+                "the log ends at lsn {}, before lsn {frames_lsn}, up to which it was synced",
                 resume.next_lsn
             ),
         ));
