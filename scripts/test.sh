@@ -18,8 +18,8 @@ Runs, in order, each phase at its CI size:
   test         cargo test --workspace --locked (unit, integration, property; PROPTEST_CASES=256)
   failpoints   cargo test -p holt-core --features failpoints --test failpoint_steps
                (named failpoints at every durability step; the feature is off in 'test'),
-               merge_checkpoint_deadlock, image_walk_merge and load_write_race (races
-               forced at named points)
+               merge_checkpoint_deadlock, image_walk_merge, load_write_race and
+               list_restart_merge (races forced at named points)
   loom         RUSTFLAGS="--cfg loom" cargo test -p holt-core --release --test 'loom_*'
                (LOOM_MAX_PREEMPTIONS=3, own target dir target/loom, a release profile
                without LTO or debug info so the build stays short; only if loom tests exist)
@@ -137,9 +137,10 @@ run_phase test cargo 2400 cargo test --workspace --locked --no-fail-fast --exclu
 # merge_checkpoint_deadlock also runs in the plain test phase; with failpoints it pauses some
 # batches between latching and the write gate, which makes the old lock-order deadlock certain.
 # image_walk_merge runs a merge inside a point read's image walk, load_write_race a write
-# inside a frame load (failpoint-only).
+# inside a frame load, list_restart_merge a merge under a listing (failpoint-only).
 run_phase failpoints cargo 900 cargo test -p holt-core --locked --no-fail-fast --features failpoints \
-    --test failpoint_steps --test merge_checkpoint_deadlock --test image_walk_merge --test load_write_race
+    --test failpoint_steps --test merge_checkpoint_deadlock --test image_walk_merge --test load_write_race \
+    --test list_restart_merge
 
 if [ "$quick" -eq 0 ]; then
     if compgen -G "holt-core/tests/loom_*.rs" >/dev/null; then

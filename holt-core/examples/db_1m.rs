@@ -5,7 +5,10 @@
 //!
 //! Modes (third argument): none = every phase; `keep` = keep the directory; `cold` = only the
 //! cold reads on a kept directory; `wide` = only the rollup-heavy page on a kept directory;
-//! `wide-mem` = rollup-heavy and key-heavy pages on an in-memory tree built in random order.
+//! `wide-mem` = rollup-heavy and key-heavy pages on an in-memory tree built in random order,
+//! through `Db::list` and through `Db::list_with` with a visitor that copies nothing (the walk
+//! alone); environment: `ONLY=wide|key` one page, `LIMIT` page size (1000), `WALK_REPS`
+//! repetitions of the walk alone (3000, more for profiling), `SORTED=1` insert in key order.
 //!
 //! Phases: load in random order (batches of 1,000, async log, checkpoint included) → hot get
 //! → key-heavy list → 100k random overwrites + checkpoint → clean close and bytes on disk
@@ -56,6 +59,12 @@ fn value(i: u64, generation: u64) -> Vec<u8> {
     v.into_bytes()
 }
 
+/// A delimited page under `prefix`, values included, of `LIMIT` entries (1,000 by default).
+fn page_request(prefix: &[u8]) -> ListRequest<'_> {
+    let limit = std::env::var("LIMIT").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    ListRequest { prefix, delimiter: b"/", limit, with_values: true, ..Default::default() }
+}
+
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -102,8 +111,10 @@ fn main() {
         let db = Db::open_in_memory(Options::default()).expect("open");
         let mut rng = Rng(0x5EED_2026);
         let mut ids: Vec<u64> = (0..total + 200_000).collect();
-        for i in (1..ids.len()).rev() {
-            ids.swap(i, rng.below(i as u64 + 1) as usize);
+        if std::env::var("SORTED").is_err() {
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, rng.below(i as u64 + 1) as usize);
+            }
         }
         for chunk in ids.chunks(1000) {
             let mut b = Batch::new();
@@ -118,15 +129,27 @@ fn main() {
             db.write_batch(&b, Default::default()).expect("batch");
         }
         for (name, prefix) in [("wide root", &b"bucket-wide/"[..]), ("key-heavy", b"bucket-042/tenant-07/")] {
-            let request =
-                ListRequest { prefix, delimiter: b"/", limit: 1000, with_values: true, ..Default::default() };
+            if std::env::var("ONLY").is_ok_and(|o| !name.starts_with(&o)) {
+                continue;
+            }
+            let request = page_request(prefix);
             let mut samples = Vec::new();
             for _ in 0..3000 {
                 let start = Instant::now();
                 let _ = db.list(&request).expect("list");
                 samples.push(start.elapsed().as_secs_f64() * 1e6);
             }
-            println!("list {name} p50 (in memory, random insertion): {:.0} us", median(samples));
+            println!("list {name} p50 (in memory, random insertion): {:.1} us", median(samples));
+            // The walk alone: the visitor only counts bytes.
+            let mut samples = Vec::new();
+            let mut bytes = 0usize;
+            let reps: usize = std::env::var("WALK_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+            for _ in 0..reps {
+                let start = Instant::now();
+                db.list_with(&request, &mut |e| bytes += e.name().len()).expect("list");
+                samples.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+            println!("list {name} p50, walk only: {:.1} us ({bytes})", median(samples));
         }
         return;
     }
@@ -189,8 +212,7 @@ fn main() {
     println!("hot get: {:.2} us", start.elapsed().as_secs_f64() * 1e6 / probe_keys.len() as f64);
 
     let time_list = |db: &Db, prefix: &[u8]| {
-        let request =
-            ListRequest { prefix, delimiter: b"/", limit: 1000, with_values: true, ..Default::default() };
+        let request = page_request(prefix);
         let mut samples = Vec::new();
         let mut n = 0;
         for _ in 0..300 {

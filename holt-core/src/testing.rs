@@ -56,6 +56,12 @@ impl TreeHarness {
         Ok((outcome.page, outcome.nodes_visited))
     }
 
+    /// A listing page and how many times the walk met a merged frame and restarted.
+    pub fn list_restarts(&self, request: &ListRequest<'_>) -> Result<(ListPage, u64)> {
+        let outcome = self.tree.list(request)?;
+        Ok((outcome.page, outcome.restarts))
+    }
+
     /// Checks every structural invariant of the tree.
     pub fn check(&self) -> std::result::Result<(), String> {
         self.tree.check_invariants()

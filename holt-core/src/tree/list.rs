@@ -6,9 +6,11 @@
 //! the common prefix that ends with it: the walk emits that prefix and skips the whole subtree
 //! without visiting any of its keys, so each emitted entry costs O(depth).
 //!
-//! A walk that reaches a merged frame restarts from the root, resuming after the last entry it
-//! emitted (exclusive): a common prefix as resume point also excludes everything under it,
-//! because those keys would roll up into that same prefix, which is not greater than itself.
+//! A walk that reaches a merged frame restarts from the root, resuming at the path of the link
+//! it met (inclusive). In key order everything below that path comes after every entry
+//! emitted so far and nothing above it is left: the path holds no delimiter past the listing
+//! prefix (the walk would have rolled it up before reaching the link), so no common prefix
+//! emitted before it covers any key under it.
 
 use crate::api::{Entry, ListEntry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
 use crate::error::{Error, Location, Result};
@@ -21,33 +23,41 @@ use std::sync::Arc;
 pub(crate) struct ListOutcome {
     pub page: ListPage,
     pub nodes_visited: u64,
+    pub restarts: u64,
 }
 
 /// How a walk ended: whether more entries follow the last one visited, and its cost.
 pub(crate) struct VisitOutcome {
     pub truncated: bool,
     pub nodes_visited: u64,
+    /// Times the walk met a merged frame and restarted from the root.
+    pub restarts: u64,
 }
 
+/// What the walk does after a node. Plain values, not `Result`s, so the recursion returns
+/// in a register: an error is parked in `Walk::error` and the walk stops.
 enum Flow {
     Continue,
     Stop,
     Restart,
 }
 
-/// Where the spelled path stands against the listing prefix and `start_after`.
+/// Where the spelled path stands against the listing prefix and the start bound.
 #[derive(Clone, Copy)]
 struct Bounds {
     /// The path has all of the listing prefix (otherwise it is a prefix of it).
     in_prefix: bool,
-    /// The path is a prefix of `start_after` (otherwise it is already greater).
+    /// The path is a prefix of the start bound (otherwise it is already past it).
     on_start_after: bool,
 }
 
 struct Walk<'r> {
     prefix: &'r [u8],
     delimiter: &'r [u8],
+    /// Entries are listed from here on: the request's `start_after` (exclusive) or, after a
+    /// restart, the path of the link where the walk restarted (inclusive).
     start_after: Vec<u8>,
+    start_inclusive: bool,
     with_values: bool,
     /// The page size.
     limit: usize,
@@ -55,10 +65,12 @@ struct Walk<'r> {
     emitted: usize,
     /// Set when an entry was found after the page was full (the walk then stops).
     truncated: bool,
-    /// The name of the last entry emitted: where a restarted walk resumes (exclusive).
-    last: Vec<u8>,
+    /// The path of the retired frame's link that made the walk restart.
+    restart_at: Vec<u8>,
     visit: &'r mut dyn FnMut(ListEntry<'_>),
     visited: u64,
+    /// The error that stopped the walk (reading an evicted frame back).
+    error: Option<Error>,
 }
 
 impl Walk<'_> {
@@ -82,7 +94,10 @@ impl Walk<'_> {
             match path[..n].cmp(&sa[..n]) {
                 std::cmp::Ordering::Less => return None,
                 std::cmp::Ordering::Greater => b.on_start_after = false,
-                std::cmp::Ordering::Equal => b.on_start_after = path.len() <= sa.len(),
+                std::cmp::Ordering::Equal => {
+                    b.on_start_after =
+                        path.len() < sa.len() || (path.len() == sa.len() && !self.start_inclusive)
+                }
             }
         }
         Some(b)
@@ -97,7 +112,10 @@ impl Walk<'_> {
             return None;
         }
         let first = self.prefix.len().max((checked + 1).saturating_sub(d.len()));
-        find_end(&path[first..], d).map(|end| first + end)
+        match d {
+            [byte] => find_byte(&path[first..], *byte).map(|at| first + at + 1),
+            _ => find_end(&path[first..], d).map(|end| first + end),
+        }
     }
 
     /// Hands `entry` to the visitor, unless the page is full: then the entry only proves
@@ -108,8 +126,6 @@ impl Walk<'_> {
             self.truncated = true;
             return Flow::Stop;
         }
-        self.last.clear();
-        self.last.extend_from_slice(entry.name());
         (self.visit)(entry);
         self.emitted += 1;
         Flow::Continue
@@ -117,7 +133,8 @@ impl Walk<'_> {
 
     #[inline]
     fn emit_common_prefix(&mut self, cp: &[u8]) -> Flow {
-        if self.start_after.is_empty() || cp > &self.start_after[..] {
+        let start = &self.start_after[..];
+        if start.is_empty() || cp > start || (self.start_inclusive && cp == start) {
             self.emit(ListEntry::CommonPrefix(cp))
         } else {
             Flow::Continue
@@ -151,6 +168,7 @@ impl Tree {
         Ok(ListOutcome {
             page: ListPage { items, truncated: outcome.truncated },
             nodes_visited: outcome.nodes_visited,
+            restarts: outcome.restarts,
         })
     }
 
@@ -163,34 +181,42 @@ impl Tree {
         visit: &mut dyn FnMut(ListEntry<'_>),
     ) -> Result<VisitOutcome> {
         if request.limit == 0 {
-            return Ok(VisitOutcome { truncated: false, nodes_visited: 0 });
+            return Ok(VisitOutcome { truncated: false, nodes_visited: 0, restarts: 0 });
         }
         let mut walk = Walk {
             prefix: request.prefix,
             delimiter: request.delimiter,
             start_after: request.start_after.to_vec(),
+            start_inclusive: false,
             with_values: request.with_values,
             limit: request.limit,
             emitted: 0,
             truncated: false,
-            last: Vec::new(),
+            restart_at: Vec::new(),
             visit,
             visited: 0,
+            error: None,
         };
         // Bound: a restart happens only when the walk meets a frame merged after it started.
+        let mut restarts = 0;
         loop {
             let bounds = Bounds { in_prefix: walk.prefix.is_empty(), on_start_after: true };
             let mut path = Vec::with_capacity(256);
-            match self.list_frame(&mut walk, &self.root, &mut path, 0, bounds)? {
+            match self.list_frame(&mut walk, &self.root, &mut path, 0, bounds) {
                 Flow::Continue | Flow::Stop => break,
                 Flow::Restart => {
+                    restarts += 1;
                     if walk.emitted > 0 {
-                        walk.start_after = walk.last.clone();
+                        walk.start_after = std::mem::take(&mut walk.restart_at);
+                        walk.start_inclusive = true;
                     }
                 }
             }
         }
-        Ok(VisitOutcome { truncated: walk.truncated, nodes_visited: walk.visited })
+        match walk.error {
+            Some(e) => Err(e),
+            None => Ok(VisitOutcome { truncated: walk.truncated, nodes_visited: walk.visited, restarts }),
+        }
     }
 
     fn list_frame(
@@ -200,25 +226,35 @@ impl Tree {
         path: &mut Vec<u8>,
         checked: usize,
         bounds: Bounds,
-    ) -> Result<Flow> {
+    ) -> Flow {
         if path.len() > KEY_LEN_MAX {
-            return Err(Error::Corruption {
+            walk.error = Some(Error::Corruption {
                 location: Location { file: "<frames>".into(), frame: Some(cell.id.0), offset: 0 },
                 reason: "links form a path longer than any key".into(),
             });
+            return Flow::Stop;
         }
         cell.touch();
         let guard = cell.root.load();
         let owned: Arc<Node>;
         let root: &Node = match &*guard {
             Some(root) => root,
-            None => {
-                owned = self.load_root(cell)?;
-                &owned
-            }
+            None => match self.load_root(cell) {
+                Ok(root) => {
+                    owned = root;
+                    &owned
+                }
+                Err(e) => {
+                    walk.error = Some(e);
+                    return Flow::Stop;
+                }
+            },
         };
+        // A test merges a linked frame away here (after the walk loaded its root) to force a restart.
+        fail::fail_point!("list-frame-loaded", !path.is_empty(), |_| Flow::Stop);
         if cell.is_retired() {
-            return Ok(Flow::Restart);
+            walk.restart_at.clone_from(path);
+            return Flow::Restart;
         }
         self.list_node(walk, root, path, checked, bounds)
     }
@@ -232,7 +268,7 @@ impl Tree {
         path: &mut Vec<u8>,
         checked: usize,
         bounds: Bounds,
-    ) -> Result<Flow> {
+    ) -> Flow {
         walk.visited += 1;
         let base = path.len();
         let flow = match node {
@@ -254,13 +290,13 @@ impl Tree {
                     None => Flow::Continue,
                     Some(b) => match walk.delimiter_end(path, checked) {
                         Some(end) => walk.emit_common_prefix(&path[..end]),
-                        None => self.list_inner(walk, inner, path, b)?,
+                        None => self.list_inner(walk, inner, path, b),
                     },
                 }
             }
         };
         path.truncate(base);
-        Ok(flow)
+        flow
     }
 
     fn list_inner(
@@ -269,19 +305,19 @@ impl Tree {
         inner: &super::node::Inner,
         path: &mut Vec<u8>,
         bounds: Bounds,
-    ) -> Result<Flow> {
+    ) -> Flow {
         let len = path.len();
         if let Some(t) = inner.terminal() {
             if bounds.in_prefix && !bounds.on_start_after {
                 if let Flow::Stop = walk.emit_key(path, t) {
-                    return Ok(Flow::Stop);
+                    return Flow::Stop;
                 }
             }
         }
         // Only one child can match while the path is still inside the listing prefix.
         if !bounds.in_prefix {
-            let Some(&b) = walk.prefix.get(len) else { return Ok(Flow::Continue) };
-            let Some(child) = inner.children().get(b) else { return Ok(Flow::Continue) };
+            let Some(&b) = walk.prefix.get(len) else { return Flow::Continue };
+            let Some(child) = inner.children().get(b) else { return Flow::Continue };
             path.push(b);
             let flow = self.list_node(walk, child, path, len, bounds);
             path.truncate(len);
@@ -289,16 +325,45 @@ impl Tree {
         }
         let from = if bounds.on_start_after { walk.start_after.get(len).copied().unwrap_or(0) } else { 0 };
         touch_ahead(inner, from, walk.remaining());
+        // Past the start bound, with a one-byte delimiter, a child that rolls up or is a key
+        // is emitted here without a call per child: the shape of a rollup page (every child
+        // a common prefix) and of a directory's files (every child a leaf).
+        let single = match walk.delimiter {
+            [d] if !bounds.on_start_after => Some(*d),
+            _ => None,
+        };
         for (b, child) in inner.children().iter_from(from) {
             path.push(b);
-            let flow = self.list_node(walk, child, path, len, bounds)?;
+            // How many of the child's own bytes the common prefix takes, if it rolls up.
+            let rollup =
+                |d: u8, own: &[u8]| if b == d { Some(0) } else { find_byte(own, d).map(|at| at + 1) };
+            let flow = match (single, &**child) {
+                (Some(d), Node::Leaf(leaf)) => {
+                    walk.visited += 1;
+                    let own = leaf.suffix();
+                    path.extend_from_slice(own);
+                    match rollup(d, own) {
+                        Some(end) => walk.emit_common_prefix(&path[..len + 1 + end]),
+                        None => walk.emit_key(path, leaf),
+                    }
+                }
+                (Some(d), Node::Inner(node)) => match rollup(d, node.prefix()) {
+                    Some(end) => {
+                        walk.visited += 1;
+                        path.extend_from_slice(&node.prefix()[..end]);
+                        walk.emit_common_prefix(path)
+                    }
+                    None => self.list_node(walk, child, path, len, bounds),
+                },
+                _ => self.list_node(walk, child, path, len, bounds),
+            };
             path.truncate(len);
             match flow {
                 Flow::Continue => {}
-                other => return Ok(other),
+                other => return other,
             }
         }
-        Ok(Flow::Continue)
+        Flow::Continue
     }
 }
 
@@ -320,6 +385,29 @@ fn find_end(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
+/// Position of the first `byte` in `hay`, eight bytes per step (SWAR): the windows a
+/// listing searches are a few to a few dozen bytes, too short for a vectorized search to pay
+/// for its set-up.
+#[inline]
+fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let pattern = ONES * u64::from(byte);
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ pattern;
+        // The lowest byte of `word` that is zero sets the lowest flagged bit (a borrow can
+        // only flag bytes above a zero byte).
+        let zeros = word.wrapping_sub(ONES) & !word & HIGHS;
+        if zeros != 0 {
+            return Some(at + (zeros.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&b| b == byte).map(|p| at + p)
+}
+
 /// How many children `touch_ahead` reads before the walk enters the first of them.
 const TOUCH_AHEAD_MAX: usize = 16;
 
@@ -335,7 +423,31 @@ fn touch_ahead(inner: &super::node::Inner, from: u8, remaining: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::find_end;
+    use super::{find_byte, find_end};
+
+    #[test]
+    fn find_byte_agrees_with_position() {
+        // Every length across two words and a tail, the byte at every position, repeated
+        // bytes, and bytes that differ from the target only in the high bit (0x2F vs 0xAF).
+        for len in 0..24 {
+            for at in 0..=len {
+                let mut hay: Vec<u8> =
+                    (0..len).map(|i| if i % 3 == 0 { 0xAF } else { b'a' + i as u8 }).collect();
+                if at < len {
+                    hay[at] = b'/';
+                    if at + 2 < len {
+                        hay[at + 2] = b'/';
+                    }
+                }
+                let want = hay.iter().position(|&b| b == b'/');
+                assert_eq!(find_byte(&hay, b'/'), want, "{hay:?}");
+                assert_eq!(find_byte(&hay, 0), hay.iter().position(|&b| b == 0));
+            }
+        }
+        assert_eq!(find_byte(&[0x80, 0x01, 0x00, 0xFF], 0x00), Some(2));
+        assert_eq!(find_byte(&[0xFF; 9], 0xFF), Some(0));
+        assert_eq!(find_byte(&[0xFE; 17], 0xFF), None);
+    }
 
     /// The obvious definition `find_end` must agree with.
     fn naive(hay: &[u8], needle: &[u8]) -> Option<usize> {
