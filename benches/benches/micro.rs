@@ -91,7 +91,7 @@ fn micro(c: &mut Criterion) {
     ] {
         let mut group = c.benchmark_group(group_name);
         for l in &loaded {
-            let mut out = Vec::new();
+            let mut out = engines::Page::default();
             group.bench_function(BenchmarkId::from_parameter(&l.name), |b| {
                 b.iter(|| {
                     l.engine.list(prefix, b'/', 1000, &mut out).expect("list");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::data::{self, DataSet, Rng, WideSet};
-use crate::engines::{BenchResult, Engine, Listed};
+use crate::engines::{BenchResult, Engine, Page};
 use crate::measure::{micros, quantile};
 
 /// Keys per load transaction (the usual bulk-load batching for every engine).
@@ -136,19 +136,14 @@ pub struct PageShape {
     pub digest: u64,
 }
 
-pub fn page_shape(page: &[Listed]) -> PageShape {
+pub fn page_shape(page: &Page) -> PageShape {
     let mut shape = PageShape { digest: 0xcbf2_9ce4_8422_2325, ..PageShape::default() };
-    for item in page {
-        let name = match item {
-            Listed::Key(k, _) => {
-                shape.keys += 1;
-                k
-            }
-            Listed::Prefix(p) => {
-                shape.prefixes += 1;
-                p
-            }
-        };
+    for (name, _, prefix) in page.iter() {
+        if prefix {
+            shape.prefixes += 1;
+        } else {
+            shape.keys += 1;
+        }
         for &b in name.iter().chain(std::iter::once(&0u8)) {
             shape.digest = (shape.digest ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3);
         }
@@ -163,7 +158,7 @@ pub fn list_page(
     limit: usize,
     count: usize,
 ) -> BenchResult<(Latency, PageShape)> {
-    let mut out = Vec::with_capacity(limit);
+    let mut out = Page::default();
     let mut samples = Vec::with_capacity(count);
     let mut shape = None;
     for _ in 0..count {
@@ -216,7 +211,7 @@ pub fn metadata_mix(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: us
     let mut k = Vec::with_capacity(64);
     let mut v = Vec::with_capacity(data::VALUE_LEN);
     let mut out = Vec::with_capacity(128);
-    let mut page = Vec::with_capacity(128);
+    let mut page = Page::default();
     // Renamed keys move to a `.renamed-N` name; remember where each one went so that later
     // operations on it use its current name.
     let mut renamed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();

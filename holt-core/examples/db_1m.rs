@@ -65,6 +65,31 @@ fn page_request(prefix: &[u8]) -> ListRequest<'_> {
     ListRequest { prefix, delimiter: b"/", limit, with_values: true, ..Default::default() }
 }
 
+/// Times a page under `prefix` through `Db::list` (owned entries) and through `Db::list_with`
+/// with a visitor that copies nothing (the walk alone). `ONLY` skips the other page.
+fn time_pages(db: &Db, name: &str, prefix: &[u8], what: &str) {
+    if std::env::var("ONLY").is_ok_and(|o| !name.starts_with(&o)) {
+        return;
+    }
+    let request = page_request(prefix);
+    let mut samples = Vec::new();
+    for _ in 0..3000 {
+        let start = Instant::now();
+        let _ = db.list(&request).expect("list");
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    println!("list {name} p50 ({what}): {:.1} us", median(samples));
+    let mut samples = Vec::new();
+    let mut bytes = 0usize;
+    let reps: usize = std::env::var("WALK_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    for _ in 0..reps {
+        let start = Instant::now();
+        db.list_with(&request, &mut |e| bytes += e.name().len()).expect("list");
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    println!("list {name} p50 ({what}), walk only: {:.1} us ({bytes})", median(samples));
+}
+
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -129,49 +154,18 @@ fn main() {
             db.write_batch(&b, Default::default()).expect("batch");
         }
         for (name, prefix) in [("wide root", &b"bucket-wide/"[..]), ("key-heavy", b"bucket-042/tenant-07/")] {
-            if std::env::var("ONLY").is_ok_and(|o| !name.starts_with(&o)) {
-                continue;
-            }
-            let request = page_request(prefix);
-            let mut samples = Vec::new();
-            for _ in 0..3000 {
-                let start = Instant::now();
-                let _ = db.list(&request).expect("list");
-                samples.push(start.elapsed().as_secs_f64() * 1e6);
-            }
-            println!("list {name} p50 (in memory, random insertion): {:.1} us", median(samples));
-            // The walk alone: the visitor only counts bytes.
-            let mut samples = Vec::new();
-            let mut bytes = 0usize;
-            let reps: usize = std::env::var("WALK_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
-            for _ in 0..reps {
-                let start = Instant::now();
-                db.list_with(&request, &mut |e| bytes += e.name().len()).expect("list");
-                samples.push(start.elapsed().as_secs_f64() * 1e6);
-            }
-            println!("list {name} p50, walk only: {:.1} us ({bytes})", median(samples));
+            time_pages(&db, name, prefix, "in memory, random insertion");
         }
         return;
     }
     if mode == "wide" {
-        // Only the rollup-heavy listing, repeated (for profiling it).
+        // Only the listings, repeated, on a kept directory (frames decoded from disk).
         let db =
             Db::open(dir, Options { memory_budget_bytes: 256 << 20, ..Options::default() }).expect("open");
-        let request = ListRequest {
-            prefix: b"bucket-wide/",
-            delimiter: b"/",
-            limit: 1000,
-            with_values: true,
-            ..Default::default()
-        };
         let _ = db.list(&ListRequest { limit: usize::MAX, ..Default::default() }).expect("warm");
-        let mut samples = Vec::new();
-        for _ in 0..3000 {
-            let start = Instant::now();
-            let _ = db.list(&request).expect("list");
-            samples.push(start.elapsed().as_secs_f64() * 1e6);
+        for (name, prefix) in [("wide root", &b"bucket-wide/"[..]), ("key-heavy", b"bucket-042/tenant-07/")] {
+            time_pages(&db, name, prefix, "reopened");
         }
-        println!("list wide root p50: {:.0} us", median(samples));
         return;
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use holt::{Durability, RangeEntry, Tree, TreeBuilder};
 
-use super::{BenchResult, Engine, Listed, OpenOptions, Step, WriteMode};
+use super::{BenchResult, Engine, OpenOptions, Page, Step, WriteMode};
 
 /// holt's buffer pool is counted in 512 KiB frames.
 const FRAME_BYTES: usize = 512 * 1024;
@@ -112,15 +112,15 @@ impl Engine for Holt092 {
         Ok(())
     }
 
-    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Vec<Listed>) -> BenchResult<()> {
+    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Page) -> BenchResult<()> {
         out.clear();
         for entry in self.tree.scan(prefix).delimiter(delimiter) {
             if out.len() >= limit {
                 break;
             }
             match entry? {
-                RangeEntry::Key { key, value, .. } => out.push(Listed::Key(key, value)),
-                RangeEntry::CommonPrefix(p) => out.push(Listed::Prefix(p)),
+                RangeEntry::Key { key, value, .. } => out.push_key(&key, &value),
+                RangeEntry::CommonPrefix(p) => out.push_prefix(&p),
                 // Future entry kinds (non_exhaustive) are not listing entries.
                 _ => {}
             }

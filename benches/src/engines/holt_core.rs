@@ -5,7 +5,7 @@ use std::path::Path;
 
 use holt_core::{Batch, Condition, Db, Durability, ListEntry, ListRequest, Options, WriteOptions};
 
-use super::{BenchResult, Engine, Listed, OpenOptions, Step, WriteMode};
+use super::{BenchResult, Engine, OpenOptions, Page, Step, WriteMode};
 
 pub struct HoltCore {
     db: Db,
@@ -129,15 +129,14 @@ impl Engine for HoltCore {
 
     /// Through `list_with`, the visitor API the gateway uses: each entry is copied once,
     /// straight from the tree into `out`, as every other engine's listing copies it once.
-    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Vec<Listed>) -> BenchResult<()> {
+    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Page) -> BenchResult<()> {
         out.clear();
         let delimiter = [delimiter];
-        let request = ListRequest { prefix, delimiter: &delimiter, limit, with_values: true, ..Default::default() };
-        self.db.list_with(&request, &mut |entry| {
-            out.push(match entry {
-                ListEntry::Key { key, value, .. } => Listed::Key(key.to_vec(), value.to_vec()),
-                ListEntry::CommonPrefix(p) => Listed::Prefix(p.to_vec()),
-            })
+        let request =
+            ListRequest { prefix, delimiter: &delimiter, limit, with_values: true, ..Default::default() };
+        self.db.list_with(&request, &mut |entry| match entry {
+            ListEntry::Key { key, value, .. } => out.push_key(key, value),
+            ListEntry::CommonPrefix(p) => out.push_prefix(p),
         })?;
         Ok(())
     }

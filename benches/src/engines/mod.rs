@@ -86,11 +86,64 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(next)
 }
 
-/// One entry of a delimiter listing.
+/// One entry of a delimiter listing, owned (what tests compare).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listed {
     Key(Vec<u8>, Vec<u8>),
     Prefix(Vec<u8>),
+}
+
+/// A listing page as every engine fills it: names and values copied once into one byte
+/// buffer, as a server copies them into its response. One allocation per entry (two per key)
+/// would be the harness's cost, not the engine's, and the same for every engine.
+#[derive(Debug, Default)]
+pub struct Page {
+    bytes: Vec<u8>,
+    /// Per entry: where its name ends in `bytes`, where its value ends (equal for a prefix),
+    /// and whether it is a common prefix.
+    ends: Vec<(usize, usize, bool)>,
+}
+
+impl Page {
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+    pub fn push_key(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let name_end = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.ends.push((name_end, self.bytes.len(), false));
+    }
+    pub fn push_prefix(&mut self, prefix: &[u8]) {
+        self.bytes.extend_from_slice(prefix);
+        self.ends.push((self.bytes.len(), self.bytes.len(), true));
+    }
+    /// Entries in order: (name, value, is a common prefix).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8], bool)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|e| e.1));
+        starts.zip(&self.ends).map(|(start, &(name_end, end, prefix))| {
+            (&self.bytes[start..name_end], &self.bytes[name_end..end], prefix)
+        })
+    }
+    /// The page as owned entries.
+    pub fn to_listed(&self) -> Vec<Listed> {
+        self.iter()
+            .map(|(name, value, prefix)| {
+                if prefix {
+                    Listed::Prefix(name.to_vec())
+                } else {
+                    Listed::Key(name.to_vec(), value.to_vec())
+                }
+            })
+            .collect()
+    }
 }
 
 /// The operations every workload needs. All methods take `&self`: the fsync workload shares
@@ -129,7 +182,7 @@ pub trait Engine: Send + Sync {
     }
 
     /// The first `limit` entries under `prefix` rolled up at `delimiter`, values included.
-    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Vec<Listed>) -> BenchResult<()> {
+    fn list(&self, prefix: &[u8], delimiter: u8, limit: usize, out: &mut Page) -> BenchResult<()> {
         generic_list(self, prefix, delimiter, limit, out)
     }
 }
@@ -141,7 +194,7 @@ pub fn generic_list<E: Engine + ?Sized>(
     prefix: &[u8],
     delimiter: u8,
     limit: usize,
-    out: &mut Vec<Listed>,
+    out: &mut Page,
 ) -> BenchResult<()> {
     out.clear();
     if limit == 0 {
@@ -155,7 +208,7 @@ pub fn generic_list<E: Engine + ?Sized>(
         match rest.iter().position(|&b| b == delimiter) {
             Some(pos) => {
                 let common = &k[..prefix.len() + pos + 1];
-                out.push(Listed::Prefix(common.to_vec()));
+                out.push_prefix(common);
                 if out.len() >= limit {
                     return Step::Stop;
                 }
@@ -165,7 +218,7 @@ pub fn generic_list<E: Engine + ?Sized>(
                 }
             }
             None => {
-                out.push(Listed::Key(k.to_vec(), v.to_vec()));
+                out.push_key(k, v);
                 if out.len() >= limit {
                     Step::Stop
                 } else {

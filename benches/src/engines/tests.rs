@@ -73,8 +73,9 @@ fn check_engine(engine: &dyn Engine, name: &str) {
     assert!(!engine.get(b"bucket-042/absent", &mut out).expect("get"), "{name}: absent key found");
     for prefix in PREFIXES {
         for limit in [1usize, 7, 1000] {
-            let mut page = Vec::new();
+            let mut page = Page::default();
             engine.list(prefix, b'/', limit, &mut page).expect("list");
+            let page = page.to_listed();
             let want = expected_list(&oracle, prefix, limit);
             if KNOWN_WRONG_LISTINGS.contains(&name) {
                 if page != want {
@@ -149,7 +150,10 @@ fn generic_list_skips_keys_with_high_bytes_under_a_rolled_up_prefix() {
     let oracle = Oracle::new();
     let keys: [&[u8]; 4] = [b"d/a", b"d/\xff", b"d/\xff\xff", b"e"];
     oracle.load_batch(&keys.iter().map(|k| (k.to_vec(), b"v".to_vec())).collect::<Vec<_>>()).unwrap();
-    let mut out = Vec::new();
+    let mut out = Page::default();
     generic_list(&oracle, b"", b'/', 10, &mut out).unwrap();
-    assert_eq!(out, vec![Listed::Prefix(b"d/".to_vec()), Listed::Key(b"e".to_vec(), b"v".to_vec())]);
+    assert_eq!(
+        out.to_listed(),
+        vec![Listed::Prefix(b"d/".to_vec()), Listed::Key(b"e".to_vec(), b"v".to_vec())]
+    );
 }
