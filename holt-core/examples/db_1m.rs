@@ -88,6 +88,25 @@ fn time_pages(db: &Db, name: &str, prefix: &[u8], what: &str) {
         samples.push(start.elapsed().as_secs_f64() * 1e6);
     }
     println!("list {name} p50 ({what}), walk only: {:.1} us ({bytes})", median(samples));
+    // Copying each entry into one flat page (what the engine bench's harness does).
+    let mut samples = Vec::new();
+    let (mut page, mut ends) = (Vec::<u8>::new(), Vec::<(usize, usize)>::new());
+    for _ in 0..reps {
+        let start = Instant::now();
+        page.clear();
+        ends.clear();
+        db.list_with(&request, &mut |e| {
+            page.extend_from_slice(e.name());
+            let name_end = page.len();
+            if let holt_core::ListEntry::Key { value, .. } = e {
+                page.extend_from_slice(value);
+            }
+            ends.push((name_end, page.len()));
+        })
+        .expect("list");
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    println!("list {name} p50 ({what}), copied into a flat page: {:.1} us ({})", median(samples), ends.len());
 }
 
 fn status_kib(field: &str) -> u64 {
