@@ -62,6 +62,12 @@ impl TreeHarness {
         Ok((outcome.page, outcome.restarts))
     }
 
+    /// The spelled path of every link between frames and the depth of the frame it leads to
+    /// (1 for frame 0's children), in key order.
+    pub fn links(&self) -> Result<Vec<(Vec<u8>, usize)>> {
+        self.tree.link_paths()
+    }
+
     /// Checks every structural invariant of the tree.
     pub fn check(&self) -> std::result::Result<(), String> {
         self.tree.check_invariants()

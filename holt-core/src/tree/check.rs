@@ -109,4 +109,32 @@ impl Tree {
         }
         Ok(())
     }
+
+    /// The spelled path of every link and the depth of the frame it leads to (frame 0's
+    /// children are at depth 1), in key order.
+    pub(crate) fn link_paths(&self) -> crate::error::Result<Vec<(Vec<u8>, usize)>> {
+        let mut links = Vec::new();
+        let mut frames = vec![(Arc::clone(&self.root), Vec::new(), 0)];
+        while let Some((cell, path, depth)) = frames.pop() {
+            let root = self.load_root(&cell)?;
+            let mut stack: Vec<(&Node, Vec<u8>)> = vec![(&root, path)];
+            while let Some((node, mut path)) = stack.pop() {
+                match node {
+                    Node::Leaf(_) => {}
+                    Node::Link(child) => {
+                        links.push((path.clone(), depth + 1));
+                        frames.push((Arc::clone(child), path, depth + 1));
+                    }
+                    Node::Inner(inner) => {
+                        path.extend_from_slice(inner.prefix());
+                        for (b, child) in inner.children().iter() {
+                            stack.push((&**child, [&path[..], &[b]].concat()));
+                        }
+                    }
+                }
+            }
+        }
+        links.sort();
+        Ok(links)
+    }
 }

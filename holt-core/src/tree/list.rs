@@ -7,10 +7,11 @@
 //! without visiting any of its keys, so each emitted entry costs O(depth).
 //!
 //! A walk that reaches a merged frame restarts from the root, resuming at the path of the link
-//! it met (inclusive). In key order everything below that path comes after every entry
-//! emitted so far and nothing above it is left: the path holds no delimiter past the listing
-//! prefix (the walk would have rolled it up before reaching the link), so no common prefix
-//! emitted before it covers any key under it.
+//! it met (inclusive) when that path lies past where the walk started. In key order everything
+//! below that path comes after every entry emitted so far and nothing above it is left: the
+//! path holds no delimiter past the listing prefix (the walk would have rolled it up before
+//! reaching the link), so no common prefix emitted before it covers any key under it. A link
+//! met on the way down to the start lies before it and leaves the start as it was.
 
 use crate::api::{Entry, ListEntry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
 use crate::error::{Error, Location, Result};
@@ -206,8 +207,12 @@ impl Tree {
                 Flow::Continue | Flow::Stop => break,
                 Flow::Restart => {
                     restarts += 1;
-                    if walk.emitted > 0 {
-                        walk.start_after = std::mem::take(&mut walk.restart_at);
+                    // Resume at the link only if it lies past the start: a link met on the way
+                    // back down to the start (an ancestor of it) lies before it, and resuming
+                    // there would list again what lies between the two.
+                    let at = std::mem::take(&mut walk.restart_at);
+                    if at > walk.start_after {
+                        walk.start_after = at;
                         walk.start_inclusive = true;
                     }
                 }
