@@ -59,40 +59,53 @@ fn value(i: u64, generation: u64) -> Vec<u8> {
     v.into_bytes()
 }
 
-/// A delimited page under `prefix`, values included, of `LIMIT` entries (1,000 by default).
-fn page_request(prefix: &[u8]) -> ListRequest<'_> {
-    let limit = std::env::var("LIMIT").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    ListRequest { prefix, delimiter: b"/", limit, with_values: true, ..Default::default() }
+/// A `usize` from the environment, or `default`.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Times a page under `prefix` through `Db::list` (owned entries) and through `Db::list_with`
-/// with a visitor that copies nothing (the walk alone). `ONLY` skips the other page.
+/// A delimited page under `prefix`, values included, of `LIMIT` entries (1,000 by default).
+fn page_request(prefix: &[u8]) -> ListRequest<'_> {
+    ListRequest {
+        prefix,
+        delimiter: b"/",
+        limit: env_usize("LIMIT", 1000),
+        with_values: true,
+        ..Default::default()
+    }
+}
+
+/// Median time of `reps` runs of `run`, in µs.
+fn p50_us(reps: usize, mut run: impl FnMut()) -> f64 {
+    let samples = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            run();
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    median(samples)
+}
+
+/// Times a page under `prefix` through `Db::list` (owned entries), through `Db::list_with`
+/// with a visitor that copies nothing (the walk alone), and with a visitor that copies each
+/// entry into one flat page (what the engine bench's harness does). `ONLY` skips the other
+/// page; `WALK_REPS` sets the repetitions of the last two.
 fn time_pages(db: &Db, name: &str, prefix: &[u8], what: &str) {
     if std::env::var("ONLY").is_ok_and(|o| !name.starts_with(&o)) {
         return;
     }
     let request = page_request(prefix);
-    let mut samples = Vec::new();
-    for _ in 0..3000 {
-        let start = Instant::now();
-        let _ = db.list(&request).expect("list");
-        samples.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    println!("list {name} p50 ({what}): {:.1} us", median(samples));
-    let mut samples = Vec::new();
+    let reps = env_usize("WALK_REPS", 3000);
+    let owned = p50_us(3000, || drop(db.list(&request).expect("list")));
+    println!("list {name} p50 ({what}): {owned:.1} us");
     let mut bytes = 0usize;
-    let reps: usize = std::env::var("WALK_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
-    for _ in 0..reps {
-        let start = Instant::now();
+    let walk = p50_us(reps, || {
         db.list_with(&request, &mut |e| bytes += e.name().len()).expect("list");
-        samples.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    println!("list {name} p50 ({what}), walk only: {:.1} us ({bytes})", median(samples));
-    // Copying each entry into one flat page (what the engine bench's harness does).
-    let mut samples = Vec::new();
+    });
+    println!("list {name} p50 ({what}), walk only: {walk:.1} us ({bytes})");
     let (mut page, mut ends) = (Vec::<u8>::new(), Vec::<(usize, usize)>::new());
-    for _ in 0..reps {
-        let start = Instant::now();
+    let copied = p50_us(reps, || {
         page.clear();
         ends.clear();
         db.list_with(&request, &mut |e| {
@@ -104,9 +117,8 @@ fn time_pages(db: &Db, name: &str, prefix: &[u8], what: &str) {
             ends.push((name_end, page.len()));
         })
         .expect("list");
-        samples.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    println!("list {name} p50 ({what}), copied into a flat page: {:.1} us ({})", median(samples), ends.len());
+    });
+    println!("list {name} p50 ({what}), copied into a flat page: {copied:.1} us ({})", ends.len());
 }
 
 fn status_kib(field: &str) -> u64 {
@@ -226,14 +238,9 @@ fn main() {
 
     let time_list = |db: &Db, prefix: &[u8]| {
         let request = page_request(prefix);
-        let mut samples = Vec::new();
         let mut n = 0;
-        for _ in 0..300 {
-            let start = Instant::now();
-            n = db.list(&request).expect("list").items.len();
-            samples.push(start.elapsed().as_secs_f64() * 1e6);
-        }
-        (median(samples), n)
+        let us = p50_us(300, || n = db.list(&request).expect("list").items.len());
+        (us, n)
     };
     let (us, n) = time_list(&db, b"bucket-042/tenant-07/");
     println!("list key-heavy p50: {us:.0} us ({n} entries)");

@@ -13,6 +13,7 @@
 //! Run: `cargo test -p holt-core --features failpoints --test list_restart_merge`.
 #![cfg(feature = "failpoints")]
 
+mod oracle;
 mod race;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,35 +57,24 @@ fn build(files: u32) -> TreeHarness {
         all.swap(i, (state >> 33) as usize % (i + 1));
     }
     for key in all {
-        let value = [b"v-".as_slice(), &key].concat();
+        let value = value_of(&key);
         harness.apply(&[BatchOp::Put { key, value, condition: Condition::None }]).expect("put");
     }
     harness
 }
 
-/// The page a listing of the final tree returns, by the S3 rules (computed from the keys).
-fn expected(remaining: &[Vec<u8>], prefix: &[u8], delimiter: &[u8]) -> Vec<ListItem> {
-    let mut items: Vec<ListItem> = Vec::new();
-    for key in remaining.iter().filter(|k| k.starts_with(prefix)) {
-        let rest = &key[prefix.len()..];
-        let cut = (!delimiter.is_empty())
-            .then(|| rest.windows(delimiter.len()).position(|w| w == delimiter))
-            .flatten();
-        let item = match cut {
-            Some(at) => ListItem::CommonPrefix(key[..prefix.len() + at + delimiter.len()].to_vec()),
-            None => ListItem::Key {
-                key: key.clone(),
-                entry: holt_core::Entry {
-                    value: [b"v-".as_slice(), key].concat(),
-                    version: holt_core::Version(0),
-                },
-            },
-        };
-        if items.last().map(ListItem::name) != Some(item.name()) {
-            items.push(item);
-        }
-    }
-    items
+/// The names a listing of `keys` returns, by the S3 rules (the oracle shared by the tests).
+fn expected(keys: &[Vec<u8>], prefix: &[u8], delimiter: &[u8]) -> Vec<String> {
+    let state: oracle::State = keys.iter().map(|k| (k.clone(), (Vec::new(), None))).collect();
+    oracle::model_list(&state, prefix, delimiter, usize::MAX)
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect()
+}
+
+/// The value `build` gives `key`.
+fn value_of(key: &[u8]) -> Vec<u8> {
+    [b"v-".as_slice(), key].concat()
 }
 
 #[test]
@@ -118,14 +108,12 @@ fn a_listing_that_meets_a_merged_frame_resumes_where_it_was() {
             page.items.len()
         );
         assert!(restarts >= 1, "the frame the walk stood in was merged away");
-        let want = expected(&remaining, prefix, delimiter);
-        let names = |items: &[ListItem]| {
-            items.iter().map(|i| String::from_utf8_lossy(i.name()).into_owned()).collect::<Vec<_>>()
-        };
-        assert_eq!(names(&page.items), names(&want), "the page after the restart");
-        for (got, want) in page.items.iter().zip(&want) {
-            if let (ListItem::Key { entry: g, .. }, ListItem::Key { entry: w, .. }) = (got, want) {
-                assert_eq!(g.value, w.value);
+        let names: Vec<String> =
+            page.items.iter().map(|i| String::from_utf8_lossy(i.name()).into_owned()).collect();
+        assert_eq!(names, expected(&remaining, prefix, delimiter), "the page after the restart");
+        for item in &page.items {
+            if let ListItem::Key { key, entry } = item {
+                assert_eq!(entry.value, value_of(key));
             }
         }
         assert!(!page.truncated);

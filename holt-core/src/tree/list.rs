@@ -339,7 +339,9 @@ impl Tree {
         };
         for (b, child) in inner.children().iter_from(from) {
             path.push(b);
-            // How many of the child's own bytes the common prefix takes, if it rolls up.
+            // How many of the child's own bytes the common prefix takes, if it rolls up. Searched
+            // in the node, not through `delimiter_end` over `path`: for leaves that took the
+            // key-heavy walk from 13.7–14.1 to 14.9–15.1 µs (2026-11-24).
             let rollup =
                 |d: u8, own: &[u8]| if b == d { Some(0) } else { find_byte(own, d).map(|at| at + 1) };
             let flow = match (single, &**child) {
