@@ -7,7 +7,8 @@
 //! cold reads on a kept directory; `wide` = only the rollup-heavy page on a kept directory;
 //! `wide-mem` = rollup-heavy and key-heavy pages on an in-memory tree built in random order,
 //! through `Db::list` and through `Db::list_with` with a visitor that copies nothing (the walk
-//! alone); environment: `ONLY=wide|key` one page, `LIMIT` page size (1000), `WALK_REPS`
+//! alone), then hot gets; environment: `ONLY=wide|key|get` one page or the gets only,
+//! `LIMIT` page size (1000), `WALK_REPS`
 //! repetitions of the walk alone (3000, more for profiling), `SORTED=1` insert in key order.
 //!
 //! Phases: load in random order (batches of 1,000, async log, checkpoint included) → hot get
@@ -186,6 +187,16 @@ fn main() {
         }
         for (name, prefix) in [("wide root", &b"bucket-wide/"[..]), ("key-heavy", b"bucket-042/tenant-07/")] {
             time_pages(&db, name, prefix, "in memory, random insertion");
+        }
+        if std::env::var("ONLY").is_err() || std::env::var("ONLY").is_ok_and(|o| o == "get") {
+            // Hot point reads: medians of 9 rounds of 100,000 random keys.
+            let keys: Vec<Vec<u8>> = (0..100_000).map(|_| key(total, rng.below(total))).collect();
+            let per_get = p50_us(9, || {
+                for k in &keys {
+                    assert!(db.get(k).expect("get").is_some());
+                }
+            }) / keys.len() as f64;
+            println!("hot get p50 (in memory, random insertion): {per_get:.3} us");
         }
         return;
     }

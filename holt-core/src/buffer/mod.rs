@@ -18,11 +18,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use arc_swap::ArcSwapOption;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
 use crate::format::{FrameId, FRAME_SIZE};
+use crate::sync::root_cell::RootCell;
 
 /// Where evicted frames are read back from: implemented by the durable layer over the frame
 /// files, and by an in-memory map in tests.
@@ -48,10 +48,18 @@ pub(crate) struct FrameSize {
 }
 
 /// One frame: the published root of a subtree, with the state the cache and writers need.
+///
+/// The fields every read touches (`root`, `retired`, `referenced`) come first and share one
+/// cache line: `repr(C)` keeps the order, the alignment starts the line.
+#[repr(C, align(64))]
 pub(crate) struct FrameCell<N> {
-    pub(crate) id: FrameId,
     /// The frame's current root; `None` while the frame is evicted.
-    pub(crate) root: ArcSwapOption<N>,
+    pub(crate) root: RootCell<N>,
+    /// Set when the frame was merged into its parent: readers that reach it restart.
+    retired: AtomicBool,
+    /// The clock's second-chance bit, set by every access.
+    referenced: AtomicBool,
+    pub(crate) id: FrameId,
     /// Held by a writer while it changes the frame (and by the evictor while it drops it).
     pub(crate) latch: Mutex<()>,
     /// Serializes loading an evicted frame, so it is decoded once.
@@ -64,10 +72,6 @@ pub(crate) struct FrameCell<N> {
     size_bytes: AtomicUsize,
     /// Heap bytes of the frame's decoded nodes while resident, kept exact by writers.
     memory_bytes: AtomicUsize,
-    /// Set when the frame was merged into its parent: readers that reach it restart.
-    retired: AtomicBool,
-    /// The clock's second-chance bit, set by every access.
-    referenced: AtomicBool,
     /// Point reads served from the frame's image since it was last admitted (see
     /// `BufferPool::read_image`).
     image_reads: AtomicU32,
@@ -91,7 +95,7 @@ impl<N> FrameCell<N> {
     pub(crate) fn evicted(id: FrameId) -> Self {
         FrameCell {
             id,
-            root: ArcSwapOption::empty(),
+            root: RootCell::empty(),
             latch: Mutex::new(()),
             load_lock: Mutex::new(()),
             dirty_generation: AtomicU64::new(0),

@@ -193,7 +193,7 @@ impl Tree {
         cell.touch();
         let guard = cell.root.load();
         let owned: Arc<Node>;
-        let root: &Node = match &*guard {
+        let root: &Node = match guard.get() {
             Some(root) => root,
             None if !load => return Ok(Lookup::NotResident),
             None => {

@@ -196,6 +196,7 @@ impl Prefix {
             Prefix::Heap(prefix.into())
         }
     }
+    #[inline]
     fn as_slice(&self) -> &[u8] {
         match self {
             Prefix::Inline { len, bytes } => &bytes[..usize::from(*len)],
@@ -348,6 +349,7 @@ impl Inner {
         Inner::new(&[], None, InnerKind::N4, Vec::new())
     }
 
+    #[inline]
     pub(crate) fn prefix(&self) -> &[u8] {
         self.prefix.as_slice()
     }
