@@ -1,7 +1,7 @@
 //! Group-commit scaling and checkpoint stalls on the real file system.
 //!
 //! `cargo run --release -p holt-core --example fsync_scaling -- [--keys N] [--seconds S]
-//! [--runs R] [--writers 1,2,4,16,64] [--dir DIR]`
+//! [--runs R] [--writers 1,2,4,16,64] [--dir DIR] [--stall no]`
 //!
 //! 1. Loads N path-shaped keys (~50 B, 62 B JSON values; default 200,000) and checkpoints.
 //! 2. For each writer count, R times (default 3): that many threads overwrite random keys with
@@ -10,7 +10,7 @@
 //! 3. Checkpoint stall: 4 writers overwrite with `Async`, then with `Sync` durability while
 //!    another thread runs checkpoints back to back; prints the longest gate hold
 //!    (`Stats::checkpoint_stall_max_us`) and the longest write latency the writers saw,
-//!    against the same workload without checkpoints.
+//!    against the same workload without checkpoints. `--stall no` skips this phase.
 //!
 //! Every run prints its seed; `--seed` replays it. Numbers on a shared 2-core VM are noisy:
 //! compare ratios measured in the same run.
@@ -31,6 +31,7 @@ struct Args {
     writers: Vec<usize>,
     dir: Option<PathBuf>,
     seed: u64,
+    stall: bool,
 }
 
 fn parse_args() -> Args {
@@ -44,6 +45,7 @@ fn parse_args() -> Args {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1),
+        stall: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -57,6 +59,7 @@ fn parse_args() -> Args {
             }
             "--dir" => args.dir = Some(PathBuf::from(value)),
             "--seed" => args.seed = value.parse().expect("--seed N"),
+            "--stall" => args.stall = value != "no",
             other => panic!("unknown flag {other}"),
         }
     }
@@ -222,7 +225,7 @@ fn main() {
     // Phase 3: the longest writer stall while checkpoints run back to back, for async
     // writers (the gate hold) and for sync writers (who also wait for the log's fdatasync,
     // which a checkpoint's segment roll may delay).
-    for durability in [Durability::Async, Durability::Sync] {
+    for durability in [Durability::Async, Durability::Sync].into_iter().filter(|_| args.stall) {
         let quiet = round(&db, &args, 4, durability, args.seed ^ 0xA5);
         let stall_before = db.stats().checkpoint_stall_max_us;
         let busy = Arc::new(AtomicBool::new(true));
