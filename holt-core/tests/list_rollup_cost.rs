@@ -42,11 +42,16 @@ fn rollup_cost_does_not_grow_with_the_keys_under_each_prefix() {
     assert_eq!(names_big.len(), 22);
     assert!(names_big.iter().filter(|n| n.ends_with(b"/")).count() == 20);
     println!("nodes visited: {cost_small} over 120 keys, {cost_big} over 100,000 keys");
-    assert!(cost_big <= cost_small * 2, "listing visited {cost_big} nodes over 100k keys vs {cost_small}");
+    // In the small tree the directories' parent lists them from its own keys, without reading
+    // them (`Inner::lead`: every child begins with '/'); in the big one the directories are
+    // frames of their own behind links, whose roots the walk reads: one read per entry more.
+    // Beyond that, nothing may grow with the keys under each prefix.
+    let bound = 2 * (cost_small + names_big.len() as u64);
+    assert!(cost_big <= bound, "listing visited {cost_big} nodes over 100k keys vs {cost_small} over 120");
     // Resuming inside a rolled-up prefix is just as cheap and does not repeat it.
     let (resumed, cost_resumed) = rollup(&big, b"root/dir-07/sub-3/file-00000100.bin");
     assert_eq!(resumed.first().map(Vec::as_slice), Some(&b"root/dir-08/"[..]));
-    assert!(cost_resumed <= cost_small * 2);
+    assert!(cost_resumed <= bound);
     // A key-heavy page under one directory visits about one node per key, not more.
     let request = ListRequest { prefix: b"root/dir-03/sub-2/", limit: 500, ..Default::default() };
     let (page, visited) = big.list(&request).unwrap();

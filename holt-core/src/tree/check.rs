@@ -91,6 +91,16 @@ impl Tree {
                         if inner.kind() != InnerKind::N4 && next_kind(inner.kind(), n) != inner.kind() {
                             return Err(format!("{:?} with only {n} children", inner.kind()));
                         }
+                        if let Some(x) = inner.lead() {
+                            let holds = inner.children().iter().all(|(_, c)| match &**c {
+                                Node::Inner(i) => i.prefix().first() == Some(&x),
+                                Node::Leaf(l) => l.suffix().first() == Some(&x),
+                                Node::Link(_) => false,
+                            });
+                            if !holds {
+                                return Err(format!("lead {x:#04x} wrong for a node in frame {}", cell.id));
+                            }
+                        }
                         let bytes: Vec<u8> = inner.children().iter().map(|(b, _)| b).collect();
                         if bytes.windows(2).any(|w| w[0] >= w[1]) {
                             return Err("children out of order".into());

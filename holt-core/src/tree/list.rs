@@ -329,7 +329,6 @@ impl Tree {
             return flow;
         }
         let from = if bounds.on_start_after { walk.start_after.get(len).copied().unwrap_or(0) } else { 0 };
-        touch_ahead(inner, from, walk.remaining());
         // Past the start bound, with a one-byte delimiter, a child that rolls up or is a key
         // is emitted here without a call per child: the shape of a rollup page (every child
         // a common prefix) and of a directory's files (every child a leaf).
@@ -337,6 +336,25 @@ impl Tree {
             [d] if !bounds.on_start_after => Some(*d),
             _ => None,
         };
+        if single.is_some() && single == inner.lead() {
+            // Every child's own bytes begin with the delimiter: each child rolls up right
+            // after its key byte (or at it, if the key byte is the delimiter), and the page
+            // is made from this node's keys without reading a child.
+            for (b, _) in inner.children().iter_from(from) {
+                path.push(b);
+                if Some(b) != single {
+                    path.extend(single);
+                }
+                let flow = walk.emit_common_prefix(path);
+                path.truncate(len);
+                match flow {
+                    Flow::Continue => {}
+                    other => return other,
+                }
+            }
+            return Flow::Continue;
+        }
+        touch_ahead(inner, from, walk.remaining());
         for (b, child) in inner.children().iter_from(from) {
             path.push(b);
             // How many of the child's own bytes the common prefix takes, if it rolls up. Searched

@@ -210,7 +210,29 @@ pub(crate) struct Inner {
     /// The value of the key that ends exactly after `prefix` (how K and K+0x00 coexist).
     terminal: Option<Arc<Leaf>>,
     kind: InnerKind,
+    /// `Some(x)` only if every child's own bytes (an inner child's prefix, a leaf's suffix)
+    /// begin with `x` and no child is a link: with a delimiter `x`, every child rolls up right
+    /// after its key byte, and a listing emits them from this node alone. `None` promises
+    /// nothing (kept conservative where an exact answer would read every child). Derived: not
+    /// encoded, recomputed when a frame is decoded.
+    lead: Option<u8>,
     children: Children,
+}
+
+/// The first of `node`'s own bytes, if it has one and lives in this frame.
+#[inline]
+fn first_own_byte(node: &Node) -> Option<u8> {
+    match node {
+        Node::Inner(inner) => inner.prefix().first().copied(),
+        Node::Leaf(leaf) => leaf.suffix().first().copied(),
+        Node::Link(_) => None,
+    }
+}
+
+/// `lead` of a node whose children are `nodes` (reads every one of them).
+fn lead_of<'a>(mut nodes: impl Iterator<Item = &'a Arc<Node>>) -> Option<u8> {
+    let first = first_own_byte(nodes.next()?)?;
+    nodes.all(|n| first_own_byte(n) == Some(first)).then_some(first)
 }
 
 /// The smallest kind that holds `len` children.
@@ -247,6 +269,18 @@ impl Inner {
         kind: InnerKind,
         entries: Vec<(u8, Arc<Node>)>,
     ) -> Inner {
+        let lead = lead_of(entries.iter().map(|(_, n)| n));
+        Inner::with_lead(prefix, terminal, kind, entries, lead)
+    }
+
+    /// `new` with `lead` given by the caller (see the field).
+    fn with_lead(
+        prefix: &[u8],
+        terminal: Option<Arc<Leaf>>,
+        kind: InnerKind,
+        entries: Vec<(u8, Arc<Node>)>,
+        lead: Option<u8>,
+    ) -> Inner {
         debug_assert!(entries.len() <= kind.capacity());
         debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
         let children = match kind {
@@ -282,7 +316,7 @@ impl Inner {
                 Children::N256 { ptrs, len }
             }
         };
-        Inner { prefix: Prefix::new(prefix), terminal, kind, children }
+        Inner { prefix: Prefix::new(prefix), terminal, kind, lead, children }
     }
 
     /// Builds a node of `kind` from ascending, distinct `keys` and their `nodes`, allocating
@@ -327,7 +361,8 @@ impl Inner {
                 Children::N256 { ptrs, len }
             }
         };
-        Inner { prefix: Prefix::new(prefix), terminal, kind, children }
+        let lead = lead_of(children.iter().map(|(_, n)| n));
+        Inner { prefix: Prefix::new(prefix), terminal, kind, lead, children }
     }
 
     /// Builds a node choosing the kind from the old kind (hysteresis) or from scratch.
@@ -366,23 +401,39 @@ impl Inner {
         self.terminal.is_none() && self.children.is_empty()
     }
 
+    /// `Some(x)` only if every child's own bytes begin with `x` (see the field).
+    #[inline]
+    pub(crate) fn lead(&self) -> Option<u8> {
+        self.lead
+    }
+
     /// The same node under another prefix (children shared).
     pub(crate) fn with_prefix(&self, prefix: &[u8]) -> Inner {
-        Inner::new(prefix, self.terminal.clone(), self.kind, self.children.entries())
+        Inner::with_lead(prefix, self.terminal.clone(), self.kind, self.children.entries(), self.lead)
     }
     /// The same node with another terminal.
     pub(crate) fn with_terminal(&self, terminal: Option<Arc<Leaf>>) -> Inner {
-        Inner::new(self.prefix(), terminal, self.kind, self.children.entries())
+        Inner::with_lead(self.prefix(), terminal, self.kind, self.children.entries(), self.lead)
+    }
+    /// `lead` once child `b` is set to `node`, without reading the other children.
+    fn lead_with(&self, b: u8, node: &Node) -> Option<u8> {
+        let others = self.children.len() - usize::from(self.children.get(b).is_some());
+        match first_own_byte(node) {
+            Some(x) if others == 0 || self.lead == Some(x) => Some(x),
+            _ => None,
+        }
     }
     /// The same node with child `b` set to `node` (added or replaced).
     pub(crate) fn with_child(&self, b: u8, node: Arc<Node>) -> Inner {
         // Replacing a child (every level of a path copy but the last) keeps the layout: copy
         // the pointer array in one pass instead of rebuilding the node from entries.
+        let lead = self.lead_with(b, &node);
         if let Some(children) = self.children.replaced(b, &node) {
             return Inner {
                 prefix: self.prefix.clone(),
                 terminal: self.terminal.clone(),
                 kind: self.kind,
+                lead,
                 children,
             };
         }
@@ -391,13 +442,15 @@ impl Inner {
             Ok(i) => entries[i].1 = node,
             Err(i) => entries.insert(i, (b, node)),
         }
-        Inner::with_entries(self.prefix(), self.terminal.clone(), Some(self.kind), entries)
+        let kind = next_kind(self.kind, entries.len());
+        Inner::with_lead(self.prefix(), self.terminal.clone(), kind, entries, lead)
     }
-    /// The same node without child `b`.
+    /// The same node without child `b`. (`lead` still holds for the children left.)
     pub(crate) fn without_child(&self, b: u8) -> Inner {
         let mut entries = self.children.entries();
         entries.retain(|e| e.0 != b);
-        Inner::with_entries(self.prefix(), self.terminal.clone(), Some(self.kind), entries)
+        let kind = next_kind(self.kind, entries.len());
+        Inner::with_lead(self.prefix(), self.terminal.clone(), kind, entries, self.lead)
     }
 
     /// Encoded size of this node's record plus its terminal's (children not included).

@@ -1,0 +1,143 @@
+//! A node whose children all begin with the delimiter (`Inner::lead`, src/tree/node.rs) lists
+//! its rollups from its own keys without reading a child. Checked here: the pages are exactly
+//! S3's (every start position and page size, children that are leaves, inner nodes, a leaf
+//! whose whole suffix is the delimiter, a key byte that is the delimiter itself), before and
+//! after the tree is reopened from its frames (where `lead` is recomputed by the decoder), and
+//! through writes that make the node's children stop, then start again, to share a lead; and
+//! a page of such rollups reads a handful of nodes, not one per entry.
+
+use std::collections::BTreeSet;
+
+use holt_core::testing::TreeHarness;
+use holt_core::{BatchOp, Condition, ListRequest};
+
+fn put(key: &[u8]) -> BatchOp {
+    BatchOp::Put { key: key.to_vec(), value: b"v".to_vec(), condition: Condition::None }
+}
+
+fn delete(key: &[u8]) -> BatchOp {
+    BatchOp::Delete { key: key.to_vec(), condition: Condition::None }
+}
+
+/// S3's page over `keys`: names after `start_after` (a common prefix it falls inside is not
+/// returned again), in order, at most `limit`; and whether more follow.
+fn model(
+    keys: &BTreeSet<Vec<u8>>,
+    prefix: &[u8],
+    d: u8,
+    start_after: &[u8],
+    limit: usize,
+) -> (Vec<Vec<u8>>, bool) {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for key in keys.iter().filter(|k| k.starts_with(prefix) && k.as_slice() > start_after) {
+        let name = match key[prefix.len()..].iter().position(|&b| b == d) {
+            Some(i) => key[..prefix.len() + i + 1].to_vec(),
+            None => key.clone(),
+        };
+        if name.as_slice() > start_after && names.last() != Some(&name) {
+            names.push(name);
+        }
+    }
+    let truncated = names.len() > limit;
+    names.truncate(limit);
+    (names, truncated)
+}
+
+fn page(tree: &TreeHarness, prefix: &[u8], start_after: &[u8], limit: usize) -> ((Vec<Vec<u8>>, bool), u64) {
+    let request = ListRequest { prefix, delimiter: b"/", start_after, limit, with_values: false };
+    let (page, visited) = tree.list(&request).unwrap();
+    ((page.items.iter().map(|i| i.name().to_vec()).collect(), page.truncated), visited)
+}
+
+fn check_all_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) {
+    let mut starts: Vec<Vec<u8>> = vec![Vec::new(), b"d".to_vec(), b"d/".to_vec(), b"d/u".to_vec()];
+    for k in keys {
+        starts.push(k.clone());
+        starts.push(k[..k.len() - 1].to_vec());
+        starts.push([&k[..], b"~"].concat());
+    }
+    for prefix in [&b""[..], b"d", b"d/", b"d/u"] {
+        for start in &starts {
+            for limit in [1, 2, 3, 5, 100] {
+                let (got, _) = page(tree, prefix, start, limit);
+                let want = model(keys, prefix, b'/', start, limit);
+                assert_eq!(
+                    got,
+                    want,
+                    "{context}: prefix {:?} start_after {:?} limit {limit}",
+                    String::from_utf8_lossy(prefix),
+                    String::from_utf8_lossy(start)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn lead_pages_match_s3_through_writes_and_reopen() {
+    let tree = TreeHarness::new(64 * 1024);
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let apply = |tree: &TreeHarness, ops: Vec<BatchOp>, keys: &mut BTreeSet<Vec<u8>>| {
+        for op in &ops {
+            match op {
+                BatchOp::Put { key, .. } => keys.insert(key.clone()),
+                BatchOp::Delete { key, .. } => keys.remove(key),
+            };
+        }
+        tree.apply(&ops).unwrap();
+        tree.check().unwrap();
+    };
+    // Under `d/u`: children 0..9 whose own bytes all begin with '/': an inner node (several
+    // files), a leaf (one file), a leaf that is exactly "/", a deeper directory.
+    let mut ops: Vec<BatchOp> = Vec::new();
+    for c in b'0'..=b'9' {
+        let files = usize::from(c - b'0') % 3;
+        for f in 0..=files {
+            ops.push(put(format!("d/u{}/f{f}", c as char).as_bytes()));
+        }
+    }
+    ops.push(put(b"d/u7/"));
+    ops.push(put(b"d/u8/g/h"));
+    // A key byte that is the delimiter itself, beside `d/u`.
+    ops.push(put(b"d//z"));
+    apply(&tree, ops, &mut keys);
+    check_all_pages(&tree, &keys, "built");
+
+    // A child that does not begin with '/' (`d/uX...`): the node stops sharing a lead.
+    apply(&tree, vec![put(b"d/u5x")], &mut keys);
+    check_all_pages(&tree, &keys, "one child without the lead");
+    // Removing it: every child begins with '/' again.
+    apply(&tree, vec![delete(b"d/u5x")], &mut keys);
+    check_all_pages(&tree, &keys, "lead back");
+    // A new child whose own bytes begin with another byte (a leaf `-x` under key byte 'A').
+    apply(&tree, vec![put(b"d/uA-x")], &mut keys);
+    check_all_pages(&tree, &keys, "a new child with another lead");
+    apply(&tree, vec![delete(b"d/uA-x")], &mut keys);
+
+    let tree = tree.reopen(1 << 30).unwrap();
+    tree.check().unwrap();
+    check_all_pages(&tree, &keys, "reopened");
+}
+
+#[test]
+fn a_page_of_lead_rollups_reads_no_child() {
+    // `p/` + 100 directories `p/000/` .. `p/099/`, each with 20 files: the nodes at the last
+    // digit hold children that all begin with '/'.
+    let tree = TreeHarness::new(256 * 1024);
+    let mut ops = Vec::new();
+    for dir in 0..100 {
+        for f in 0..20 {
+            ops.push(put(format!("p/{dir:03}/file-{f:02}").as_bytes()));
+        }
+    }
+    tree.apply(&ops).unwrap();
+    tree.check().unwrap();
+    let ((names, truncated), visited) = page(&tree, b"p/", b"", 1000);
+    assert_eq!(names.len(), 100);
+    assert!(!truncated);
+    assert!(names.iter().enumerate().all(|(i, n)| n == format!("p/{i:03}/").as_bytes()));
+    // Without the lead each of the 100 rollups reads its child: at least 100 visits. With
+    // it, the walk reads the nodes down to the 10 last-digit nodes and stops there.
+    println!("100 rollups read {visited} nodes");
+    assert!(visited < 40, "100 rollups read {visited} nodes");
+}
