@@ -336,23 +336,23 @@ impl Tree {
             [d] if !bounds.on_start_after => Some(*d),
             _ => None,
         };
-        if single.is_some() && single == inner.lead() {
+        if let Some(d) = single.filter(|&d| inner.lead() == Some(d)) {
             // Every child's own bytes begin with the delimiter: each child rolls up right
             // after its key byte (or at it, if the key byte is the delimiter), and the page
-            // is made from this node's keys without reading a child.
+            // is made from this node's keys without reading a child. The name's last two
+            // bytes are rewritten in place for each child.
+            path.extend_from_slice(&[d, d]);
+            let mut flow = Flow::Continue;
             for (b, _) in inner.children().iter_from(from) {
-                path.push(b);
-                if Some(b) != single {
-                    path.extend(single);
-                }
-                let flow = walk.emit_common_prefix(path);
-                path.truncate(len);
-                match flow {
-                    Flow::Continue => {}
-                    other => return other,
+                path[len] = b;
+                let end = if b == d { len + 1 } else { len + 2 };
+                flow = walk.emit_common_prefix(&path[..end]);
+                if !matches!(flow, Flow::Continue) {
+                    break;
                 }
             }
-            return Flow::Continue;
+            path.truncate(len);
+            return flow;
         }
         touch_ahead(inner, from, walk.remaining());
         for (b, child) in inner.children().iter_from(from) {
