@@ -5,7 +5,12 @@
 //! - a value a reader borrowed is never dropped while the reader's guard lives;
 //! - every value the cell let go of is dropped exactly once, by the time every thread is done
 //!   (no leak, no double drop), and the value still in the cell is not dropped;
-//! - a reader sees either an empty cell or one of the values stored, never anything else.
+//! - a reader sees either an empty cell or one of the values stored, never anything else;
+//! - every access to a holder's value (a writer filling a slot, a reader reading it, the last
+//!   give-back taking it out) is ordered by happens-before: the cell keeps values in loom's
+//!   `UnsafeCell` under `cfg(loom)`, which fails the model on any unordered pair. (Checked:
+//!   a writer's swap with Release instead of AcqRel, or a slot freed and claimed with Relaxed
+//!   instead of Release/Acquire, fails two and three of these models.)
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p holt-core --test loom_root_cell --release`
 #![cfg(loom)]

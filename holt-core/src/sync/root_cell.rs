@@ -35,14 +35,36 @@
 //! higher ones only to a mapping that asks for them); checked when one is made.
 #![expect(unsafe_code, reason = "split reference counting hands out references through raw holder pointers")]
 
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+// Under loom, holder values sit in loom's `UnsafeCell`, which reports any two accesses not
+// ordered by happens-before (a writer filling a slot a reader may still read, say).
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+
+/// `std::cell::UnsafeCell` with loom's access API (`with`, `with_mut`).
+#[cfg(not(loom))]
+struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+    #[inline]
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
 
 const PTR_BITS: u32 = 48;
 const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
@@ -165,7 +187,7 @@ impl<T> RootCell<T> {
             if slot.state.compare_exchange(FREE, USED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 // SAFETY: claiming the slot made this thread its only user: no reader borrows a
                 // free slot, and its previous value was taken out before it was freed.
-                unsafe { *slot.value.get() = Some(value) };
+                slot.value.with_mut(|v| unsafe { *v = Some(value) });
                 slot.borrows.store(0, Ordering::Relaxed);
                 return i as u64 + 1;
             }
@@ -199,7 +221,7 @@ impl<T> RootCell<T> {
             if (*holder).state.load(Ordering::Relaxed) == BOXED {
                 drop(Box::from_raw(holder as *mut Holder<T>));
             } else {
-                let value = (*(*holder).value.get()).take();
+                let value = (*holder).value.with_mut(|v| (*v).take());
                 // Release: the take above happens before the next claim writes the slot.
                 (*holder).state.store(FREE, Ordering::Release);
                 drop(value);
@@ -256,7 +278,7 @@ impl<T> RootGuard<'_, T> {
         }
         // SAFETY: the borrow this guard holds keeps the holder alive, and its value set,
         // until the guard drops.
-        unsafe { (*(*self.cell.holder(self.tag)).value.get()).as_ref() }
+        unsafe { (*self.cell.holder(self.tag)).value.with(|v| (*v).as_ref()) }
     }
 
     pub(crate) fn is_some(&self) -> bool {
