@@ -50,10 +50,14 @@ fn drop_table() -> Arc<[AtomicUsize; 4]> {
 fn read(cell: &RootCell<Tracked>, drops: &Arc<[AtomicUsize; 4]>, allowed: &[usize]) {
     let guard = cell.load();
     if let Some(value) = guard.get() {
-        assert!(allowed.contains(&value.id), "reader saw a value never stored: {}", value.id);
-        assert_eq!(drops[value.id].load(Ordering::SeqCst), 0, "value {} dropped under a guard", value.id);
+        let (id, at) = (value.id, StdArc::as_ptr(value));
+        assert!(allowed.contains(&id), "reader saw a value never stored: {id}");
+        assert_eq!(drops[id].load(Ordering::SeqCst), 0, "value {id} dropped under a guard");
         thread::yield_now();
-        assert_eq!(drops[value.id].load(Ordering::SeqCst), 0, "value {} dropped under a guard", value.id);
+        // The same value, still alive: a holder reused under a live guard would show another.
+        let again = guard.get().expect("a guard keeps its value");
+        assert!(again.id == id && StdArc::as_ptr(again) == at, "the guard's value changed under it");
+        assert_eq!(drops[id].load(Ordering::SeqCst), 0, "value {id} dropped under a guard");
     }
 }
 
@@ -151,5 +155,34 @@ fn two_writers_one_reader() {
             let expected = usize::from(id != last);
             assert_eq!(drops[id].load(Ordering::SeqCst), expected, "value {id}");
         }
+    });
+}
+
+/// Both inline slots held by guards, so the third value goes to a boxed holder; a reader
+/// borrows it while the writer replaces it, so the reader's late give-back or the writer's
+/// settle frees the box, whichever comes second.
+#[test]
+fn boxed_holder_freed_by_a_late_reader() {
+    model(|| {
+        let drops = drop_table();
+        let cell = Arc::new(RootCell::empty());
+        cell.store(Some(tracked(0, &drops)));
+        let g0 = cell.load();
+        cell.store(Some(tracked(1, &drops)));
+        let g1 = cell.load();
+        cell.store(Some(tracked(2, &drops)));
+        assert!(cell.holds_boxed(), "both slots are held, so value 2 must be boxed");
+        let reader = {
+            let (cell, drops) = (Arc::clone(&cell), Arc::clone(&drops));
+            thread::spawn(move || read(&cell, &drops, &[2, 3]))
+        };
+        cell.store(Some(tracked(3, &drops)));
+        reader.join().unwrap();
+        assert_eq!(drops[2].load(Ordering::SeqCst), 1, "the boxed value was not dropped exactly once");
+        drop((g0, g1));
+        for id in 0..3 {
+            assert_eq!(drops[id].load(Ordering::SeqCst), 1, "value {id}");
+        }
+        assert_eq!(drops[3].load(Ordering::SeqCst), 0, "the current value was dropped");
     });
 }

@@ -148,6 +148,9 @@ impl<T> RootCell<T> {
             let tag = word & PTR_MASK;
             if word >> PTR_BITS >= BORROW_LIMIT {
                 self.give_back(tag);
+                #[cfg(loom)]
+                loom::thread::yield_now();
+                #[cfg(not(loom))]
                 std::thread::yield_now();
                 continue;
             }
@@ -156,6 +159,13 @@ impl<T> RootCell<T> {
             }
             return RootGuard { cell: self, tag };
         }
+    }
+
+    /// Whether the current value sits in a boxed holder (both inline slots were busy).
+    #[cfg(test)]
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn holds_boxed(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & PTR_MASK > INLINE as u64
     }
 
     /// The current value, as an owned `Arc`.
@@ -194,10 +204,11 @@ impl<T> RootCell<T> {
         }
         let holder = Box::into_raw(Box::new(Holder::new(BOXED, Some(value))));
         let addr = holder as u64;
-        assert!(
-            addr & !PTR_MASK == 0 && addr > INLINE as u64,
-            "RootCell needs addresses below 2^48, got {addr:#x}"
-        );
+        if addr & !PTR_MASK != 0 || addr <= INLINE as u64 {
+            // SAFETY: just made, never published.
+            drop(unsafe { Box::from_raw(holder) });
+            panic!("RootCell needs addresses below 2^48, got {addr:#x}");
+        }
         addr
     }
 
@@ -318,7 +329,7 @@ mod tests {
         cell.store(Some(Arc::clone(&values[2])));
         assert!(cell.load().get().is_some_and(|v| **v == 2));
         let g2 = cell.load();
-        assert!(cell.word.load(Ordering::Relaxed) & PTR_MASK > INLINE as u64, "expected a boxed holder");
+        assert!(cell.holds_boxed(), "expected a boxed holder");
         cell.store(Some(Arc::clone(&values[3])));
         assert_eq!((*g0.get().unwrap().as_ref(), **g1.get().unwrap(), **g2.get().unwrap()), (0, 1, 2));
         assert_eq!(Arc::strong_count(&values[0]), 2, "the cell's copy of 0 lives while g0 does");
