@@ -415,9 +415,10 @@ impl Inner {
     pub(crate) fn with_terminal(&self, terminal: Option<Arc<Leaf>>) -> Inner {
         Inner::with_lead(self.prefix(), terminal, self.kind, self.children.entries(), self.lead)
     }
-    /// `lead` once child `b` is set to `node`, without reading the other children.
-    fn lead_with(&self, b: u8, node: &Node) -> Option<u8> {
-        let others = self.children.len() - usize::from(self.children.get(b).is_some());
+    /// `lead` once `node` replaces a child (`replacing`) or is added, without reading the
+    /// other children.
+    fn lead_with(&self, replacing: bool, node: &Node) -> Option<u8> {
+        let others = self.children.len() - usize::from(replacing);
         match first_own_byte(node) {
             Some(x) if others == 0 || self.lead == Some(x) => Some(x),
             _ => None,
@@ -427,21 +428,28 @@ impl Inner {
     pub(crate) fn with_child(&self, b: u8, node: Arc<Node>) -> Inner {
         // Replacing a child (every level of a path copy but the last) keeps the layout: copy
         // the pointer array in one pass instead of rebuilding the node from entries.
-        let lead = self.lead_with(b, &node);
         if let Some(children) = self.children.replaced(b, &node) {
             return Inner {
                 prefix: self.prefix.clone(),
                 terminal: self.terminal.clone(),
                 kind: self.kind,
-                lead,
+                lead: self.lead_with(true, &node),
                 children,
             };
         }
         let mut entries = self.children.entries();
-        match entries.binary_search_by_key(&b, |e| e.0) {
-            Ok(i) => entries[i].1 = node,
-            Err(i) => entries.insert(i, (b, node)),
-        }
+        let lead = match entries.binary_search_by_key(&b, |e| e.0) {
+            Ok(i) => {
+                let lead = self.lead_with(true, &node);
+                entries[i].1 = node;
+                lead
+            }
+            Err(i) => {
+                let lead = self.lead_with(false, &node);
+                entries.insert(i, (b, node));
+                lead
+            }
+        };
         let kind = next_kind(self.kind, entries.len());
         Inner::with_lead(self.prefix(), self.terminal.clone(), kind, entries, lead)
     }
