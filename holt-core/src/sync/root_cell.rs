@@ -198,7 +198,8 @@ impl<T> RootCell<T> {
                 // SAFETY: claiming the slot made this thread its only user: no reader borrows a
                 // free slot, and its previous value was taken out before it was freed.
                 slot.value.with_mut(|v| unsafe { *v = Some(value) });
-                slot.borrows.store(0, Ordering::Relaxed);
+                // A freed slot's counter is already back at zero (that is what freed it).
+                debug_assert_eq!(slot.borrows.load(Ordering::Relaxed), 0);
                 return i as u64 + 1;
             }
         }
