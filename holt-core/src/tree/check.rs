@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::node::{next_kind, Node};
+use super::node::{first_own_byte, next_kind, Node};
 use super::split::frame_size;
 use super::Tree;
 use crate::format::node::InnerKind;
@@ -92,11 +92,7 @@ impl Tree {
                             return Err(format!("{:?} with only {n} children", inner.kind()));
                         }
                         if let Some(x) = inner.lead() {
-                            let holds = inner.children().iter().all(|(_, c)| match &**c {
-                                Node::Inner(i) => i.prefix().first() == Some(&x),
-                                Node::Leaf(l) => l.suffix().first() == Some(&x),
-                                Node::Link(_) => false,
-                            });
+                            let holds = inner.children().iter().all(|(_, c)| first_own_byte(c) == Some(x));
                             if !holds {
                                 return Err(format!("lead {x:#04x} wrong for a node in frame {}", cell.id));
                             }

@@ -221,7 +221,7 @@ pub(crate) struct Inner {
 
 /// The first of `node`'s own bytes, if it has one and lives in this frame.
 #[inline]
-fn first_own_byte(node: &Node) -> Option<u8> {
+pub(crate) fn first_own_byte(node: &Node) -> Option<u8> {
     match node {
         Node::Inner(inner) => inner.prefix().first().copied(),
         Node::Leaf(leaf) => leaf.suffix().first().copied(),
