@@ -9,45 +9,10 @@
 use std::collections::BTreeSet;
 
 use holt_core::testing::TreeHarness;
-use holt_core::{BatchOp, Condition, ListRequest};
+use holt_core::BatchOp;
 
-fn put(key: &[u8]) -> BatchOp {
-    BatchOp::Put { key: key.to_vec(), value: b"v".to_vec(), condition: Condition::None }
-}
-
-fn delete(key: &[u8]) -> BatchOp {
-    BatchOp::Delete { key: key.to_vec(), condition: Condition::None }
-}
-
-/// S3's page over `keys`: names after `start_after` (a common prefix it falls inside is not
-/// returned again), in order, at most `limit`; and whether more follow.
-fn model(
-    keys: &BTreeSet<Vec<u8>>,
-    prefix: &[u8],
-    d: u8,
-    start_after: &[u8],
-    limit: usize,
-) -> (Vec<Vec<u8>>, bool) {
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    for key in keys.iter().filter(|k| k.starts_with(prefix) && k.as_slice() > start_after) {
-        let name = match key[prefix.len()..].iter().position(|&b| b == d) {
-            Some(i) => key[..prefix.len() + i + 1].to_vec(),
-            None => key.clone(),
-        };
-        if name.as_slice() > start_after && names.last() != Some(&name) {
-            names.push(name);
-        }
-    }
-    let truncated = names.len() > limit;
-    names.truncate(limit);
-    (names, truncated)
-}
-
-fn page(tree: &TreeHarness, prefix: &[u8], start_after: &[u8], limit: usize) -> ((Vec<Vec<u8>>, bool), u64) {
-    let request = ListRequest { prefix, delimiter: b"/", start_after, limit, with_values: false };
-    let (page, visited) = tree.list(&request).unwrap();
-    ((page.items.iter().map(|i| i.name().to_vec()).collect(), page.truncated), visited)
-}
+mod s3_page;
+use s3_page::{apply, delete, model, page, put};
 
 fn check_all_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) {
     let mut starts: Vec<Vec<u8>> = vec![Vec::new(), b"d".to_vec(), b"d/".to_vec(), b"d/u".to_vec()];
@@ -77,16 +42,6 @@ fn check_all_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) 
 fn lead_pages_match_s3_through_writes_and_reopen() {
     let tree = TreeHarness::new(64 * 1024);
     let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
-    let apply = |tree: &TreeHarness, ops: Vec<BatchOp>, keys: &mut BTreeSet<Vec<u8>>| {
-        for op in &ops {
-            match op {
-                BatchOp::Put { key, .. } => keys.insert(key.clone()),
-                BatchOp::Delete { key, .. } => keys.remove(key),
-            };
-        }
-        tree.apply(&ops).unwrap();
-        tree.check().unwrap();
-    };
     // Under `d/u`: children 0..9 whose own bytes all begin with '/': an inner node (several
     // files), a leaf (one file), a leaf that is exactly "/", a deeper directory.
     let mut ops: Vec<BatchOp> = Vec::new();

@@ -44,8 +44,8 @@ fn rollup_cost_does_not_grow_with_the_keys_under_each_prefix() {
     println!("nodes visited: {cost_small} over 120 keys, {cost_big} over 100,000 keys");
     // In the small tree the directories' parent lists them from its own keys, without reading
     // them (`Inner::lead`: every child begins with '/'); in the big one the directories are
-    // frames of their own behind links, whose roots the walk reads: one read per entry more.
-    // Beyond that, nothing may grow with the keys under each prefix.
+    // frames of their own behind links, which roll up from the lead in their cell: one visit
+    // per entry more. Beyond that, nothing may grow with the keys under each prefix.
     let bound = 2 * (cost_small + names_big.len() as u64);
     assert!(cost_big <= bound, "listing visited {cost_big} nodes over 100k keys vs {cost_small} over 120");
     // Resuming inside a rolled-up prefix is just as cheap and does not repeat it.

@@ -10,12 +10,14 @@
 //! - A frame's root goes from `None` (evicted) to `Some` only under the cell's `load_lock`,
 //!   and from `Some` to `None` only under its write latch while the frame is clean, so a
 //!   frame a writer changed is never replaced by older bytes.
+//! - A frame's lead (the first byte of its root's own bytes) is set only by `publish`, with
+//!   the root it describes, and survives eviction.
 //! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
 //! - The root frame is never evicted: it is touched by every operation.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
@@ -38,6 +40,16 @@ pub(crate) trait FrameSource: Send + Sync {
     }
 }
 
+/// What a frame's root tells a listing about the frame without being loaded.
+pub(crate) trait FrameRoot {
+    /// The first of the root's own bytes (after the link's key byte), if it has one: every key
+    /// in the frame then continues with it.
+    fn lead(&self) -> Option<u8>;
+}
+
+/// `FrameCell::lead` when the root has none or it is not known (any value above a byte).
+const LEAD_UNKNOWN: u16 = 0x100;
+
 /// What a frame costs: its encoded bytes (header and records: what decides splits and merges)
 /// and the heap bytes of its decoded nodes (what the memory budget counts; requested bytes,
 /// the allocator's rounding not included). Writers keep both exact.
@@ -59,6 +71,11 @@ pub(crate) struct FrameCell<N> {
     retired: AtomicBool,
     /// The clock's second-chance bit, set by every access.
     referenced: AtomicBool,
+    /// The first of the root's own bytes (`FrameRoot::lead`), or `LEAD_UNKNOWN`. Kept through
+    /// eviction (the frame's bytes do not change while it is out), unknown for a frame not
+    /// loaded since open. A listing rolls a linked frame up from this without loading its
+    /// root: see `publish` for why that reads a state the frame really had.
+    lead: AtomicU16,
     pub(crate) id: FrameId,
     /// Held by a writer while it changes the frame (and by the evictor while it drops it).
     pub(crate) latch: Mutex<()>,
@@ -81,9 +98,12 @@ pub(crate) struct FrameCell<N> {
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
-    pub(crate) fn resident(id: FrameId, root: Arc<N>, size: FrameSize, dirty: bool) -> Self {
+    pub(crate) fn resident(id: FrameId, root: Arc<N>, size: FrameSize, dirty: bool) -> Self
+    where
+        N: FrameRoot,
+    {
         let cell = Self::evicted(id);
-        cell.root.store(Some(root));
+        cell.publish(root);
         cell.set_size(size);
         if dirty {
             cell.dirty_generation.store(1, Ordering::Relaxed);
@@ -104,6 +124,7 @@ impl<N> FrameCell<N> {
             memory_bytes: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             referenced: AtomicBool::new(true),
+            lead: AtomicU16::new(LEAD_UNKNOWN),
             image_reads: AtomicU32::new(0),
             parent: Mutex::new(Weak::new()),
         }
@@ -143,6 +164,32 @@ impl<N> FrameCell<N> {
     /// Called before the parent publishes the merged root (see `Tree::try_merge` in `tree/split.rs`).
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
+    }
+    /// Publishes `root` as the frame's root, with its lead. Under the latch, or the load lock
+    /// of an evicted frame (so publishers never race each other).
+    ///
+    /// A lead that changes is withdrawn before the new root is published and set after it:
+    /// a reader that sees a lead saw it while the root it describes was published, so a
+    /// rollup made from it is what loading the root at that moment would have given.
+    pub(crate) fn publish(&self, root: Arc<N>)
+    where
+        N: FrameRoot,
+    {
+        let old = self.lead.load(Ordering::Relaxed);
+        let new = root.lead().map_or(LEAD_UNKNOWN, u16::from);
+        if old != new && old != LEAD_UNKNOWN {
+            self.lead.store(LEAD_UNKNOWN, Ordering::Release);
+        }
+        self.root.store(Some(root));
+        if old != new {
+            self.lead.store(new, Ordering::Release);
+        }
+    }
+    /// The root's lead as of some moment while this call ran (see `publish`); `None` when it
+    /// has none or it is not known.
+    #[inline]
+    pub(crate) fn lead(&self) -> Option<u8> {
+        u8::try_from(self.lead.load(Ordering::Acquire)).ok()
     }
     pub(crate) fn touch(&self) {
         if !self.referenced.load(Ordering::Relaxed) {
@@ -272,7 +319,10 @@ impl<N> BufferPool<N> {
         &self,
         cell: &Arc<FrameCell<N>>,
         decode: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<(Arc<N>, FrameSize)>,
-    ) -> Result<Arc<N>> {
+    ) -> Result<Arc<N>>
+    where
+        N: FrameRoot,
+    {
         let root = {
             let _loading = cell.load_lock.lock();
             if let Some(root) = cell.root.load_full() {
@@ -289,7 +339,7 @@ impl<N> BufferPool<N> {
             self.cached_bytes.fetch_add(size.memory as i64, Ordering::Relaxed);
             // A named point between counting and publishing, so a test can write meanwhile.
             fail::fail_point!("frame-load-publish");
-            cell.root.store(Some(Arc::clone(&root)));
+            cell.publish(Arc::clone(&root));
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
             cell.image_reads.store(0, Ordering::Relaxed);

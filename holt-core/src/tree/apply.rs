@@ -184,7 +184,7 @@ impl Tree {
         for w in work.into_values().filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
-            w.cell.root.store(Some(w.root));
+            w.cell.publish(w.root);
             w.cell.mark_dirty();
             self.pool.resized(w.size_delta.memory as i64);
             if size.encoded > self.frame_budget_bytes {

@@ -39,6 +39,14 @@ impl Tree {
             if size.encoded > crate::format::FRAME_SIZE {
                 return Err(format!("frame {} does not fit: {} bytes", cell.id, size.encoded));
             }
+            if cell.lead() != first_own_byte(&root) {
+                return Err(format!(
+                    "frame {} records lead {:?}, its root begins with {:?}",
+                    cell.id,
+                    cell.lead(),
+                    first_own_byte(&root)
+                ));
+            }
             if matches!(&*root, Node::Link(_)) {
                 return Err(format!("frame {} has a link as its root", cell.id));
             }

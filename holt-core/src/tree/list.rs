@@ -380,6 +380,19 @@ impl Tree {
                     }
                     None => self.list_node(walk, child, path, len, bounds),
                 },
+                // A linked frame whose root's own bytes begin with the delimiter (or under the
+                // delimiter as key byte) rolls up from the lead in its cell, without loading
+                // the root. A merged frame takes the common path, which restarts the walk.
+                (Some(d), Node::Link(cell)) => match cell.lead() {
+                    Some(l) if (b == d || l == d) && !cell.is_retired() => {
+                        walk.visited += 1;
+                        if b != d {
+                            path.push(l);
+                        }
+                        walk.emit_common_prefix(path)
+                    }
+                    _ => self.list_node(walk, child, path, len, bounds),
+                },
                 _ => self.list_node(walk, child, path, len, bounds),
             };
             path.truncate(len);

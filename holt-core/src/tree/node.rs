@@ -229,6 +229,12 @@ pub(crate) fn first_own_byte(node: &Node) -> Option<u8> {
     }
 }
 
+impl crate::buffer::FrameRoot for Node {
+    fn lead(&self) -> Option<u8> {
+        first_own_byte(self)
+    }
+}
+
 /// `lead` of a node whose children are `nodes` (reads every one of them).
 fn lead_of<'a>(mut nodes: impl Iterator<Item = &'a Arc<Node>>) -> Option<u8> {
     let first = first_own_byte(nodes.next()?)?;
@@ -649,7 +655,8 @@ impl Node {
         match self {
             Node::Leaf(l) => l.suffix_len as u8,
             Node::Inner(i) => i.prefix().first().copied().unwrap_or(0),
-            Node::Link(_) => 0,
+            // The linked frame's lead sits in the cell's first line, which a rollup reads.
+            Node::Link(cell) => cell.lead().unwrap_or(0),
         }
     }
     /// This node re-rooted `extra` bytes higher: `extra` is prepended to its prefix or suffix.

@@ -176,7 +176,7 @@ impl Tree {
             self.frames.lock().insert(id, Arc::clone(&child));
             self.pool.admit(&child);
             cell.set_size(new_size);
-            cell.root.store(Some(new_root));
+            cell.publish(new_root);
             cell.mark_dirty();
             self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
             tracing::debug!(frame = %cell.id, new_frame = %id, moved = moved.encoded, "frame split");
@@ -219,7 +219,7 @@ impl Tree {
         child.retire();
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
         parent.set_size(new_size);
-        parent.root.store(Some(new_root));
+        parent.publish(new_root);
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
