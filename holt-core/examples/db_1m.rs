@@ -167,7 +167,8 @@ fn main() {
         // The rollup-heavy listing on nodes inserted in random order (in memory, no log).
         let db = Db::open_in_memory(Options::default()).expect("open");
         let mut rng = Rng(0x5EED_2026);
-        let per_prefix: u64 = std::env::var("WIDE_PER_PREFIX").map_or(200, |v| v.parse().expect("WIDE_PER_PREFIX"));
+        let per_prefix: u64 =
+            std::env::var("WIDE_PER_PREFIX").map_or(200, |v| v.parse().expect("WIDE_PER_PREFIX"));
         let mut ids: Vec<u64> = (0..total + 1000 * per_prefix).collect();
         if std::env::var("SORTED").is_err() {
             for i in (1..ids.len()).rev() {

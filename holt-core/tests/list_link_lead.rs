@@ -3,12 +3,13 @@
 //! from its cell without loading its root. Checked here: the pages are exactly S3's through
 //! writes that change a frame root's first byte and change it back, after a reopen (where
 //! leads are unknown until a frame is loaded), and while frames are evicted (leads survive
-//! eviction); a rollup page over linked frames reads one node per linked frame and nothing
-//! from disk once the leads are known; and readers listing while a writer flips frame roots
+//! eviction); a rollup page over linked frames reads none of them (from the lead of the
+//! node above the links, or from each link's cell after a reopen) and nothing from disk once
+//! the leads are known; and readers listing while a writer flips frame roots
 //! between two leads always see each frame in one whole state.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use holt_core::testing::TreeHarness;
 use holt_core::{BatchOp, Condition};
@@ -20,7 +21,7 @@ use s3_page::{apply, delete, model, page, put};
 const DIRS: usize = 100;
 /// Files per directory: enough that most directories become frames of their own under
 /// `FRAME_BUDGET`.
-const FILES: usize = 60;
+const FILES: usize = 100;
 const FRAME_BUDGET: usize = 4096;
 
 fn file(dir: usize, sep: &str, f: usize) -> Vec<u8> {
@@ -67,7 +68,7 @@ fn build(keys: &mut BTreeSet<Vec<u8>>) -> TreeHarness {
     }
     // A linked frame under a key byte that is the delimiter itself: `r//...`, beside `r/a.txt`
     // and `r/b.txt` (so that a node branches at `r/`).
-    for f in 0..FILES * 4 {
+    for f in 0..240 {
         ops.push(put(format!("r//file-{f:04}.bin").as_bytes()));
     }
     // A large value beside them fills the root frame, so that the split it causes moves all
@@ -124,73 +125,95 @@ fn link_lead_pages_match_s3_through_writes_eviction_and_reopen() {
 }
 
 #[test]
-fn a_rollup_page_over_linked_frames_reads_one_node_each_and_nothing_from_disk() {
+fn a_rollup_page_over_linked_frames_reads_none_of_them() {
     let mut keys = BTreeSet::new();
     let tree = build(&mut keys);
-    let tree = tree.reopen(8 * FRAME_BUDGET).unwrap();
-    // The first page loads every linked frame (their leads are not known yet) and evicts most.
-    let ((names, _), cold) = page(&tree, b"p/", b"", 1000);
-    assert_eq!(names.len(), DIRS);
     let linked = linked_dirs(&tree);
+    let want: Vec<Vec<u8>> = (0..DIRS).map(|i| format!("p/{i:03}/").into_bytes()).collect();
+    // Built by writes: the node above each directory's link counts the linked frames' leads
+    // in its own (`Inner::lead`), so the page is made from the keys of the ten nodes at the
+    // second digit, reading no directory at all.
+    let ((names, truncated), built) = page(&tree, b"p/", b"", 1000);
+    assert_eq!((names, truncated), (want.clone(), false));
+    assert!(built < 40, "{DIRS} rollups read {built} nodes in the tree built by writes");
+
+    // Reopened with a cache of eight frames: nothing is known of a frame until it is loaded,
+    // so the first page loads every directory's frame (and evicts most).
+    let tree = tree.reopen(8 * FRAME_BUDGET).unwrap();
+    let ((names, _), cold) = page(&tree, b"p/", b"", 1000);
+    assert_eq!(names, want);
     let (_, evictions) = tree.cache_counters();
     assert!(evictions > 0, "nothing was evicted: the page would not show leads surviving eviction");
     let reads_before = tree.source_reads();
     let ((again, truncated), warm) = page(&tree, b"p/", b"", 1000);
-    assert_eq!(again, names);
-    assert!(!truncated);
-    assert!(again.iter().enumerate().all(|(i, n)| n == format!("p/{i:03}/").as_bytes()));
-    // Frames the walk passes through (the root, frames holding several directories) may have
-    // been evicted and are read back; no linked directory's frame is.
+    assert_eq!((again, truncated), (want, false));
+    // Leads survive eviction: frames the walk passes through (the root, the frames holding
+    // several directories) are read back, no linked directory's frame is.
     let reads = tree.source_reads() - reads_before;
     let passed_through = (tree.frame_count() - linked) as u64;
     assert!(reads <= passed_through, "{reads} frames read back, {passed_through} frames are not directories");
-    println!("{DIRS} rollups, {linked} of them linked frames: {cold} nodes cold, {warm} with leads known");
-    // One visit per rollup, plus the inner nodes above them: a linked frame whose root the walk
-    // loaded would cost two (the link and the root).
-    // The walk also passes through the 10 frames of `p/00` .. `p/09` (link and root each).
+    println!("{DIRS} rollups, {linked} of them linked frames: {built} nodes read when built, {cold} cold, {warm} with leads known");
+    // At most one visit per rollup (the link), plus the nodes above them: a linked frame
+    // whose root the walk read would cost two (the link and the root).
     assert!(warm <= (DIRS + 30) as u64, "{DIRS} rollups read {warm} nodes");
     assert!(cold >= warm + linked as u64, "cold {cold}, warm {warm}, {linked} linked");
 }
 
 #[test]
 fn readers_see_each_frame_whole_while_its_lead_flips() {
-    // Every directory flips, in one batch per directory, between files under `p/NNN/` and the
-    // same files under `p/NNN-/`: the root of the directory's frame begins with '/' or '-'.
-    // A page must hold exactly one of `p/NNN/` and `p/NNN-/` for every directory.
+    // Every third directory flips, in one batch per directory, between files under `p/NNN/`
+    // and the same files under `p/NNN-/`: the root of the directory's frame begins with '/'
+    // or '-'. A page holds exactly one of `p/NNN/` and `p/NNN-/` for every directory; a page
+    // listed while no round ran holds exactly the state the last round left.
     let mut keys = BTreeSet::new();
     let tree = build(&mut keys);
     let flipped: Vec<usize> = (0..DIRS).step_by(3).collect();
-    let stop = AtomicBool::new(false);
+    const ROUNDS: usize = 21;
+    // Rounds started and rounds finished.
+    let started = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let quiet_pages = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| {
-                let mut pages = 0;
-                while !stop.load(Ordering::Relaxed) || pages < 10 {
-                    let ((names, truncated), _) = page(&tree, b"p/", b"", 1000);
-                    assert!(!truncated);
-                    assert_eq!(names.len(), DIRS, "{names:?}");
-                    for (dir, name) in names.iter().enumerate() {
-                        let plain = format!("p/{dir:03}/").into_bytes();
-                        let dashed = format!("p/{dir:03}-/").into_bytes();
-                        assert!(
-                            *name == plain || *name == dashed,
-                            "entry {dir}: {:?}",
-                            String::from_utf8_lossy(name)
-                        );
+            s.spawn(|| loop {
+                let done = finished.load(Ordering::SeqCst);
+                let ((names, truncated), _) = page(&tree, b"p/", b"", 1000);
+                let quiet = started.load(Ordering::SeqCst) == done;
+                assert!(!truncated);
+                assert_eq!(names.len(), DIRS, "{names:?}");
+                for (dir, name) in names.iter().enumerate() {
+                    let dashed = quiet && done % 2 == 1 && flipped.contains(&dir);
+                    let plain = format!("p/{dir:03}/").into_bytes();
+                    let dash = format!("p/{dir:03}-/").into_bytes();
+                    let show = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
+                    if quiet {
+                        let want = if dashed { &dash } else { &plain };
+                        assert_eq!(show(name), show(want), "after round {done}, no write running");
+                    } else {
+                        assert!(*name == plain || *name == dash, "entry {dir}: {}", show(name));
                     }
-                    pages += 1;
+                }
+                if quiet {
+                    quiet_pages.fetch_add(1, Ordering::Relaxed);
+                }
+                if done == ROUNDS {
+                    break;
                 }
             });
         }
-        for round in 0..20 {
+        for round in 0..ROUNDS {
             let (from, to) = if round % 2 == 0 { ("/", "-/") } else { ("-/", "/") };
+            started.fetch_add(1, Ordering::SeqCst);
             for &dir in &flipped {
                 let mut ops: Vec<BatchOp> = (0..FILES).map(|f| delete(&file(dir, from, f))).collect();
                 ops.extend((0..FILES).map(|f| put(&file(dir, to, f))));
                 tree.apply(&ops).unwrap();
             }
+            finished.fetch_add(1, Ordering::SeqCst);
+            // Room for pages listed while nothing is written.
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        stop.store(true, Ordering::Relaxed);
     });
+    assert!(quiet_pages.load(Ordering::Relaxed) > ROUNDS, "too few pages listed between rounds");
     tree.check().unwrap();
 }

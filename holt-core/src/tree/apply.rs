@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::node::{Cell, Footprint, Node};
-use super::{walk_frame, write, Tree, Walk};
+use super::node::{first_own_byte, Cell, Footprint, Node};
+use super::{split, walk_frame, write, Tree, Walk};
 use crate::api::{BatchOp, Condition, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
 use crate::format::FrameId;
@@ -94,25 +94,95 @@ impl Tree {
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<ApplyOutcome> {
         validate_ops(ops)?;
-        // Bound: each retry follows a split or merge that another writer completed.
+        // Parent frames a write may have to republish as well (see `Attempt::LatchParents`).
+        let mut parents: Vec<Arc<Cell>> = Vec::new();
+        // Bound: each retry follows a split or merge that another writer completed, or adds
+        // parents to latch (a frame has one).
         loop {
             let mut owners: Vec<(Arc<Cell>, usize)> = Vec::with_capacity(ops.len());
             for op in ops {
                 owners.push(self.find_owner(op_key(op))?);
             }
-            let cells: Vec<Arc<Cell>> = owners.iter().map(|(c, _)| Arc::clone(c)).collect();
+            let cells: Vec<Arc<Cell>> =
+                owners.iter().map(|(c, _)| Arc::clone(c)).chain(parents.iter().cloned()).collect();
             let latched = Latched::acquire(&cells);
             match self.apply_latched(ops, &owners, &latched, check_conditions, log)? {
-                Some((outcome, touched)) => {
+                Attempt::Done(outcome, touched) => {
                     drop(latched);
                     for cell in touched {
                         self.try_merge(&cell)?;
                     }
                     return Ok(outcome);
                 }
-                None => continue,
+                Attempt::Retry => continue,
+                Attempt::LatchParents(more) => parents.extend(more),
             }
         }
+    }
+
+    /// Frames among `work` whose root may stop beginning with the byte it begins with now once
+    /// `ops` are applied (a frame's lead, which the node holding its link may count on: see
+    /// `Inner::lead`). Conservative: a put whose key does not continue with that byte where
+    /// the frame starts, or at least as many deletes as the root has children and terminal
+    /// (only a frame left empty loses its first byte to deletes: a root that collapses into
+    /// its last child keeps its prefix in front).
+    fn lead_at_risk(
+        work: &HashMap<FrameId, Working>,
+        ops: &[BatchOp],
+        owners: &[(Arc<Cell>, usize)],
+    ) -> Vec<FrameId> {
+        let mut deletes: HashMap<FrameId, usize> = HashMap::new();
+        let mut risk: Vec<FrameId> = Vec::new();
+        for (op, (cell, depth)) in ops.iter().zip(owners) {
+            let Some(lead) = work.get(&cell.id).and_then(|w| first_own_byte(&w.root)) else { continue };
+            match op {
+                BatchOp::Put { key, .. } if key.get(*depth) != Some(&lead) => risk.push(cell.id),
+                BatchOp::Put { .. } => {}
+                BatchOp::Delete { .. } => *deletes.entry(cell.id).or_default() += 1,
+            }
+        }
+        for (id, n) in deletes {
+            let fewest_keys = match &*work[&id].root {
+                Node::Inner(inner) => inner.children().len() + usize::from(inner.terminal().is_some()),
+                _ => 1,
+            };
+            if n >= fewest_keys {
+                risk.push(id);
+            }
+        }
+        risk.sort_unstable();
+        risk.dedup();
+        risk
+    }
+
+    /// For every frame of `work` whose new root lost the first byte its cell records, clears
+    /// the lead of the node holding its link in the parent frame's working root (the parent
+    /// is latched: `lead_at_risk` made sure). Returns those frames with their parents,
+    /// parents first: the order they are published in.
+    fn withdraw_link_leads(work: &mut HashMap<FrameId, Working>) -> Vec<FrameId> {
+        let lost: Vec<Arc<Cell>> = work
+            .values()
+            .filter(|w| w.changed && w.cell.lead().is_some() && w.cell.lead() != first_own_byte(&w.root))
+            .map(|w| Arc::clone(&w.cell))
+            .collect();
+        let mut order: Vec<(usize, FrameId)> = Vec::new();
+        for child in lost {
+            let Some(parent) = child.parent() else { continue };
+            let Some(pw) = work.get_mut(&parent.id) else {
+                debug_assert!(false, "frame {} lost its lead with its parent not latched", child.id);
+                tracing::error!(frame = %child.id, "frame lost its lead with its parent not latched");
+                continue;
+            };
+            if let Some(root) = split::without_link_lead(&pw.root, &child) {
+                pw.root = root;
+                pw.changed = true;
+            }
+            order.push((frame_depth(&child), child.id));
+            order.push((frame_depth(&parent), parent.id));
+        }
+        order.sort_unstable();
+        order.dedup();
+        order.into_iter().map(|(_, id)| id).collect()
     }
 
     /// The part of a batch that runs with every owner frame latched. Returns `None` when a
@@ -125,11 +195,11 @@ impl Tree {
         latched: &Latched<'_, Node>,
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
-    ) -> Result<Option<(ApplyOutcome, Vec<Arc<Cell>>)>> {
+    ) -> Result<Attempt> {
         let mut work: HashMap<FrameId, Working> = HashMap::with_capacity(latched.cells.len());
         for cell in &latched.cells {
             if cell.is_retired() {
-                return Ok(None);
+                return Ok(Attempt::Retry);
             }
             let root = self.load_root(cell)?;
             work.insert(
@@ -140,11 +210,19 @@ impl Tree {
         // Re-validate ownership and read the current versions for the conditions.
         let mut current: Vec<Option<u64>> = Vec::with_capacity(ops.len());
         for (op, (cell, depth)) in ops.iter().zip(owners) {
-            let Some(w) = work.get(&cell.id) else { return Ok(None) };
+            let Some(w) = work.get(&cell.id) else { return Ok(Attempt::Retry) };
             match walk_frame(&w.root, op_key(op), *depth) {
                 Walk::Here(leaf) => current.push(leaf.map(|l| l.version())),
-                Walk::Link(..) => return Ok(None),
+                Walk::Link(..) => return Ok(Attempt::Retry),
             }
+        }
+        let unlatched: Vec<Arc<Cell>> = Self::lead_at_risk(&work, ops, owners)
+            .into_iter()
+            .filter_map(|id| work[&id].cell.parent())
+            .filter(|parent| !work.contains_key(&parent.id))
+            .collect();
+        if !unlatched.is_empty() {
+            return Ok(Attempt::LatchParents(unlatched));
         }
         if check_conditions {
             for (op, cur) in ops.iter().zip(&current) {
@@ -162,7 +240,7 @@ impl Tree {
         let mut existed = Vec::with_capacity(ops.len());
         let mut key_delta = 0i64;
         for (op, (cell, depth)) in ops.iter().zip(owners) {
-            let Some(w) = work.get_mut(&cell.id) else { return Ok(None) };
+            let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
             let change = match op {
                 BatchOp::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
                 BatchOp::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
@@ -180,8 +258,13 @@ impl Tree {
             w.size_delta += change.size_delta;
         }
         self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+        // Parents republished before their children: a reader that sees a frame's new root
+        // never meets, above its link, a lead that root lacks.
+        let first = Self::withdraw_link_leads(&mut work);
+        let mut changed: Vec<Working> = first.iter().filter_map(|id| work.remove(id)).collect();
+        changed.extend(work.into_values());
         let mut small = Vec::new();
-        for w in work.into_values().filter(|w| w.changed) {
+        for w in changed.into_iter().filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
             w.cell.publish(w.root);
@@ -194,6 +277,28 @@ impl Tree {
                 small.push(w.cell);
             }
         }
-        Ok(Some((ApplyOutcome { version: seq, existed }, small)))
+        Ok(Attempt::Done(ApplyOutcome { version: seq, existed }, small))
     }
+}
+
+/// Links between `cell` and the root frame.
+fn frame_depth(cell: &Arc<Cell>) -> usize {
+    let mut depth = 0;
+    let mut at = cell.parent();
+    while let Some(parent) = at {
+        depth += 1;
+        at = parent.parent();
+    }
+    depth
+}
+
+/// How a latched attempt at a batch ended.
+enum Attempt {
+    /// Applied and published; the frames that shrank below the merge threshold.
+    Done(ApplyOutcome, Vec<Arc<Cell>>),
+    /// A frame was split or merged since the owners were found: find them again.
+    Retry,
+    /// The batch may change the first byte of a frame whose parent frame is not latched
+    /// (nothing was logged or applied): latch these as well and try again.
+    LatchParents(Vec<Arc<Cell>>),
 }

@@ -210,27 +210,33 @@ pub(crate) struct Inner {
     /// The value of the key that ends exactly after `prefix` (how K and K+0x00 coexist).
     terminal: Option<Arc<Leaf>>,
     kind: InnerKind,
-    /// `Some(x)` only if every child's own bytes (an inner child's prefix, a leaf's suffix)
-    /// begin with `x` and no child is a link: with a delimiter `x`, every child rolls up right
-    /// after its key byte, and a listing emits them from this node alone. `None` promises
-    /// nothing (kept conservative where an exact answer would read every child). Derived: not
-    /// encoded, recomputed when a frame is decoded.
+    /// `Some(x)` only if every child's own bytes (an inner child's prefix, a leaf's suffix, a
+    /// linked frame root's own bytes) begin with `x`: with a delimiter `x`, every child rolls
+    /// up right after its key byte, and a listing emits them from this node alone. `None`
+    /// promises nothing (kept conservative where an exact answer would read every child).
+    /// Derived: not encoded, recomputed when a frame is decoded. A linked frame counts with
+    /// the lead its cell records (`FrameCell::lead`); a write that makes a frame's root stop
+    /// beginning with that byte first republishes the parent frame with this field cleared
+    /// in the node holding the link (`Tree::apply`), so a published node never promises a
+    /// byte that its linked frame lacks.
     lead: Option<u8>,
     children: Children,
 }
 
-/// The first of `node`'s own bytes, if it has one and lives in this frame.
+/// The first of `node`'s own bytes, if it has one; for a link, the linked frame's root's as
+/// its cell records it (`None` while not known).
 #[inline]
 pub(crate) fn first_own_byte(node: &Node) -> Option<u8> {
     match node {
         Node::Inner(inner) => inner.prefix().first().copied(),
         Node::Leaf(leaf) => leaf.suffix().first().copied(),
-        Node::Link(_) => None,
+        Node::Link(cell) => cell.lead(),
     }
 }
 
 impl crate::buffer::FrameRoot for Node {
     fn lead(&self) -> Option<u8> {
+        // A frame's root is never a link (the tree checker verifies it).
         first_own_byte(self)
     }
 }
@@ -416,6 +422,10 @@ impl Inner {
     /// The same node under another prefix (children shared).
     pub(crate) fn with_prefix(&self, prefix: &[u8]) -> Inner {
         Inner::with_lead(prefix, self.terminal.clone(), self.kind, self.children.entries(), self.lead)
+    }
+    /// The same node promising no lead (see the field): its linked frame is about to lose it.
+    pub(crate) fn without_lead(&self) -> Inner {
+        Inner::with_lead(self.prefix(), self.terminal.clone(), self.kind, self.children.entries(), None)
     }
     /// The same node with another terminal.
     pub(crate) fn with_terminal(&self, terminal: Option<Arc<Leaf>>) -> Inner {

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::node::{Cell, Footprint, Inner, Node};
+use super::node::{first_own_byte, Cell, Footprint, Inner, Node};
 use super::write::rebuild;
 use super::Tree;
 use crate::buffer::{FrameCell, FrameSize};
@@ -145,6 +145,19 @@ fn path_to_link(root: &Node, target: &Arc<Cell>) -> Option<Vec<u8>> {
     None
 }
 
+/// `parent_root` with the node that holds the link to `child` promising no lead, for a
+/// write that is about to give `child`'s root another first byte (see `Inner::lead`).
+/// `None` when that node promises none already. Sizes do not change: `lead` is not encoded.
+pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+    let path = path_to_link(parent_root, child)?;
+    let (steps, _) = steps_along(parent_root, &path)?;
+    let (&(holder, _), above) = steps.split_last()?;
+    holder.lead()?;
+    let (root, delta) = rebuild(above, Some(Arc::new(Node::Inner(holder.without_lead()))));
+    debug_assert_eq!(delta, Footprint::ZERO, "clearing a lead changed a frame's size");
+    root
+}
+
 impl Tree {
     /// Moves subtrees of `cell` into new frames until it fits the budget. Caller holds the
     /// latch of `cell`, whose root is resident (it was just written).
@@ -192,12 +205,21 @@ impl Tree {
             return Ok(());
         }
         let Some(parent) = child.parent() else { return Ok(()) };
-        let pair = [Arc::clone(&parent), Arc::clone(child)];
-        let _latched = Latched::acquire(&pair);
+        // Latched too: the parent's root may lose its first byte (a child frame left empty
+        // was all it held), and the grandparent's node above its link must stop counting on
+        // that byte first (see `Inner::lead`).
+        let grandparent = parent.parent();
+        let mut cells = vec![Arc::clone(&parent), Arc::clone(child)];
+        cells.extend(grandparent.iter().cloned());
+        let _latched = Latched::acquire(&cells);
         // After the latches, never before (see `Tree::gate`): a merge rewires two frames, and
         // a checkpoint's capture must see both before or both after.
         let _gate = self.gate.read();
-        let still_linked = child.parent().is_some_and(|p| Arc::ptr_eq(&p, &parent));
+        let same = |a: Option<Arc<Cell>>, b: Option<&Arc<Cell>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let still_linked = same(child.parent(), Some(&parent)) && same(parent.parent(), grandparent.as_ref());
         if parent.is_retired() || child.is_retired() || !still_linked {
             return Ok(());
         }
@@ -216,6 +238,13 @@ impl Tree {
         let (new_root, _) = rebuild(&steps, bottom);
         let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
         let new_size = frame_size(&new_root);
+        if let Some(grandparent) = grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)) {
+            let above = self.load_root(&grandparent)?;
+            if let Some(root) = without_link_lead(&above, &parent) {
+                grandparent.publish(root);
+                grandparent.mark_dirty();
+            }
+        }
         child.retire();
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
         parent.set_size(new_size);
