@@ -53,7 +53,7 @@ fn load_engines(set: &DataSet, wide: &WideSet) -> Vec<Loaded> {
 fn micro(c: &mut Criterion) {
     let keys = std::env::var("HOLT_BENCH_MICRO_KEYS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let set = DataSet::new(keys);
-    let wide = WideSet { per_prefix: (set.len() / 5 / data::WIDE_PREFIXES).max(1) };
+    let wide = WideSet::beside(set.len());
     let loaded = load_engines(&set, &wide);
 
     let mut group = c.benchmark_group("get");

@@ -125,7 +125,16 @@ pub struct WideSet {
     pub per_prefix: u64,
 }
 
+/// Keys under each wide prefix at full size: "thousands of keys" behind every rollup of the
+/// page (the rollup-heavy listing), as at 10M keys.
+pub const WIDE_KEYS_PER_PREFIX: u64 = 2000;
+
 impl WideSet {
+    /// The wide set beside a main set of `main_len` keys: `WIDE_KEYS_PER_PREFIX` per prefix
+    /// from 1M main keys up, proportionally fewer below (quick runs).
+    pub fn beside(main_len: u64) -> WideSet {
+        WideSet { per_prefix: (main_len / 500).clamp(1, WIDE_KEYS_PER_PREFIX) }
+    }
     pub fn len(&self) -> u64 {
         WIDE_PREFIXES * self.per_prefix
     }

@@ -8,7 +8,7 @@
 //! `wide-mem` = rollup-heavy and key-heavy pages on an in-memory tree built in random order,
 //! through `Db::list` and through `Db::list_with` with a visitor that copies nothing (the walk
 //! alone), then hot gets; environment: `ONLY=wide|key|get` one page or the gets only,
-//! `LIMIT` page size (1000), `WIDE_PER_PREFIX` keys under each wide prefix (200), `WALK_REPS`
+//! `LIMIT` page size (1000), `WIDE_PER_PREFIX` keys under each wide prefix (2000), `WALK_REPS`
 //! repetitions of the walk alone (3000, more for profiling), `SORTED=1` insert in key order.
 //!
 //! Phases: load in random order (batches of 1,000, async log, checkpoint included) → hot get
@@ -168,7 +168,7 @@ fn main() {
         let db = Db::open_in_memory(Options::default()).expect("open");
         let mut rng = Rng(0x5EED_2026);
         let per_prefix: u64 =
-            std::env::var("WIDE_PER_PREFIX").map_or(200, |v| v.parse().expect("WIDE_PER_PREFIX"));
+            std::env::var("WIDE_PER_PREFIX").map_or(2000, |v| v.parse().expect("WIDE_PER_PREFIX"));
         let mut ids: Vec<u64> = (0..total + 1000 * per_prefix).collect();
         if std::env::var("SORTED").is_err() {
             for i in (1..ids.len()).rev() {
@@ -280,7 +280,8 @@ fn main() {
     cold_gets(dir, total, &mut rng);
 
     let db = Db::open(dir, options(256 << 20)).expect("reopen");
-    let wide = 200_000u64;
+    // As in the engine benchmark (benches/src/data.rs, `WideSet::beside`).
+    let wide = 1000 * (total / 500).clamp(1, 2000);
     let mut wide_order: Vec<u64> = (0..wide).collect();
     for i in (1..wide_order.len()).rev() {
         wide_order.swap(i, rng.below(i as u64 + 1) as usize);

@@ -159,7 +159,7 @@ fn run(args: &Args, report: &mut Report) {
     let persistent = engines::is_persistent(&args.engine);
     let scale = if args.quick { 5 } else { 1 };
     let main_options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: args.cache_mb << 20 };
-    let wide = WideSet { per_prefix: (set.len() / 5 / data::WIDE_PREFIXES).max(1) };
+    let wide = WideSet::beside(set.len());
 
     let Some(engine) = report.phase("open", |_| engines::open(&args.engine, &dir, main_options)) else {
         return;
