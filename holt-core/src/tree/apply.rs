@@ -114,7 +114,8 @@ impl Tree {
                     }
                     return Ok(outcome);
                 }
-                Attempt::Retry => continue,
+                // Parents are found again: one may have been merged away meanwhile.
+                Attempt::Retry => parents.clear(),
                 Attempt::LatchParents(more) => parents.extend(more),
             }
         }
@@ -261,10 +262,9 @@ impl Tree {
         // Parents republished before their children: a reader that sees a frame's new root
         // never meets, above its link, a lead that root lacks.
         let first = Self::withdraw_link_leads(&mut work);
-        let mut changed: Vec<Working> = first.iter().filter_map(|id| work.remove(id)).collect();
-        changed.extend(work.into_values());
+        let first: Vec<Working> = first.iter().filter_map(|id| work.remove(id)).collect();
         let mut small = Vec::new();
-        for w in changed.into_iter().filter(|w| w.changed) {
+        for w in first.into_iter().chain(work.into_values()).filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
             w.cell.publish(w.root);
