@@ -300,6 +300,7 @@ fn main() {
     }
     let (us, n) = time_list(&db, b"bucket-wide/");
     println!("list wide root p50: {us:.0} us ({n} entries)");
+    time_pages(&db, "wide root", b"bucket-wide/", "durable, added after a reopen");
     let (us, n) = time_list(&db, b"bucket-042/tenant-07/");
     println!("list key-heavy after reopen p50: {us:.0} us ({n} entries)");
     let start = Instant::now();
