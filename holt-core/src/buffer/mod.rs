@@ -165,8 +165,8 @@ impl<N> FrameCell<N> {
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
     }
-    /// Publishes `root` as the frame's root, with its lead. Under the latch, or the load lock
-    /// of an evicted frame (so publishers never race each other).
+    /// Publishes `root` as the frame's root, with its lead, under the latch (a frame being
+    /// loaded goes through `publish_loaded`).
     ///
     /// A lead that changes is withdrawn before the new root is published and set after it:
     /// a reader that sees a lead saw it while the root it describes was published, so a
@@ -184,6 +184,19 @@ impl<N> FrameCell<N> {
         if old != new {
             self.lead.store(new, Ordering::Release);
         }
+    }
+    /// Publishes the root of an evicted frame just read back (under the load lock, not the
+    /// latch). The lead goes first: the frame's bytes are those it had when it was evicted (or
+    /// checkpointed), so the lead is already true, and a latched writer that gets this root
+    /// without waiting for the load lock then also sees it. Stored after the root, a writer
+    /// could publish a root with another first byte in between and the loader's late store
+    /// would leave a lead the frame lacks.
+    pub(crate) fn publish_loaded(&self, root: Arc<N>)
+    where
+        N: FrameRoot,
+    {
+        self.lead.store(root.lead().map_or(LEAD_UNKNOWN, u16::from), Ordering::Release);
+        self.root.store(Some(root));
     }
     /// The root's lead as of some moment while this call ran (see `publish`); `None` when it
     /// has none or it is not known.
@@ -339,7 +352,7 @@ impl<N> BufferPool<N> {
             self.cached_bytes.fetch_add(size.memory as i64, Ordering::Relaxed);
             // A named point between counting and publishing, so a test can write meanwhile.
             fail::fail_point!("frame-load-publish");
-            cell.publish(Arc::clone(&root));
+            cell.publish_loaded(Arc::clone(&root));
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
             cell.image_reads.store(0, Ordering::Relaxed);

@@ -31,7 +31,17 @@ impl Tree {
             if cell.is_retired() {
                 return Err(format!("retired frame {} is still linked", cell.id));
             }
+            // Recorded before the load: loading sets it again, and an evicted frame's lead
+            // must already be true (or unknown) while the frame is out.
+            let recorded = cell.lead();
             let root = self.load_root(&cell).map_err(|e| e.to_string())?;
+            if recorded.is_some() && recorded != first_own_byte(&root) {
+                return Err(format!(
+                    "frame {} recorded lead {recorded:?} while out of memory, its root begins with {:?}",
+                    cell.id,
+                    first_own_byte(&root)
+                ));
+            }
             let size = frame_size(&root);
             if size != cell.size() {
                 return Err(format!("frame {} records {:?}, measures {size:?}", cell.id, cell.size()));

@@ -212,6 +212,9 @@ impl Tree {
         let mut cells = vec![Arc::clone(&parent), Arc::clone(child)];
         cells.extend(grandparent.iter().cloned());
         let _latched = Latched::acquire(&cells);
+        // The grandparent may be out of memory (no caller just wrote it): loaded before the
+        // gate, which a checkpoint waits for, so that a read from disk does not stall one.
+        let above = grandparent.as_ref().map(|g| self.load_root(g)).transpose()?;
         // After the latches, never before (see `Tree::gate`): a merge rewires two frames, and
         // a checkpoint's capture must see both before or both after.
         let _gate = self.gate.read();
@@ -238,8 +241,9 @@ impl Tree {
         let (new_root, _) = rebuild(&steps, bottom);
         let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
         let new_size = frame_size(&new_root);
-        if let Some(grandparent) = grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)) {
-            let above = self.load_root(&grandparent)?;
+        if let (Some(grandparent), Some(above)) =
+            (grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)), above)
+        {
             if let Some(root) = without_link_lead(&above, &parent) {
                 grandparent.publish(root);
                 grandparent.mark_dirty();
