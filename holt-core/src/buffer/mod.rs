@@ -196,6 +196,8 @@ impl<N> FrameCell<N> {
         N: FrameRoot,
     {
         self.lead.store(root.lead().map_or(LEAD_UNKNOWN, u16::from), Ordering::Release);
+        // A named point between the two stores, so a test can write meanwhile.
+        fail::fail_point!("frame-load-lead");
         self.root.store(Some(root));
     }
     /// The root's lead as of some moment while this call ran (see `publish`); `None` when it
