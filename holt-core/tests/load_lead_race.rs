@@ -58,7 +58,8 @@ fn a_write_while_its_frame_loads_leaves_a_true_lead() {
 
     let request = ListRequest { prefix: b"k/", delimiter: b"/", limit: 100, ..Default::default() };
     let (page, _) = harness.list(&request).expect("list");
-    let names: Vec<String> = page.items.iter().map(|i| String::from_utf8_lossy(i.name()).into_owned()).collect();
+    let names: Vec<String> =
+        page.items.iter().map(|i| String::from_utf8_lossy(i.name()).into_owned()).collect();
     let mut want: Vec<String> = (0..10).map(|d| format!("k/0{d}/")).collect();
     want.insert(4, "k/03x".into());
     assert_eq!(names, want);
