@@ -115,6 +115,13 @@ impl Db {
         self.tree.get(key)
     }
 
+    /// `get` without a copy: `f` gets the value and version of `key` borrowed from the tree
+    /// and decodes what it needs; `Ok(None)` (and `f` not called) if the key is absent.
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Version) -> R) -> Result<Option<R>> {
+        check_key(key)?;
+        self.tree.get_with(key, f)
+    }
+
     /// `get` served only from frames already in memory, for callers that must not block on
     /// disk (an async runtime's worker): `Ok(None)` when a frame on the key's path is evicted
     /// and would have to be read first; then call `get` where blocking is fine.

@@ -45,6 +45,11 @@ impl TreeHarness {
         self.tree.get(key)
     }
 
+    /// `Tree::get_with`: `f` on the borrowed value and version.
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Version) -> R) -> Result<Option<R>> {
+        self.tree.get_with(key, f)
+    }
+
     /// `Tree::get_resident`: `None` when the key's path crosses an evicted frame.
     pub fn get_resident(&self, key: &[u8]) -> Option<Option<Entry>> {
         self.tree.get_resident(key)

@@ -102,6 +102,10 @@ fn frames_file_holds_about_the_encoded_bytes_after_repeated_checkpoints() {
         for &i in &ids {
             let entry = db.get(&key(i)).expect("get").expect("key lost");
             assert_eq!(entry.value, value(i, 4), "key {i}");
+            // The borrowed read agrees, on the same paths (cached frames and, with the cache
+            // full, frame images).
+            let same = db.get_with(&key(i), |v, version| v == entry.value && version == entry.version);
+            assert_eq!(same.expect("get_with"), Some(true), "key {i}");
         }
     };
     // What every frame takes in memory, decoded: the unit of the budget.

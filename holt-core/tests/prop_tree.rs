@@ -180,6 +180,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let want = oracle
                     .get(&k)
                     .map(|(v, ver)| holt_core::Entry { value: v.clone(), version: Version(*ver) });
+                // The borrowed read sees the same entry, and nothing for an absent key.
+                let borrowed = tree
+                    .get_with(&k, |value, version| holt_core::Entry { value: value.to_vec(), version })
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(&borrowed, &want);
                 prop_assert_eq!(got, want);
             }
             Op::Batch(parts) => {

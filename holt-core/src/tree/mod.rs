@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::api::Entry;
+use crate::api::{Entry, Version};
 use crate::buffer::{BufferPool, FrameCell, FrameSource};
 use crate::error::Result;
 use crate::format::frame::HEADER_LEN;
@@ -98,7 +98,8 @@ pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -
 }
 
 enum Lookup {
-    Found(Entry),
+    /// Found: the lookup's visitor has been called with the value.
+    Found,
     Missing,
     Restart,
     /// A frame on the key's path is evicted and the lookup was asked not to read it.
@@ -166,9 +167,19 @@ impl Tree {
 
     /// The value and version of `key`. Lock-free: restarts only if it meets a merged frame.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.get_with(key, |value, version| Entry { value: value.to_vec(), version })
+    }
+
+    /// `f` applied to the value and version of `key`, borrowed from the tree (nodes are
+    /// immutable once published); `None` if the key is absent. `f` runs at most once, after
+    /// the lookup is final.
+    pub(crate) fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Version) -> R) -> Result<Option<R>> {
+        let mut f = Some(f);
+        let mut out = None;
+        let mut found = |value: &[u8], version: Version| out = f.take().map(|f| f(value, version));
         loop {
-            match self.get_in(&self.root, key, 0, true)? {
-                Lookup::Found(entry) => return Ok(Some(entry)),
+            match self.get_in(&self.root, key, 0, true, &mut found)? {
+                Lookup::Found => return Ok(out),
                 Lookup::Missing => return Ok(None),
                 Lookup::Restart => continue,
                 Lookup::NotResident => unreachable!("a loading lookup reads evicted frames"),
@@ -179,9 +190,11 @@ impl Tree {
     /// Like `get`, but only from frames already in memory: `None` when a frame on the key's
     /// path would have to be read from disk first (nothing is read, nothing is waited on).
     pub(crate) fn get_resident(&self, key: &[u8]) -> Option<Option<Entry>> {
+        let mut out = None;
+        let mut found = |value: &[u8], version: Version| out = Some(Entry { value: value.to_vec(), version });
         loop {
-            match self.get_in(&self.root, key, 0, false) {
-                Ok(Lookup::Found(entry)) => return Some(Some(entry)),
+            match self.get_in(&self.root, key, 0, false, &mut found) {
+                Ok(Lookup::Found) => return Some(out),
                 Ok(Lookup::Missing) => return Some(None),
                 Ok(Lookup::Restart) => continue,
                 Ok(Lookup::NotResident) | Err(_) => return None,
@@ -189,7 +202,16 @@ impl Tree {
         }
     }
 
-    fn get_in(&self, cell: &Arc<Cell>, key: &[u8], depth: usize, load: bool) -> Result<Lookup> {
+    /// Looks `key` up from frame `cell` down; on `Lookup::Found`, `found` was called once
+    /// with the value (never before the lookup is final: a restart calls nothing).
+    fn get_in(
+        &self,
+        cell: &Arc<Cell>,
+        key: &[u8],
+        depth: usize,
+        load: bool,
+        found: &mut dyn FnMut(&[u8], Version),
+    ) -> Result<Lookup> {
         cell.touch();
         let guard = cell.root.load();
         let owned: Arc<Node>;
@@ -198,7 +220,7 @@ impl Tree {
             None if !load => return Ok(Lookup::NotResident),
             None => {
                 drop(guard);
-                if let Some(lookup) = self.get_from_image(cell, key, depth)? {
+                if let Some(lookup) = self.get_from_image(cell, key, depth, found)? {
                     return Ok(lookup);
                 }
                 owned = self.load_root(cell)?;
@@ -210,29 +232,35 @@ impl Tree {
             return Ok(Lookup::Restart);
         }
         match walk_frame(root, key, depth) {
-            Walk::Here(Some(leaf)) => Ok(Lookup::Found(Entry {
-                value: leaf.value().to_vec(),
-                version: crate::api::Version(leaf.version()),
-            })),
+            Walk::Here(Some(leaf)) => {
+                found(leaf.value(), Version(leaf.version()));
+                Ok(Lookup::Found)
+            }
             Walk::Here(None) => Ok(Lookup::Missing),
-            Walk::Link(child, depth) => self.get_in(child, key, depth, load),
+            Walk::Link(child, depth) => self.get_in(child, key, depth, load, found),
         }
     }
 
     /// Looks `key` up in the image of the evicted frame `cell` when the cache is full (see
     /// `BufferPool::read_image`); `None` when the frame should be loaded instead.
-    fn get_from_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Option<Lookup>> {
+    fn get_from_image(
+        &self,
+        cell: &Arc<Cell>,
+        key: &[u8],
+        depth: usize,
+        found: &mut dyn FnMut(&[u8], Version),
+    ) -> Result<Option<Lookup>> {
         enum Step {
-            Done(Lookup),
+            /// The value, copied out of the image: `found` is called only once the frame is
+            /// known not to have been merged away meanwhile.
+            Found(Vec<u8>, Version),
+            Missing,
             Link(Arc<Cell>, usize),
         }
         let step = self.pool.read_image(cell, |bytes, location| {
             Ok(match codec::walk_image(bytes, cell.id, location, key, depth)? {
-                codec::ImageWalk::Found { value, version } => Step::Done(Lookup::Found(Entry {
-                    value: value.to_vec(),
-                    version: crate::api::Version(version),
-                })),
-                codec::ImageWalk::Missing => Step::Done(Lookup::Missing),
+                codec::ImageWalk::Found { value, version } => Step::Found(value.to_vec(), Version(version)),
+                codec::ImageWalk::Missing => Step::Missing,
                 // Resolved while this frame's load lock is held, as the decoder resolves its
                 // links: a merge of the child into this frame must load this frame first, so
                 // the child is still registered here (and retired, not gone, if merged later).
@@ -259,8 +287,12 @@ impl Tree {
         }
         match step {
             None => Ok(None),
-            Some(Step::Done(lookup)) => Ok(Some(lookup)),
-            Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, true).map(Some),
+            Some(Step::Found(value, version)) => {
+                found(&value, version);
+                Ok(Some(Lookup::Found))
+            }
+            Some(Step::Missing) => Ok(Some(Lookup::Missing)),
+            Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, true, found).map(Some),
         }
     }
 
