@@ -101,6 +101,50 @@ def gateway_sections(results_dir):
     return "\n".join(parts)
 
 
+PAIRED_NAMES = {
+    "list_wide_root": "wide root (rollup-heavy)",
+    "list_key_heavy": "key-heavy",
+    "list_bucket_root": "bucket root (rollup-heavy)",
+    "hot_get": "hot point get (µs per get: a round's mean)",
+}
+
+
+def paired_section(results_dir, command):
+    """Listings of two engines timed in alternating rounds in one process (paired_list)."""
+    rows = jsonl(os.path.join(results_dir, "paired-list-raw.jsonl"))
+    if not rows:
+        return "Not measured in this run."
+    a, b = rows[0]["engines"]
+    by_listing = {}
+    for row in rows:
+        by_listing.setdefault(row["listing"], []).append(row)
+    out = [
+        f"Produced by `{command}`. Both engines hold the same data in one process; each page is "
+        f"timed in {rows[0]['pairs']} pairs of rounds (one round per engine, back to back, the "
+        "order flipping every pair, each round at least 20 ms and 30 pages), the ratio is "
+        f"taken per pair, and each run's figure is the median of its pairs' ratios. {b} ÷ "
+        f"{a}: above 1, {a} is faster.",
+        "",
+        f"| listing | {a} p50 µs | {b} p50 µs | ratio, median of runs | per run | all pairs' range |",
+        "|---|---|---|---|---|---|",
+    ]
+    for listing, runs in by_listing.items():
+        pa = statistics.median([r["p50_us"][0] for r in runs])
+        pb = statistics.median([r["p50_us"][1] for r in runs])
+        ratios = [r["ratio_median"] for r in runs]
+        lo = min(r["ratio_min"] for r in runs)
+        hi = max(r["ratio_max"] for r in runs)
+        per_run = ", ".join(f"{x:.2f}×" for x in ratios)
+        label = PAIRED_NAMES.get(listing, listing)
+        if listing.startswith("list_"):
+            label += f" ({runs[0]['prefixes']} prefixes, {runs[0]['entry_keys']} keys)"
+        out.append(
+            f"| {label} | {fmt(pa)} | {fmt(pb)} | **{statistics.median(ratios):.2f}×** | "
+            f"{per_run} | {lo:.2f}–{hi:.2f}× |"
+        )
+    return "\n".join(out)
+
+
 def chart(csv_path, png_path):
     try:
         import matplotlib
@@ -142,6 +186,7 @@ def main():
     p.add_argument("--engine-command", default="")
     p.add_argument("--script-command", default="")
     p.add_argument("--machine", default="")
+    p.add_argument("--paired-command", default="")
     a = p.parse_args()
     r = a.results
     chart_line = chart(os.path.join(r, "engines-headline.csv"), a.chart)
@@ -165,6 +210,10 @@ is a median of the repetitions. Ratios are taken inside the same run.
 {chart_line}
 
 {read(os.path.join(r, "engines-tables.md"), "Not measured in this run.")}
+
+### Listings side by side in one process
+
+{paired_section(r, a.paired_command)}
 
 ## Gateway (S3 over loopback HTTP)
 

@@ -95,6 +95,20 @@ else
     cp "$RUN_DIR/engines/headline.csv" "$OUT/engines-headline.csv"
 fi
 
+# --- listings side by side: holt-core and LMDB in one process, in alternating rounds, so a
+# slow spell of this machine falls on both (benches/src/bin/paired_list.rs) ------------------
+PAIRED_CMD="(not run by this invocation)"
+if [[ $RUN_ENGINES -eq 1 && ",$ENGINES," == *",holt-core,"* && ",$ENGINES," == *",lmdb,"* ]]; then
+    PAIRED_CMD="$BIN/paired_list --keys $KEYS --engines holt-core,lmdb --dir $DATA_DIR/paired"
+    [[ $QUICK -eq 1 ]] && PAIRED_CMD+=" --quick"
+    : > "$RUN_DIR/paired.jsonl"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        log "paired listings, run $rep of $REPS: $PAIRED_CMD"
+        $PAIRED_CMD | sed "s/^{/{\"run\":$rep,/" >> "$RUN_DIR/paired.jsonl"
+    done
+    cp "$RUN_DIR/paired.jsonl" "$OUT/paired-list-raw.jsonl"
+fi
+
 # --- gateway comparison -----------------------------------------------------------------
 # Each server is started on a free loopback port, loaded with the same objects through the S3
 # API, then measured at 1/16/64 connections per operation; it is stopped afterwards.
@@ -247,6 +261,7 @@ DIRTY=$(git -C "$ROOT" status --porcelain -- . ':(exclude)benches/results' ':(ex
     --chart "$OUT/headline.png" \
     --commit "$COMMIT$DIRTY" \
     --engine-command "$ENGINE_CMD" \
+    --paired-command "$PAIRED_CMD ($REPS runs)" \
     --script-command "scripts/bench.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
     --machine "$(nproc) cores; $(free -h | awk '/^Mem:/ {print $2 " RAM"}'); kernel $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')"
 log "wrote benches/RESULTS.md"

@@ -151,26 +151,61 @@ pub fn page_shape(page: &Page) -> PageShape {
     shape
 }
 
-/// Repeats one delimiter listing `count` times; returns its latency and the page's shape.
+/// Rounds a listing's samples are taken in, and the pause between two rounds.
+///
+/// This machine has slow spells lasting from a fraction of a second to several seconds, in
+/// which the same listing takes ~1.5x longer; they come and go within one process, with the
+/// thread pinned to either CPU and with an engine that runs no thread of its own
+/// (benches/results/NOTES.md, 2026-11-24). A page taken 300 times back to back lasts 3 ms
+/// for a fast engine and 100 ms for a slow one, so one engine's figure could fall wholly
+/// inside a spell and the next engine's wholly outside. Spreading the samples over rounds a
+/// pause apart gives every engine the same exposure to spells, whatever its speed.
+pub const LIST_ROUNDS: usize = 10;
+pub const LIST_ROUND_PAUSE: Duration = Duration::from_millis(100);
+
+/// A listing's latency over all its samples, and the spread of its rounds' medians.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListTiming {
+    pub latency: Latency,
+    pub round_p50_min_us: f64,
+    pub round_p50_max_us: f64,
+}
+
+/// Repeats one delimiter listing `count` times in each of `rounds` rounds
+/// (`LIST_ROUND_PAUSE` apart); returns its latency over all samples and the page's shape.
 pub fn list_page(
     engine: &dyn Engine,
     prefix: &[u8],
     limit: usize,
     count: usize,
-) -> BenchResult<(Latency, PageShape)> {
+    rounds: usize,
+) -> BenchResult<(ListTiming, PageShape)> {
     let mut out = Page::default();
-    let mut samples = Vec::with_capacity(count);
+    let mut samples = Vec::with_capacity(count * rounds);
+    let mut round_p50s = Vec::with_capacity(rounds);
     let mut shape = None;
-    for _ in 0..count {
-        let start = Instant::now();
-        engine.list(prefix, b'/', limit, &mut out)?;
-        samples.push(start.elapsed().as_nanos() as u64);
-        let this = page_shape(&out);
-        if *shape.get_or_insert(this) != this {
-            return Err("the same listing returned different pages".into());
+    for round in 0..rounds {
+        if round > 0 {
+            std::thread::sleep(LIST_ROUND_PAUSE);
         }
+        let first = samples.len();
+        for _ in 0..count {
+            let start = Instant::now();
+            engine.list(prefix, b'/', limit, &mut out)?;
+            samples.push(start.elapsed().as_nanos() as u64);
+            let this = page_shape(&out);
+            if *shape.get_or_insert(this) != this {
+                return Err("the same listing returned different pages".into());
+            }
+        }
+        round_p50s.push(quantile(&mut samples[first..].to_vec(), 0.5) as f64 / 1e3);
     }
-    Ok((latency(&mut samples), shape.unwrap_or_default()))
+    let timing = ListTiming {
+        latency: latency(&mut samples),
+        round_p50_min_us: round_p50s.iter().copied().fold(f64::INFINITY, f64::min),
+        round_p50_max_us: round_p50s.iter().copied().fold(0.0, f64::max),
+    };
+    Ok((timing, shape.unwrap_or_default()))
 }
 
 /// Random overwrites in the engine's current write mode, then `finish`.

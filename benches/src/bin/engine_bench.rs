@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 use holt_benches::data::{self, DataSet, Rng, WideSet};
 use holt_benches::engines::{self, BenchResult, Engine, OpenOptions, WriteMode};
 use holt_benches::measure::{disk_bytes, evict_page_cache, proc_status_bytes};
-use holt_benches::workloads::{self, Latency, PageShape};
+use holt_benches::workloads::{self, Latency, ListTiming, PageShape};
 
 /// Every engine runs in this binary, so every engine gets the same allocator. glibc's malloc
 /// made a listing page (thousands of small vectors freed by the caller) consolidate its free
@@ -89,6 +89,11 @@ impl Report {
         self.set(&format!("{name}_p99_us"), l.p99_us);
         self.set(&format!("{name}_mean_us"), l.mean_us);
     }
+    fn list_timing(&mut self, name: &str, t: ListTiming) {
+        self.latency(name, t.latency);
+        self.set(&format!("{name}_round_p50_min_us"), t.round_p50_min_us);
+        self.set(&format!("{name}_round_p50_max_us"), t.round_p50_max_us);
+    }
     fn shape(&mut self, name: &str, s: PageShape) {
         self.set(&format!("{name}_prefixes"), s.prefixes as u64);
         self.set(&format!("{name}_keys"), s.keys as u64);
@@ -158,6 +163,7 @@ fn run(args: &Args, report: &mut Report) {
     let _ = std::fs::remove_dir_all(&dir);
     let persistent = engines::is_persistent(&args.engine);
     let scale = if args.quick { 5 } else { 1 };
+    let rounds = if args.quick { 2 } else { workloads::LIST_ROUNDS };
     let main_options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: args.cache_mb << 20 };
     let wide = WideSet::beside(set.len());
 
@@ -188,14 +194,15 @@ fn run(args: &Args, report: &mut Report) {
         Ok(())
     });
     report.phase("list_key_heavy", |r| {
-        let (l, s) = workloads::list_page(&*engine, workloads::KEY_HEAVY_PREFIX, 1000, 300 / scale)?;
-        r.latency("list_key_heavy", l);
+        let (t, s) = workloads::list_page(&*engine, workloads::KEY_HEAVY_PREFIX, 1000, 300 / scale, rounds)?;
+        r.list_timing("list_key_heavy", t);
         r.shape("list_key_heavy", s);
         Ok(())
     });
     report.phase("list_bucket_root", |r| {
-        let (l, s) = workloads::list_page(&*engine, workloads::BUCKET_ROOT_PREFIX, 1000, 300 / scale)?;
-        r.latency("list_bucket_root", l);
+        let (t, s) =
+            workloads::list_page(&*engine, workloads::BUCKET_ROOT_PREFIX, 1000, 300 / scale, rounds)?;
+        r.list_timing("list_bucket_root", t);
         r.shape("list_bucket_root", s);
         Ok(())
     });
@@ -277,8 +284,9 @@ fn wide_phase(report: &mut Report, engine: &Arc<dyn Engine>, wide: &WideSet, rng
         let t = workloads::load_wide(&**engine, wide, rng)?;
         r.set("wide_load_s", t.as_secs_f64());
         r.set("wide_keys_per_prefix", wide.per_prefix);
-        let (l, s) = workloads::list_page(&**engine, workloads::WIDE_ROOT_PREFIX, 1000, 300 / scale)?;
-        r.latency("list_wide_root", l);
+        let rounds = if scale > 1 { 2 } else { workloads::LIST_ROUNDS };
+        let (t, s) = workloads::list_page(&**engine, workloads::WIDE_ROOT_PREFIX, 1000, 300 / scale, rounds)?;
+        r.list_timing("list_wide_root", t);
         r.shape("list_wide_root", s);
         Ok(())
     });
