@@ -12,7 +12,8 @@
 //! usage: paired_list [--engines A,B] [--keys N] [--pairs P] [--seed S] [--dir PATH]
 //!                    [--cache-mb MB] [--quick]
 //! Hot point gets are paired the same way (each round: at least 20 ms and 10,000 gets over
-//! the same 100,000 random keys; the figure per round is the mean time per get).
+//! the same 100,000 random keys; the figure per round is the mean time per get), once where
+//! `engine_bench` takes them (the main data set just loaded) and once more at the end.
 //! Prints one JSON object per listing, and one for the gets, on stdout.
 
 use std::path::PathBuf;
@@ -87,23 +88,38 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// Opens `name` and brings it to the state `engine_bench` lists the wide root in: the main
-/// data set loaded in its random order, 100k random overwrites with their deferred work, a
-/// close and a reopen, then the wide data set added.
-fn open_loaded(name: &str, args: &Args, set: &DataSet, wide: &WideSet) -> BenchResult<Box<dyn Engine>> {
+/// Opens `name` and loads the main data set in its random order (the state `engine_bench`
+/// takes hot gets in); returns the engine, its directory and the generator to go on with.
+fn load_main(name: &str, args: &Args, set: &DataSet) -> BenchResult<(Box<dyn Engine>, PathBuf, Rng)> {
     let dir = args.dir.join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    let options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: args.cache_mb << 20 };
     let mut rng = Rng::new(args.seed);
     let order = data::permutation(set.len(), &mut rng);
-    let engine = engines::open(name, &dir, options)?;
+    let engine = engines::open(name, &dir, options(args))?;
     let t = workloads::load(&*engine, set, &order)?;
+    eprintln!("{name}: loaded in {:.1} s", t.as_secs_f64());
+    Ok((engine, dir, rng))
+}
+
+/// Brings a loaded engine to the state `engine_bench` lists the wide root in: 100k random
+/// overwrites with their deferred work, a close and a reopen, then the wide data set added.
+fn add_wide(
+    name: &str,
+    args: &Args,
+    (engine, dir, mut rng): (Box<dyn Engine>, PathBuf, Rng),
+    set: &DataSet,
+    wide: &WideSet,
+) -> BenchResult<Box<dyn Engine>> {
     workloads::overwrite(&*engine, set, &mut rng, OVERWRITES.min(set.len() as usize))?;
     drop(engine);
-    let engine = engines::open(name, &dir, options)?;
+    let engine = engines::open(name, &dir, options(args))?;
     let w = workloads::load_wide(&*engine, wide, &mut rng)?;
-    eprintln!("{name}: loaded in {:.1} s, wide set in {:.1} s", t.as_secs_f64(), w.as_secs_f64());
+    eprintln!("{name}: wide set added in {:.1} s", w.as_secs_f64());
     Ok(engine)
+}
+
+fn options(args: &Args) -> OpenOptions {
+    OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: args.cache_mb << 20 }
 }
 
 /// One round: the page listed until both minimums are met; returns the median in µs and the
@@ -127,8 +143,15 @@ fn round(engine: &dyn Engine, prefix: &[u8], out: &mut Page) -> BenchResult<(f64
 fn run(args: &Args) -> BenchResult<()> {
     let set = DataSet::new(args.keys);
     let wide = WideSet::beside(set.len());
-    let a = open_loaded(&args.engines[0], args, &set, &wide)?;
-    let b = open_loaded(&args.engines[1], args, &set, &wide)?;
+    let [x, y] = &args.engines;
+    let (a, b) = (load_main(x, args, &set)?, load_main(y, args, &set)?);
+    // Hot gets where `engine_bench` takes them (the main set just loaded), and again on the
+    // state the listings run in (the wide set's keys added).
+    println!(
+        "{}",
+        row("hot_get", args, &set, &wide, PageShape::default(), paired_gets(args, &set, [&*a.0, &*b.0])?)
+    );
+    let (a, b) = (add_wide(x, args, a, &set, &wide)?, add_wide(y, args, b, &set, &wide)?);
     let engines: [&dyn Engine; 2] = [&*a, &*b];
     let mut out = Page::default();
     for (name, prefix) in [
@@ -155,10 +178,21 @@ fn run(args: &Args) -> BenchResult<()> {
             return Err(format!("{name}: the engines listed different pages: {shapes:?}").into());
         }
         let shape = shapes[0].unwrap_or_default();
-        println!("{}", row(name, args, &set, &wide, shape, &mut medians, ratios));
+        println!("{}", row(name, args, &set, &wide, shape, (medians, ratios)));
     }
-    // Hot point gets, the same random keys for both engines: a round reads on from where the
-    // engine's last round stopped, after one warm-up pass over all of them.
+    let gets = paired_gets(args, &set, engines)?;
+    println!("{}", row("hot_get_wide_added", args, &set, &wide, PageShape::default(), gets));
+    Ok(())
+}
+
+/// Hot point gets, the same random keys for both engines, in pairs of rounds: each round
+/// reads on from where the engine's last round stopped, after one warm-up pass over all of
+/// them. Returns each engine's per-round means (µs per get) and the per-pair ratios.
+fn paired_gets(
+    args: &Args,
+    set: &DataSet,
+    engines: [&dyn Engine; 2],
+) -> BenchResult<([Vec<f64>; 2], Vec<f64>)> {
     let mut rng = Rng::new(args.seed ^ 0x6E7);
     let keys: Vec<Vec<u8>> = (0..GET_KEYS).map(|_| set.key_vec(rng.below(set.len()))).collect();
     let mut value = Vec::with_capacity(128);
@@ -190,8 +224,7 @@ fn run(args: &Args) -> BenchResult<()> {
         }
         ratios.push(this[1] / this[0]);
     }
-    println!("{}", row("hot_get", args, &set, &wide, PageShape::default(), &mut per_get, ratios));
-    Ok(())
+    Ok((per_get, ratios))
 }
 
 /// One result line: the two engines' medians over the pairs and the pairs' ratios.
@@ -201,8 +234,7 @@ fn row(
     set: &DataSet,
     wide: &WideSet,
     shape: PageShape,
-    medians: &mut [Vec<f64>; 2],
-    ratios: Vec<f64>,
+    (mut medians, ratios): ([Vec<f64>; 2], Vec<f64>),
 ) -> serde_json::Value {
     let mut sorted = ratios.clone();
     json!({
