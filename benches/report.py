@@ -105,7 +105,8 @@ PAIRED_NAMES = {
     "list_wide_root": "wide root (rollup-heavy)",
     "list_key_heavy": "key-heavy",
     "list_bucket_root": "bucket root (rollup-heavy)",
-    "hot_get": "hot point get (µs per get: a round's mean)",
+    "hot_get": "hot point get, main set just loaded (µs per get: a round's mean)",
+    "hot_get_wide_added": "hot point get, after the wide set was added (µs per get)",
 }
 
 
