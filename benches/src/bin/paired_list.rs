@@ -14,6 +14,11 @@
 //! Hot point gets are paired the same way (each round: at least 20 ms and 10,000 gets over
 //! the same 100,000 random keys; the figure per round is the mean time per get), once where
 //! `engine_bench` takes them (the main data set just loaded) and once more at the end.
+//!
+//! Every timed round follows an untimed warm-up of the same engine (`WARMUP`): without it the
+//! engine that ran second in a pair started on caches the other engine had just filled, and
+//! per-pair get ratios alternated by about 13% with the order. The rows also give the median
+//! ratio of the pairs each engine began, so a remaining order effect shows.
 //! Prints one JSON object per listing, and one for the gets, on stdout.
 
 use std::path::PathBuf;
@@ -33,6 +38,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// A round lasts at least this long and takes at least `ROUND_MIN_SAMPLES` samples.
 const ROUND_MIN: Duration = Duration::from_millis(20);
 const ROUND_MIN_SAMPLES: usize = 30;
+/// The untimed warm-up before each timed round: at least this long, and at least
+/// `WARMUP_SAMPLES` pages or `WARMUP_GETS` gets.
+const WARMUP: Duration = Duration::from_millis(20);
+const WARMUP_SAMPLES: usize = 5;
+const WARMUP_GETS: usize = 10_000;
 /// Random overwrites between loading the main data set and closing it, as in `engine_bench`.
 const OVERWRITES: usize = 100_000;
 /// Random keys the point gets cycle through, and the fewest gets in a round.
@@ -125,6 +135,12 @@ fn options(args: &Args) -> OpenOptions {
 /// One round: the page listed until both minimums are met; returns the median in µs and the
 /// page's shape (checked equal on every sample).
 fn round(engine: &dyn Engine, prefix: &[u8], out: &mut Page) -> BenchResult<(f64, PageShape)> {
+    let begun = Instant::now();
+    let mut warm = 0;
+    while warm < WARMUP_SAMPLES || begun.elapsed() < WARMUP {
+        engine.list(prefix, b'/', 1000, out)?;
+        warm += 1;
+    }
     let mut samples = Vec::with_capacity(256);
     let mut shape = None;
     let begun = Instant::now();
@@ -210,14 +226,24 @@ fn paired_gets(
         let first = pair % 2;
         let mut this = [0.0; 2];
         for i in [first, 1 - first] {
-            let (mut n, begun) = (0usize, Instant::now());
-            while n < GET_ROUND_MIN || begun.elapsed() < ROUND_MIN {
+            let mut get_next = || -> BenchResult<()> {
                 let k = &keys[next[i] % keys.len()];
                 next[i] += 1;
-                n += 1;
-                if !engines[i].get(k, &mut value)? {
-                    return Err(format!("key {} missing", String::from_utf8_lossy(k)).into());
+                match engines[i].get(k, &mut value) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(format!("key {} missing", String::from_utf8_lossy(k)).into()),
+                    Err(e) => Err(e),
                 }
+            };
+            let (mut warm, begun) = (0usize, Instant::now());
+            while warm < WARMUP_GETS || begun.elapsed() < WARMUP {
+                get_next()?;
+                warm += 1;
+            }
+            let (mut n, begun) = (0usize, Instant::now());
+            while n < GET_ROUND_MIN || begun.elapsed() < ROUND_MIN {
+                get_next()?;
+                n += 1;
             }
             this[i] = begun.elapsed().as_nanos() as f64 / n as f64 / 1e3;
             per_get[i].push(this[i]);
@@ -237,6 +263,11 @@ fn row(
     (mut medians, ratios): ([Vec<f64>; 2], Vec<f64>),
 ) -> serde_json::Value {
     let mut sorted = ratios.clone();
+    // Pair `p` began with engine `p % 2`.
+    let mut by_first: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for (p, &r) in ratios.iter().enumerate() {
+        by_first[p % 2].push(r);
+    }
     json!({
         "listing": name,
         "keys": set.len(),
@@ -249,6 +280,7 @@ fn row(
         "ratio_median": median_f64(&mut sorted),
         "ratio_min": ratios.iter().copied().fold(f64::INFINITY, f64::min),
         "ratio_max": ratios.iter().copied().fold(0.0, f64::max),
+        "ratio_median_by_first": [median_f64(&mut by_first[0]), median_f64(&mut by_first[1])],
         "ratios": ratios,
     })
 }
