@@ -123,11 +123,14 @@ def paired_section(results_dir, command):
         f"Produced by `{command}`. Both engines hold the same data in one process; each page is "
         f"timed in {rows[0]['pairs']} pairs of rounds (one round per engine, back to back, the "
         "order flipping every pair, each round at least 20 ms and 30 pages), the ratio is "
-        f"taken per pair, and each run's figure is the median of its pairs' ratios. {b} ÷ "
-        f"{a}: above 1, {a} is faster.",
+        f"taken per pair, and each run's figure is the median of its pairs' ratios. Each timed "
+        "round follows an untimed warm-up of the same engine. "
+        f"{b} ÷ {a}: above 1, {a} is faster. The last column splits the pairs by the engine "
+        "that ran first in them (medians over all runs): a gap there would be an order effect.",
         "",
-        f"| listing | {a} p50 µs | {b} p50 µs | ratio, median of runs | per run | all pairs' range |",
-        "|---|---|---|---|---|---|",
+        f"| listing | {a} p50 µs | {b} p50 µs | ratio, median of runs | per run | all pairs' range "
+        f"| {a} first / {b} first |",
+        "|---|---|---|---|---|---|---|",
     ]
     for listing, runs in by_listing.items():
         pa = statistics.median([r["p50_us"][0] for r in runs])
@@ -139,9 +142,14 @@ def paired_section(results_dir, command):
         label = PAIRED_NAMES.get(listing, listing)
         if listing.startswith("list_"):
             label += f" ({runs[0]['prefixes']} prefixes, {runs[0]['entry_keys']} keys)"
+        by_first = [r.get("ratio_median_by_first") for r in runs]
+        if all(by_first):
+            firsts = " / ".join(f"{statistics.median(f[i] for f in by_first):.2f}×" for i in (0, 1))
+        else:
+            firsts = "—"
         out.append(
             f"| {label} | {fmt(pa)} | {fmt(pb)} | **{statistics.median(ratios):.2f}×** | "
-            f"{per_run} | {lo:.2f}–{hi:.2f}× |"
+            f"{per_run} | {lo:.2f}–{hi:.2f}× | {firsts} |"
         )
     return "\n".join(out)
 
