@@ -9,6 +9,7 @@ use crate::api::{BatchOp, Entry, ListPage, ListRequest, Version};
 use crate::buffer::{FrameSource, MemFrameSource};
 use crate::error::Result;
 use crate::format::FrameId;
+pub use crate::tree::ShapeStats;
 use crate::tree::{encode_frame, Tree, FRAME_BUDGET_BYTES};
 
 /// The on-disk size of every frame.
@@ -104,6 +105,11 @@ impl TreeHarness {
     /// Reads from the frame images (the stand-in for the frames file).
     pub fn source_reads(&self) -> u64 {
         self.tree.pool_stats().source_reads
+    }
+
+    /// Splits, merges, and merges that withdrew a grandparent frame's lead, since creation.
+    pub fn shape_stats(&self) -> ShapeStats {
+        self.tree.shape_stats()
     }
 
     /// Frames read back from images, and frames evicted.

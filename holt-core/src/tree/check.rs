@@ -82,6 +82,10 @@ impl Tree {
                             if !is_root || !inner.prefix().is_empty() {
                                 return Err(format!("empty inner node inside frame {}", cell.id));
                             }
+                            // A listing rolls subtrees up unread, so none may be empty.
+                            if cell.id != self.root.id {
+                                return Err(format!("frame {} is empty and still linked", cell.id));
+                            }
                             continue;
                         }
                         if let Some(t) = inner.terminal() {

@@ -59,6 +59,25 @@ pub(crate) struct Tree {
     /// checkpointer, holding it exclusively, takes no latch, so it can never wait on a thread
     /// that waits for it.
     gate: RwLock<()>,
+    shape: ShapeCounters,
+}
+
+/// Counts of the tree's shape changes since it was opened (for tests and diagnostics).
+#[derive(Debug, Default)]
+pub(crate) struct ShapeCounters {
+    pub splits: AtomicU64,
+    pub merges: AtomicU64,
+    /// Merges that changed the parent frame root's first byte and so republished the
+    /// grandparent frame without the lead its node above the parent's link counted on.
+    pub merge_lead_withdrawals: AtomicU64,
+}
+
+/// A snapshot of `ShapeCounters`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapeStats {
+    pub splits: u64,
+    pub merges: u64,
+    pub merge_lead_withdrawals: u64,
 }
 
 /// Where a key's walk inside one frame ends.
@@ -143,6 +162,7 @@ impl Tree {
             frame_budget_bytes,
             keys: AtomicI64::new(keys as i64),
             gate: RwLock::new(()),
+            shape: ShapeCounters::default(),
         }
     }
 
@@ -328,6 +348,15 @@ impl Tree {
 
     pub(crate) fn pool_stats(&self) -> crate::buffer::PoolStats {
         self.pool.stats()
+    }
+
+    pub(crate) fn shape_stats(&self) -> ShapeStats {
+        let c = &self.shape;
+        ShapeStats {
+            splits: c.splits.load(Ordering::Relaxed),
+            merges: c.merges.load(Ordering::Relaxed),
+            merge_lead_withdrawals: c.merge_lead_withdrawals.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether the cached frames take more memory than the budget (frames that cannot be

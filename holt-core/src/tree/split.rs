@@ -8,6 +8,7 @@
 //! whose parent has room goes back into its parent; the child is retired *before* the parent's
 //! new root is published, so a reader holding the old parent restarts (see `sync`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::node::{first_own_byte, Cell, Footprint, Inner, Node};
@@ -192,19 +193,43 @@ impl Tree {
             cell.publish(new_root);
             cell.mark_dirty();
             self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
+            self.shape.splits.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(frame = %cell.id, new_frame = %id, moved = moved.encoded, "frame split");
         }
         Ok(())
     }
 
-    /// Merges `child` back into its parent frame when it is small and the parent has room.
-    /// Takes no latch of its own on entry; latches parent and child in id order.
+    /// Merges `child` back into its parent frame when it is small and the parent has room, or
+    /// whatever the parent's size when `child` is empty; then the parent into its own parent
+    /// while the merges leave it small. Takes no latch of its own on entry.
+    ///
+    /// An empty frame must not stay linked: a listing rolls a subtree up without descending
+    /// into it (the fast-forward), which holds only if every subtree holds a key, and a link
+    /// to an empty frame is a subtree that holds none. Its merge only removes the link, so the
+    /// parent can always take it.
     pub(super) fn try_merge(&self, child: &Arc<Cell>) -> Result<()> {
+        let mut next = Some(Arc::clone(child));
+        while let Some(cell) = next.take() {
+            next = match self.merge_into_parent(&cell)? {
+                Merge::Done(parent) => parent,
+                // The frames around `cell` were rewired meanwhile: look at its parent again.
+                Merge::Moved => Some(cell),
+            };
+            if next.is_some() {
+                // Between two merges, nothing latched: a test lists here.
+                fail::fail_point!("merge-cascade");
+            }
+        }
+        Ok(())
+    }
+
+    /// One merge of `child` into its parent (latched with the grandparent, in id order).
+    fn merge_into_parent(&self, child: &Arc<Cell>) -> Result<Merge> {
         let quarter = self.frame_budget_bytes / 4;
         if child.id == self.root.id || child.is_retired() || child.size_bytes() >= quarter {
-            return Ok(());
+            return Ok(Merge::Done(None));
         }
-        let Some(parent) = child.parent() else { return Ok(()) };
+        let Some(parent) = child.parent() else { return Ok(Merge::Done(None)) };
         // Latched too: the parent's root may lose its first byte (a child frame left empty
         // was all it held), and the grandparent's node above its link must stop counting on
         // that byte first (see `Inner::lead`).
@@ -222,21 +247,25 @@ impl Tree {
             (Some(a), Some(b)) => Arc::ptr_eq(&a, b),
             (a, b) => a.is_none() && b.is_none(),
         };
+        if child.is_retired() {
+            return Ok(Merge::Done(None));
+        }
         let still_linked = same(child.parent(), Some(&parent)) && same(parent.parent(), grandparent.as_ref());
-        if parent.is_retired() || child.is_retired() || !still_linked {
-            return Ok(());
+        if parent.is_retired() || !still_linked {
+            return Ok(Merge::Moved);
         }
         let (parent_size, child_size) = (parent.size(), child.size());
+        let child_root = self.load_root(child)?;
         // Hysteresis: the merged frame stays well below the split threshold.
-        if child_size.encoded >= quarter
-            || parent_size.encoded + child_size.encoded > self.frame_budget_bytes / 4 * 3
+        if !child_root.is_empty()
+            && (child_size.encoded >= quarter
+                || parent_size.encoded + child_size.encoded > self.frame_budget_bytes / 4 * 3)
         {
-            return Ok(());
+            return Ok(Merge::Done(None));
         }
         let parent_root = self.load_root(&parent)?;
-        let child_root = self.load_root(child)?;
-        let Some(path) = path_to_link(&parent_root, child) else { return Ok(()) };
-        let Some((steps, _link)) = steps_along(&parent_root, &path) else { return Ok(()) };
+        let Some(path) = path_to_link(&parent_root, child) else { return Ok(Merge::Done(None)) };
+        let Some((steps, _link)) = steps_along(&parent_root, &path) else { return Ok(Merge::Done(None)) };
         let bottom = if child_root.is_empty() { None } else { Some(Arc::clone(&child_root)) };
         let (new_root, _) = rebuild(&steps, bottom);
         let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
@@ -247,6 +276,7 @@ impl Tree {
             if let Some(root) = without_link_lead(&above, &parent) {
                 grandparent.publish(root);
                 grandparent.mark_dirty();
+                self.shape.merge_lead_withdrawals.fetch_add(1, Ordering::Relaxed);
             }
         }
         child.retire();
@@ -256,7 +286,17 @@ impl Tree {
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
+        self.shape.merges.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
-        Ok(())
+        Ok(Merge::Done((new_size.encoded < quarter).then_some(parent)))
     }
+}
+
+/// How one merge attempt ended.
+enum Merge {
+    /// Merged or left alone; with the parent when it merged and is now small enough to try
+    /// merging on.
+    Done(Option<Arc<Cell>>),
+    /// The child's parent or grandparent changed before the latches were taken.
+    Moved,
 }
