@@ -107,7 +107,8 @@ impl TreeHarness {
         self.tree.pool_stats().source_reads
     }
 
-    /// Splits, merges, and merges that withdrew a grandparent frame's lead, since creation.
+    /// Splits, merges, merges that withdrew a grandparent frame's lead, and frames unlinked
+    /// by the batch that emptied them, since creation.
     pub fn shape_stats(&self) -> ShapeStats {
         self.tree.shape_stats()
     }

@@ -1,21 +1,21 @@
-//! A merge can change the first byte of its parent frame's root: when the child frame it
-//! folds back was all the parent held besides its path, the parent is left empty. The node
-//! above the parent's link in the grandparent frame may count on that byte (`Inner::lead`,
-//! src/tree/node.rs), so the merge republishes the grandparent without it first
-//! (`Tree::try_merge`, src/tree/split.rs). Checked here: a tree of small frames, three
-//! levels deep, whose directories are deleted whole (one batch each, so a child frame is
-//! emptied before it can merge back), in several orders and fillings of the root frame. After
-//! every batch the tree's invariants (every lead true) and S3's pages hold, and across the
-//! cases that merge path ran.
+//! A listing rolls a subtree up without reading it, so no published state may link an empty
+//! frame. A batch that empties a frame unlinks it from its parent in its own publication
+//! (`Tree::unlink_emptied`, src/tree/apply.rs), and a parent left empty by that goes too;
+//! the first version left an emptied frame linked when its parent had no room to merge it,
+//! and listings returned its directory as a common prefix with no key under it. Checked
+//! here: a tree of small frames, three levels deep, whose subdirectories are deleted whole
+//! (one batch each), in several orders and fillings of the root frame; after every batch
+//! the tree's invariants (no linked frame empty, every lead true) and S3's pages hold, and
+//! across the cases batches did unlink emptied frames.
 
 use std::collections::BTreeSet;
 
 use holt_core::testing::TreeHarness;
 
 mod s3_page;
-use s3_page::{apply, model, page, put};
+use s3_page::{apply, delete, model, page, put};
 mod emptied_dirs;
-use emptied_dirs::{build, delete_dir, FRAME_BUDGET};
+use emptied_dirs::{build, delete_dir, delete_tree, file, DIRS, FILES, FRAME_BUDGET, SUBDIRS};
 
 fn check_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) {
     for prefix in [&b""[..], b"d", b"d1/", b"d2/s", b"d3/s4/"] {
@@ -33,8 +33,8 @@ fn check_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) {
 }
 
 #[test]
-fn merges_that_empty_a_parent_frame_withdraw_the_grandparents_lead() {
-    let mut withdrawals = 0;
+fn deleting_whole_directories_leaves_no_empty_rollup() {
+    let mut unlinked = 0;
     let mut cases = 0;
     for pad in [0, 30, 80] {
         for seed in 0..5u64 {
@@ -51,10 +51,42 @@ fn merges_that_empty_a_parent_frame_withdraw_the_grandparents_lead() {
                 check_pages(&tree, &keys, &format!("{context}, d{i}/s{j}/ deleted"));
             }
             assert_eq!(tree.key_count(), pad as u64, "{context}");
-            withdrawals += tree.shape_stats().merge_lead_withdrawals;
+            unlinked += tree.shape_stats().emptied_unlinked;
             cases += 1;
         }
     }
     // The path under test must have run, or the checks above prove nothing about it.
-    assert!(withdrawals > 0, "no merge withdrew a lead in {cases} cases");
+    assert!(unlinked > 0, "no batch unlinked an emptied frame in {cases} cases");
+}
+
+/// A batch that empties a frame both by its own deletes and by emptying the frames it links
+/// unlinks them all. Each directory's subdirectories that are not frames of their own are
+/// cut down to one file first, so that deleting the directory leaves its frame empty with
+/// fewer deletes inside it than keys and links at its root: only the links to the frames the
+/// same batch empties make up the difference.
+#[test]
+fn deleting_a_directory_tree_in_one_batch_leaves_no_empty_rollup() {
+    let mut unlinked = 0;
+    for seed in 0..5u64 {
+        let tree = TreeHarness::new(FRAME_BUDGET);
+        let mut keys = BTreeSet::new();
+        build(&tree, &mut keys, seed);
+        let links = tree.links().expect("links");
+        for (i, j) in (0..DIRS).flat_map(|i| (0..SUBDIRS).map(move |j| (i, j))) {
+            let at = format!("d{i}/s{j}").into_bytes();
+            if !links.iter().any(|(path, _)| path.starts_with(&at)) {
+                apply(&tree, (1..FILES).map(|k| delete(&file(i, j, k))).collect(), &mut keys);
+            }
+        }
+        check_pages(&tree, &keys, &format!("seed {seed}, cut down"));
+        let order: Vec<usize> = (0..DIRS).map(|n| (n + seed as usize) % DIRS).collect();
+        for i in order {
+            delete_tree(&tree, &mut keys, i);
+            check_pages(&tree, &keys, &format!("seed {seed}, d{i}/ deleted"));
+        }
+        assert_eq!(tree.key_count(), 0, "seed {seed}");
+        assert_eq!(tree.frame_count(), 1, "seed {seed}: frames left linked");
+        unlinked += tree.shape_stats().emptied_unlinked;
+    }
+    assert!(unlinked > 0, "no batch unlinked an emptied frame");
 }

@@ -2,7 +2,7 @@
 //! log once, apply, publish, then split frames that grew past the budget and merge frames
 //! that shrank below a quarter of it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::node::{first_own_byte, Cell, Footprint, Node};
@@ -109,6 +109,8 @@ impl Tree {
             match self.apply_latched(ops, &owners, &latched, check_conditions, log)? {
                 Attempt::Done(outcome, touched) => {
                     drop(latched);
+                    // Published, merges not yet run, nothing latched: a test lists here.
+                    fail::fail_point!("apply-before-merges");
                     for cell in touched {
                         self.try_merge(&cell)?;
                     }
@@ -121,44 +123,101 @@ impl Tree {
         }
     }
 
-    /// Frames among `work` whose root may stop beginning with the byte it begins with now once
-    /// `ops` are applied (a frame's lead, which the node holding its link may count on: see
-    /// `Inner::lead`). Conservative: a put whose key does not continue with that byte where
-    /// the frame starts, or at least as many deletes as the root has children and terminal
-    /// (only a frame left empty loses its first byte to deletes: a root that collapses into
-    /// its last child keeps its prefix in front).
-    fn lead_at_risk(
+    /// Parent frames this batch must hold latched besides its own (those found not latched
+    /// yet; the batch latches them and looks again, before anything is logged). Two kinds of
+    /// frame need their parent:
+    /// - a frame whose root may stop beginning with the byte it begins with now (its lead,
+    ///   which the node holding its link may count on: see `Inner::lead`): a put whose key
+    ///   does not continue with that byte where the frame starts;
+    /// - a frame the batch may leave empty, which it unlinks from its parent in the same
+    ///   publication (`unlink_emptied`): at least as many deletes as its root holds keys and
+    ///   links, counting as deleted the links to child frames that may be left empty too. A
+    ///   root that collapses into its last child keeps its prefix in front, so only a frame
+    ///   left empty loses its first byte to deletes.
+    ///
+    /// Conservative: a frame that may empty is assumed to.
+    fn parents_needed(
         work: &HashMap<FrameId, Working>,
         ops: &[BatchOp],
         owners: &[(Arc<Cell>, usize)],
-    ) -> Vec<FrameId> {
+    ) -> Vec<Arc<Cell>> {
         let mut deletes: HashMap<FrameId, usize> = HashMap::new();
-        let mut risk: Vec<FrameId> = Vec::new();
+        let mut queue: Vec<FrameId> = Vec::new();
         for (op, (cell, depth)) in ops.iter().zip(owners) {
-            let Some(lead) = work.get(&cell.id).and_then(|w| first_own_byte(&w.root)) else { continue };
+            let Some(w) = work.get(&cell.id) else { continue };
             match op {
-                BatchOp::Put { key, .. } if key.get(*depth) != Some(&lead) => risk.push(cell.id),
-                BatchOp::Put { .. } => {}
+                BatchOp::Put { key, .. } => {
+                    if first_own_byte(&w.root).is_some_and(|lead| key.get(*depth) != Some(&lead)) {
+                        queue.push(cell.id);
+                    }
+                }
                 BatchOp::Delete { .. } => *deletes.entry(cell.id).or_default() += 1,
             }
         }
-        for (id, n) in deletes {
-            let fewest_keys = match &*work[&id].root {
-                Node::Inner(inner) => inner.children().len() + usize::from(inner.terminal().is_some()),
-                _ => 1,
+        let mut may_empty: HashSet<FrameId> =
+            deletes.iter().filter(|&(id, &n)| n >= holdings(&work[id].root)).map(|(&id, _)| id).collect();
+        queue.extend(may_empty.iter().copied());
+        let mut emptied_links: HashMap<FrameId, usize> = HashMap::new();
+        let mut needed: Vec<Arc<Cell>> = Vec::new();
+        while let Some(id) = queue.pop() {
+            let Some(parent) = work[&id].cell.parent() else { continue };
+            let Some(pw) = work.get(&parent.id) else {
+                needed.push(parent);
+                continue;
             };
-            if n >= fewest_keys {
-                risk.push(id);
+            if !may_empty.contains(&id) {
+                continue;
+            }
+            let links = emptied_links.entry(parent.id).or_default();
+            *links += 1;
+            let removed = *links + deletes.get(&parent.id).copied().unwrap_or(0);
+            if removed >= holdings(&pw.root) && may_empty.insert(parent.id) {
+                queue.push(parent.id);
             }
         }
-        risk.sort_unstable();
-        risk.dedup();
-        risk
+        needed.sort_unstable_by_key(|c| c.id);
+        needed.dedup_by_key(|c| c.id);
+        needed
+    }
+
+    /// Unlinks every frame the batch left empty from its parent's working root, deepest
+    /// first, so a parent left empty by that goes too; the frames unlinked leave `work`
+    /// (they are retired at publication, never published). A listing rolls subtrees up
+    /// unread, so no published state may link an empty frame (`Tree::try_merge`). The
+    /// parents are latched: `parents_needed` made sure.
+    fn unlink_emptied(&self, work: &mut HashMap<FrameId, Working>) -> Vec<Arc<Cell>> {
+        let mut unlinked = Vec::new();
+        loop {
+            let emptied = work
+                .values()
+                .filter(|w| w.changed && w.cell.id != self.root.id && w.root.is_empty())
+                .max_by_key(|w| frame_depth(&w.cell))
+                .map(|w| Arc::clone(&w.cell));
+            let Some(child) = emptied else { return unlinked };
+            let parent = child.parent().filter(|p| work.contains_key(&p.id));
+            let new_root = parent.as_ref().and_then(|p| split::without_link(&work[&p.id].root, &child));
+            let (Some(parent), Some(root)) = (parent, new_root) else {
+                // Published empty instead; `try_merge` unlinks it after the batch.
+                debug_assert!(false, "frame {} emptied with its parent not latched", child.id);
+                tracing::error!(frame = %child.id, "frame emptied with its parent not latched");
+                return unlinked;
+            };
+            work.remove(&child.id);
+            let pw = work.get_mut(&parent.id).expect("checked above");
+            let (old, new) = (pw.cell.size(), split::frame_size(&root));
+            pw.size_delta = Footprint {
+                encoded: new.encoded as isize - old.encoded as isize,
+                memory: new.memory as isize - old.memory as isize,
+            };
+            pw.root = root;
+            pw.changed = true;
+            unlinked.push(child);
+        }
     }
 
     /// For every frame of `work` whose new root lost the first byte its cell records, clears
     /// the lead of the node holding its link in the parent frame's working root (the parent
-    /// is latched: `lead_at_risk` made sure). Returns those frames with their parents,
+    /// is latched: `parents_needed` made sure). Returns those frames with their parents,
     /// parents first: the order they are published in.
     fn withdraw_link_leads(work: &mut HashMap<FrameId, Working>) -> Vec<FrameId> {
         let lost: Vec<Arc<Cell>> = work
@@ -217,11 +276,7 @@ impl Tree {
                 Walk::Link(..) => return Ok(Attempt::Retry),
             }
         }
-        let unlatched: Vec<Arc<Cell>> = Self::lead_at_risk(&work, ops, owners)
-            .into_iter()
-            .filter_map(|id| work[&id].cell.parent())
-            .filter(|parent| !work.contains_key(&parent.id))
-            .collect();
+        let unlatched = Self::parents_needed(&work, ops, owners);
         if !unlatched.is_empty() {
             return Ok(Attempt::LatchParents(unlatched));
         }
@@ -259,9 +314,19 @@ impl Tree {
             w.size_delta += change.size_delta;
         }
         self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+        let unlinked = self.unlink_emptied(&mut work);
         // Parents republished before their children: a reader that sees a frame's new root
         // never meets, above its link, a lead that root lacks.
         let first = Self::withdraw_link_leads(&mut work);
+        // Retired before the parents that no longer link them are published: a reader that
+        // still holds an old parent and enters one restarts (the read protocol in `sync`).
+        for cell in unlinked {
+            cell.retire();
+            self.frames.lock().remove(&cell.id);
+            self.pool.resized(-(cell.size().memory as i64));
+            self.shape.emptied_unlinked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(frame = %cell.id, "emptied frame unlinked");
+        }
         let first: Vec<Working> = first.iter().filter_map(|id| work.remove(id)).collect();
         let mut small = Vec::new();
         for w in first.into_iter().chain(work.into_values()).filter(|w| w.changed) {
@@ -278,6 +343,15 @@ impl Tree {
             }
         }
         Ok(Attempt::Done(ApplyOutcome { version: seq, existed }, small))
+    }
+}
+
+/// Keys and links a frame root holds directly: a write must delete at least this many to
+/// leave the frame empty.
+fn holdings(root: &Node) -> usize {
+    match root {
+        Node::Inner(inner) => inner.children().len() + usize::from(inner.terminal().is_some()),
+        _ => 1,
     }
 }
 

@@ -70,6 +70,8 @@ pub(crate) struct ShapeCounters {
     /// Merges that changed the parent frame root's first byte and so republished the
     /// grandparent frame without the lead its node above the parent's link counted on.
     pub merge_lead_withdrawals: AtomicU64,
+    /// Frames a batch left empty and unlinked in its own publication.
+    pub emptied_unlinked: AtomicU64,
 }
 
 /// A snapshot of `ShapeCounters`.
@@ -78,6 +80,7 @@ pub struct ShapeStats {
     pub splits: u64,
     pub merges: u64,
     pub merge_lead_withdrawals: u64,
+    pub emptied_unlinked: u64,
 }
 
 /// Where a key's walk inside one frame ends.
@@ -356,6 +359,7 @@ impl Tree {
             splits: c.splits.load(Ordering::Relaxed),
             merges: c.merges.load(Ordering::Relaxed),
             merge_lead_withdrawals: c.merge_lead_withdrawals.load(Ordering::Relaxed),
+            emptied_unlinked: c.emptied_unlinked.load(Ordering::Relaxed),
         }
     }
 

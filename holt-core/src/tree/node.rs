@@ -6,8 +6,9 @@
 //! - An inner node has at least two children, or one child and a terminal, or one child that
 //!   is a link (an inner node is never collapsed into another frame), except the empty root
 //!   (no prefix, no children, no terminal) that stands for an empty frame. Only the root
-//!   frame stays empty: an emptied frame is merged away (`Tree::try_merge`), since a listing
-//!   rolls subtrees up unread and every subtree must hold a key.
+//!   frame is ever published empty: a batch unlinks the frames it empties
+//!   (`Tree::unlink_emptied`), since a listing rolls subtrees up unread and every subtree
+//!   must hold a key.
 //! - Child keys are distinct; small layouts keep them ascending.
 //! - A leaf stores only its key's suffix below its parent's child byte.
 

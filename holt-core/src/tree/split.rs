@@ -159,6 +159,15 @@ pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option
     root
 }
 
+/// `parent_root` without its link to `child` (a frame left empty), normalized up the path;
+/// an empty root when the link was all it held. `None` when the link is not in `parent_root`.
+pub(super) fn without_link(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+    let path = path_to_link(parent_root, child)?;
+    let (steps, _) = steps_along(parent_root, &path)?;
+    let (root, _) = rebuild(&steps, None);
+    Some(root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty()))))
+}
+
 impl Tree {
     /// Moves subtrees of `cell` into new frames until it fits the budget. Caller holds the
     /// latch of `cell`, whose root is resident (it was just written).
@@ -204,8 +213,9 @@ impl Tree {
     /// while the merges leave it small. Takes no latch of its own on entry.
     ///
     /// An empty frame must not stay linked: a listing rolls a subtree up without descending
-    /// into it (the fast-forward), which holds only if every subtree holds a key, and a link
-    /// to an empty frame is a subtree that holds none. Its merge only removes the link, so the
+    /// into it (the fast-forward), which holds only if every subtree holds a key. Batches
+    /// unlink the frames they empty (`Tree::unlink_emptied`); an empty frame reaches a merge
+    /// only from files written before that rule. Its merge only removes the link, so the
     /// parent can always take it.
     pub(super) fn try_merge(&self, child: &Arc<Cell>) -> Result<()> {
         let mut next = Some(Arc::clone(child));
