@@ -171,6 +171,34 @@ pub struct ListTiming {
     pub round_p50_max_us: f64,
 }
 
+/// How many rounds `list_page` takes for a full run or a `--quick` one.
+pub fn list_rounds(quick: bool) -> usize {
+    if quick {
+        2
+    } else {
+        LIST_ROUNDS
+    }
+}
+
+/// Lists `prefix` once (delimiter `/`) into `out` and returns the time it took in ns; the
+/// page's shape must equal `shape`, which the first sample sets.
+pub fn sample_listing(
+    engine: &dyn Engine,
+    prefix: &[u8],
+    limit: usize,
+    out: &mut Page,
+    shape: &mut Option<PageShape>,
+) -> BenchResult<u64> {
+    let start = Instant::now();
+    engine.list(prefix, b'/', limit, out)?;
+    let took = start.elapsed().as_nanos() as u64;
+    let this = page_shape(out);
+    if *shape.get_or_insert(this) != this {
+        return Err("the same listing returned different pages".into());
+    }
+    Ok(took)
+}
+
 /// Repeats one delimiter listing `count` times in each of `rounds` rounds
 /// (`LIST_ROUND_PAUSE` apart); returns its latency over all samples and the page's shape.
 pub fn list_page(
@@ -190,15 +218,10 @@ pub fn list_page(
         }
         let first = samples.len();
         for _ in 0..count {
-            let start = Instant::now();
-            engine.list(prefix, b'/', limit, &mut out)?;
-            samples.push(start.elapsed().as_nanos() as u64);
-            let this = page_shape(&out);
-            if *shape.get_or_insert(this) != this {
-                return Err("the same listing returned different pages".into());
-            }
+            samples.push(sample_listing(engine, prefix, limit, &mut out, &mut shape)?);
         }
-        round_p50s.push(quantile(&mut samples[first..].to_vec(), 0.5) as f64 / 1e3);
+        // Sorting the round's samples in place is harmless: `latency` sorts them all anyway.
+        round_p50s.push(quantile(&mut samples[first..], 0.5) as f64 / 1e3);
     }
     let timing = ListTiming {
         latency: latency(&mut samples),

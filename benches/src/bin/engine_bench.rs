@@ -163,7 +163,7 @@ fn run(args: &Args, report: &mut Report) {
     let _ = std::fs::remove_dir_all(&dir);
     let persistent = engines::is_persistent(&args.engine);
     let scale = if args.quick { 5 } else { 1 };
-    let rounds = if args.quick { 2 } else { workloads::LIST_ROUNDS };
+    let rounds = workloads::list_rounds(args.quick);
     let main_options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: args.cache_mb << 20 };
     let wide = WideSet::beside(set.len());
 
@@ -284,7 +284,7 @@ fn wide_phase(report: &mut Report, engine: &Arc<dyn Engine>, wide: &WideSet, rng
         let t = workloads::load_wide(&**engine, wide, rng)?;
         r.set("wide_load_s", t.as_secs_f64());
         r.set("wide_keys_per_prefix", wide.per_prefix);
-        let rounds = if scale > 1 { 2 } else { workloads::LIST_ROUNDS };
+        let rounds = workloads::list_rounds(scale > 1);
         let (t, s) = workloads::list_page(&**engine, workloads::WIDE_ROOT_PREFIX, 1000, 300 / scale, rounds)?;
         r.list_timing("list_wide_root", t);
         r.shape("list_wide_root", s);

@@ -145,13 +145,7 @@ fn round(engine: &dyn Engine, prefix: &[u8], out: &mut Page) -> BenchResult<(f64
     let mut shape = None;
     let begun = Instant::now();
     while samples.len() < ROUND_MIN_SAMPLES || begun.elapsed() < ROUND_MIN {
-        let start = Instant::now();
-        engine.list(prefix, b'/', 1000, out)?;
-        samples.push(start.elapsed().as_nanos() as u64);
-        let this = workloads::page_shape(out);
-        if *shape.get_or_insert(this) != this {
-            return Err("the same listing returned different pages".into());
-        }
+        samples.push(workloads::sample_listing(engine, prefix, 1000, out, &mut shape)?);
     }
     Ok((quantile(&mut samples, 0.5) as f64 / 1e3, shape.unwrap_or_default()))
 }

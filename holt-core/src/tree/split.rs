@@ -159,13 +159,19 @@ pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option
     root
 }
 
-/// `parent_root` without its link to `child` (a frame left empty), normalized up the path;
-/// an empty root when the link was all it held. `None` when the link is not in `parent_root`.
-pub(super) fn without_link(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+/// `parent_root` with its link to `child` replaced by `bottom` (`None` removes it),
+/// normalized up the path; an empty root when nothing is left. `None` when the link is not
+/// in `parent_root`.
+fn replace_link(parent_root: &Node, child: &Arc<Cell>, bottom: Option<Arc<Node>>) -> Option<Arc<Node>> {
     let path = path_to_link(parent_root, child)?;
     let (steps, _) = steps_along(parent_root, &path)?;
-    let (root, _) = rebuild(&steps, None);
+    let (root, _) = rebuild(&steps, bottom);
     Some(root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty()))))
+}
+
+/// `parent_root` without its link to `child` (a frame left empty); see `replace_link`.
+pub(super) fn without_link(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+    replace_link(parent_root, child, None)
 }
 
 impl Tree {
@@ -274,11 +280,8 @@ impl Tree {
             return Ok(Merge::Done(None));
         }
         let parent_root = self.load_root(&parent)?;
-        let Some(path) = path_to_link(&parent_root, child) else { return Ok(Merge::Done(None)) };
-        let Some((steps, _link)) = steps_along(&parent_root, &path) else { return Ok(Merge::Done(None)) };
         let bottom = if child_root.is_empty() { None } else { Some(Arc::clone(&child_root)) };
-        let (new_root, _) = rebuild(&steps, bottom);
-        let new_root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
+        let Some(new_root) = replace_link(&parent_root, child, bottom) else { return Ok(Merge::Done(None)) };
         let new_size = frame_size(&new_root);
         if let (Some(grandparent), Some(above)) =
             (grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)), above)
