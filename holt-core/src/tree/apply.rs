@@ -62,7 +62,7 @@ fn condition_holds(condition: Condition, current: Option<u64>) -> bool {
 /// One latched frame's working state during a batch.
 struct Working {
     cell: Arc<Cell>,
-    root: Arc<Node>,
+    root: Node,
     size_delta: Footprint,
     changed: bool,
 }
@@ -266,7 +266,7 @@ impl Tree {
             if cell.is_retired() {
                 return Ok(Attempt::Retry);
             }
-            let root = self.load_root(cell)?;
+            let root = Node::clone(&*self.load_root(cell)?);
             work.insert(
                 cell.id,
                 Working { cell: Arc::clone(cell), root, size_delta: Footprint::ZERO, changed: false },
@@ -312,7 +312,7 @@ impl Tree {
                 _ => 0,
             };
             existed.push(change.existed);
-            if !Arc::ptr_eq(&change.root, &w.root) {
+            if !change.root.same(&w.root) {
                 w.changed = true;
             }
             w.root = change.root;
@@ -337,7 +337,7 @@ impl Tree {
         for w in first.into_iter().chain(work.into_values()).filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
-            w.cell.publish(w.root);
+            w.cell.publish(Arc::new(w.root));
             w.cell.mark_dirty();
             self.pool.resized(w.size_delta.memory as i64);
             if size.encoded > self.frame_budget_bytes {

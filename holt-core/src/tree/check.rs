@@ -99,7 +99,7 @@ impl Tree {
                         }
                         let only_child_folds = n == 1
                             && inner.terminal().is_none()
-                            && inner.children().iter().all(|(_, c)| !matches!(&**c, Node::Link(_)));
+                            && inner.children().iter().all(|(_, c)| !matches!(c, Node::Link(_)));
                         if only_child_folds {
                             return Err(format!(
                                 "inner node with one child left unfolded in frame {}",
@@ -123,7 +123,7 @@ impl Tree {
                         if bytes.windows(2).any(|w| w[0] >= w[1]) {
                             return Err("children out of order".into());
                         }
-                        stack.extend(inner.children().iter().map(|(_, c)| (&**c, false)));
+                        stack.extend(inner.children().iter().map(|(_, c)| (c, false)));
                     }
                 }
             }
@@ -156,7 +156,7 @@ impl Tree {
                     Node::Inner(inner) => {
                         path.extend_from_slice(inner.prefix());
                         for (b, child) in inner.children().iter() {
-                            stack.push((&**child, [&path[..], &[b]].concat()));
+                            stack.push((child, [&path[..], &[b]].concat()));
                         }
                     }
                 }

@@ -39,7 +39,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
             Step::Enter(Node::Inner(inner)) => {
                 stack.push(Step::Exit(inner));
                 children.clear();
-                children.extend(inner.children().iter().map(|(_, c)| &**c));
+                children.extend(inner.children().iter().map(|(_, c)| c));
                 // Every child now, so their cache misses overlap instead of being paid one by
                 // one as the walk reaches them (nodes are scattered over the heap).
                 touch(children.iter().copied());
@@ -98,13 +98,13 @@ fn corruption(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: Str
 /// a child or a terminal.
 enum Pending {
     Leaf(Leaf),
-    Node(Arc<Node>),
+    Node(Node),
 }
 
 impl Pending {
-    fn into_node(self) -> Arc<Node> {
+    fn into_node(self) -> Node {
         match self {
-            Pending::Leaf(l) => Arc::new(Node::Leaf(l)),
+            Pending::Leaf(l) => Node::Leaf(Arc::new(l)),
             Pending::Node(n) => n,
         }
     }
@@ -137,7 +137,7 @@ pub(super) fn decode_frame(
             Record::Link { frame } => {
                 let cell = resolve(FrameId(frame))
                     .ok_or_else(|| fail(at, format!("link to unknown frame {frame}")))?;
-                stack.push(Pending::Node(Arc::new(Node::Link(cell))));
+                stack.push(Pending::Node(Node::Link(cell)));
             }
             Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => {
                 let needed = child_count + usize::from(has_terminal);
@@ -179,7 +179,7 @@ pub(super) fn decode_frame(
                     &key_bytes[..key_count],
                     popped.map(Pending::into_node),
                 );
-                stack.push(Pending::Node(Arc::new(Node::Inner(inner))));
+                stack.push(Pending::Node(Node::Inner(inner)));
             }
         }
         starts.push(body_at);
@@ -195,10 +195,10 @@ pub(super) fn decode_frame(
         return Err(fail(0, format!("header names offset {} as the root's", view.root_offset)));
     }
     // Links as roots could chain frames without the key getting deeper (see `walk_image`).
-    if matches!(*root, Node::Link(_)) {
+    if matches!(root, Node::Link(_)) {
         return Err(fail(HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
     }
-    Ok((root, HEADER_LEN + view.body.len()))
+    Ok((Arc::new(root), HEADER_LEN + view.body.len()))
 }
 
 impl Tree {

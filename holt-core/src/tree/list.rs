@@ -362,7 +362,7 @@ impl Tree {
             // key-heavy walk from 13.7–14.1 to 14.9–15.1 µs (2026-11-24).
             let rollup =
                 |d: u8, own: &[u8]| if b == d { Some(0) } else { find_byte(own, d).map(|at| at + 1) };
-            let flow = match (single, &**child) {
+            let flow = match (single, child) {
                 (Some(d), Node::Leaf(leaf)) => {
                     walk.visited += 1;
                     let own = leaf.suffix();
@@ -456,7 +456,7 @@ const TOUCH_AHEAD_MAX: usize = 16;
 /// loads whose result is kept alive with `black_box`, not prefetch instructions. Reads at
 /// most `remaining` (entries the page still needs) and `TOUCH_AHEAD_MAX` children.
 fn touch_ahead(inner: &super::node::Inner, from: u8, remaining: usize) {
-    touch(inner.children().iter_from(from).take(remaining.min(TOUCH_AHEAD_MAX)).map(|(_, c)| &**c));
+    touch(inner.children().iter_from(from).take(remaining.min(TOUCH_AHEAD_MAX)).map(|(_, c)| c));
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub(super) fn subtree_footprint(node: &Node) -> Footprint {
     while let Some(node) = stack.pop() {
         total += node.footprint();
         if let Node::Inner(inner) = node {
-            stack.extend(inner.children().iter().map(|(_, c)| &**c));
+            stack.extend(inner.children().iter().map(|(_, c)| c));
         }
     }
     total
@@ -64,13 +64,13 @@ fn pick_subtree(root: &Node, target: usize, max: usize) -> Option<(Vec<u8>, usiz
     while let Some(top) = stack.last_mut() {
         match top.children.as_mut().and_then(Iterator::next) {
             Some((b, child)) => {
-                if let Node::Link(_) = &**child {
+                if let Node::Link(_) = child {
                     top.size += child.encoded_len();
                     continue;
                 }
                 path.push(b);
                 stack.push(Level {
-                    children: match &**child {
+                    children: match child {
                         Node::Inner(i) => Some(i.children().iter()),
                         _ => None,
                     },
@@ -101,7 +101,7 @@ fn pick_subtree(root: &Node, target: usize, max: usize) -> Option<(Vec<u8>, usiz
 /// Inner nodes from a frame root down a path, each with the child byte taken.
 type Steps<'a> = Vec<(&'a Inner, u8)>;
 
-fn steps_along<'a>(root: &'a Node, path: &[u8]) -> Option<(Steps<'a>, &'a Arc<Node>)> {
+fn steps_along<'a>(root: &'a Node, path: &[u8]) -> Option<(Steps<'a>, &'a Node)> {
     let mut steps = Vec::with_capacity(path.len());
     let mut node = root;
     let mut last = None;
@@ -121,7 +121,7 @@ fn for_each_link(node: &Node, mut f: impl FnMut(&Arc<Cell>)) {
     while let Some(n) = stack.pop() {
         match n {
             Node::Link(cell) => f(cell),
-            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(_, c)| &**c)),
+            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(_, c)| c)),
             Node::Leaf(_) => {}
         }
     }
@@ -139,7 +139,7 @@ fn path_to_link(root: &Node, target: &Arc<Cell>) -> Option<Vec<u8>> {
         }
         match node {
             Node::Link(cell) if Arc::ptr_eq(cell, target) => return Some(path),
-            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(b, c)| (&**c, depth + 1, b))),
+            Node::Inner(inner) => stack.extend(inner.children().iter().map(|(b, c)| (c, depth + 1, b))),
             _ => {}
         }
     }
@@ -149,12 +149,12 @@ fn path_to_link(root: &Node, target: &Arc<Cell>) -> Option<Vec<u8>> {
 /// `parent_root` with the node that holds the link to `child` promising no lead, for a
 /// write that is about to give `child`'s root another first byte (see `Inner::lead`).
 /// `None` when that node promises none already. Sizes do not change: `lead` is not encoded.
-pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option<Node> {
     let path = path_to_link(parent_root, child)?;
     let (steps, _) = steps_along(parent_root, &path)?;
     let (&(holder, _), above) = steps.split_last()?;
     holder.lead()?;
-    let (root, delta) = rebuild(above, Some(Arc::new(Node::Inner(holder.without_lead()))));
+    let (root, delta) = rebuild(above, Some(Node::Inner(holder.without_lead())));
     debug_assert_eq!(delta, Footprint::ZERO, "clearing a lead changed a frame's size");
     root
 }
@@ -162,15 +162,15 @@ pub(super) fn without_link_lead(parent_root: &Node, child: &Arc<Cell>) -> Option
 /// `parent_root` with its link to `child` replaced by `bottom` (`None` removes it),
 /// normalized up the path; an empty root when nothing is left. `None` when the link is not
 /// in `parent_root`.
-fn replace_link(parent_root: &Node, child: &Arc<Cell>, bottom: Option<Arc<Node>>) -> Option<Arc<Node>> {
+fn replace_link(parent_root: &Node, child: &Arc<Cell>, bottom: Option<Node>) -> Option<Node> {
     let path = path_to_link(parent_root, child)?;
     let (steps, _) = steps_along(parent_root, &path)?;
     let (root, _) = rebuild(&steps, bottom);
-    Some(root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty()))))
+    Some(root.unwrap_or_else(|| Node::Inner(Inner::empty())))
 }
 
 /// `parent_root` without its link to `child` (a frame left empty); see `replace_link`.
-pub(super) fn without_link(parent_root: &Node, child: &Arc<Cell>) -> Option<Arc<Node>> {
+pub(super) fn without_link(parent_root: &Node, child: &Arc<Cell>) -> Option<Node> {
     replace_link(parent_root, child, None)
 }
 
@@ -192,10 +192,11 @@ impl Tree {
             let Some((steps, subtree)) = steps_along(&root, &path) else { return Ok(()) };
             let moved = subtree_footprint(subtree);
             let id = self.new_frame_id();
-            let child = Arc::new(FrameCell::resident(id, Arc::clone(subtree), frame_size(subtree), true));
+            let child =
+                Arc::new(FrameCell::resident(id, Arc::new(subtree.clone()), frame_size(subtree), true));
             child.set_parent(cell);
             for_each_link(subtree, |grandchild| grandchild.set_parent(&child));
-            let link = Arc::new(Node::Link(Arc::clone(&child)));
+            let link = Node::Link(Arc::clone(&child));
             let link_len = link.footprint();
             let (new_root, path_delta) = rebuild(&steps, Some(link));
             let Some(new_root) = new_root else { return Ok(()) };
@@ -205,7 +206,7 @@ impl Tree {
             self.frames.lock().insert(id, Arc::clone(&child));
             self.pool.admit(&child);
             cell.set_size(new_size);
-            cell.publish(new_root);
+            cell.publish(Arc::new(new_root));
             cell.mark_dirty();
             self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
             self.shape.splits.fetch_add(1, Ordering::Relaxed);
@@ -280,14 +281,14 @@ impl Tree {
             return Ok(Merge::Done(None));
         }
         let parent_root = self.load_root(&parent)?;
-        let bottom = if child_root.is_empty() { None } else { Some(Arc::clone(&child_root)) };
+        let bottom = if child_root.is_empty() { None } else { Some((*child_root).clone()) };
         let Some(new_root) = replace_link(&parent_root, child, bottom) else { return Ok(Merge::Done(None)) };
         let new_size = frame_size(&new_root);
         if let (Some(grandparent), Some(above)) =
             (grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)), above)
         {
             if let Some(root) = without_link_lead(&above, &parent) {
-                grandparent.publish(root);
+                grandparent.publish(Arc::new(root));
                 grandparent.mark_dirty();
                 self.shape.merge_lead_withdrawals.fetch_add(1, Ordering::Relaxed);
             }
@@ -295,7 +296,7 @@ impl Tree {
         child.retire();
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
         parent.set_size(new_size);
-        parent.publish(new_root);
+        parent.publish(Arc::new(new_root));
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);

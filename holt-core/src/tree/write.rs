@@ -12,13 +12,13 @@ use crate::error::{Error, Location, Result};
 
 /// The result of one write inside a frame.
 pub(super) struct Change {
-    pub root: Arc<Node>,
+    pub root: Node,
     pub size_delta: Footprint,
     /// Whether the key held a value before the write.
     pub existed: bool,
 }
 
-fn footprint_of(node: &Option<Arc<Node>>) -> Footprint {
+fn footprint_of(node: &Option<Node>) -> Footprint {
     node.as_ref().map_or(Footprint::ZERO, |n| n.footprint())
 }
 
@@ -39,10 +39,10 @@ fn stray_link() -> Error {
 /// with nothing left disappears, one with only a terminal becomes a leaf, and one with a
 /// single non-link child and no terminal is folded into that child.
 /// Returns the node and the footprint of the child it absorbed (zero if none).
-pub(super) fn normalize(inner: Inner) -> (Option<Arc<Node>>, Footprint) {
+pub(super) fn normalize(inner: Inner) -> (Option<Node>, Footprint) {
     let folded = match (inner.children().len(), inner.terminal()) {
         (0, None) => return (None, Footprint::ZERO),
-        (0, Some(t)) => return (Some(Arc::new(Node::Leaf(t.with_suffix(inner.prefix())))), Footprint::ZERO),
+        (0, Some(t)) => return (Some(Node::Leaf(Arc::new(t.with_suffix(inner.prefix())))), Footprint::ZERO),
         (1, None) => inner.children().iter().next().and_then(|(b, child)| {
             let mut extra = Vec::with_capacity(inner.prefix().len() + 1);
             extra.extend_from_slice(inner.prefix());
@@ -52,8 +52,8 @@ pub(super) fn normalize(inner: Inner) -> (Option<Arc<Node>>, Footprint) {
         _ => None,
     };
     match folded {
-        Some((node, absorbed)) => (Some(Arc::new(node)), absorbed),
-        None => (Some(Arc::new(Node::Inner(inner))), Footprint::ZERO),
+        Some((node, absorbed)) => (Some(node), absorbed),
+        None => (Some(Node::Inner(inner)), Footprint::ZERO),
     }
 }
 
@@ -61,7 +61,7 @@ pub(super) fn normalize(inner: Inner) -> (Option<Arc<Node>>, Footprint) {
 /// its end replaced by `bottom` (`None` removes it), normalizing every copied node.
 /// Returns the new root (`None` when the frame became empty) and the footprint change of the
 /// copied nodes (the caller accounts for `bottom` itself).
-pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Arc<Node>>) -> (Option<Arc<Node>>, Footprint) {
+pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<Node>, Footprint) {
     let mut current = bottom;
     let mut delta = Footprint::ZERO;
     for &(inner, b) in steps.iter().rev() {
@@ -77,28 +77,28 @@ pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Arc<Node>>) -> (Opt
 }
 
 /// Stores `value` under `key`; `root` starts at `key[depth..]`.
-pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], version: u64) -> Result<Change> {
+pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: u64) -> Result<Change> {
     let mut steps: Vec<(&Inner, u8)> = Vec::new();
-    let mut node: &Arc<Node> = root;
+    let mut node: &Node = root;
     let mut depth = depth;
     let new_leaf = |suffix: &[u8]| Leaf::new(suffix, value, version);
-    let (replacement, mut delta, existed): (Arc<Node>, Footprint, bool) = loop {
+    let (replacement, mut delta, existed): (Node, Footprint, bool) = loop {
         let rest = &key[depth..];
-        match &**node {
+        match node {
             Node::Link(_) => return Err(stray_link()),
             Node::Leaf(old) => {
                 let old_len = old.footprint();
                 if old.suffix() == rest {
                     let leaf = new_leaf(rest);
                     let d = leaf.footprint() - old_len;
-                    break (Arc::new(Node::Leaf(leaf)), d, true);
+                    break (Node::Leaf(Arc::new(leaf)), d, true);
                 }
                 // Two keys diverge (or one ends) inside the old leaf's suffix: a new inner node.
                 let s = old.suffix();
                 let c = common_prefix_len(s, rest);
                 let mut created = Footprint::ZERO;
                 let mut terminal = None;
-                let mut entries: Vec<(u8, Arc<Node>)> = Vec::with_capacity(2);
+                let mut entries: Vec<(u8, Node)> = Vec::with_capacity(2);
                 if c == rest.len() {
                     let t = new_leaf(&[]);
                     created += t.footprint();
@@ -106,7 +106,7 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                 } else {
                     let l = new_leaf(&rest[c + 1..]);
                     created += l.footprint();
-                    entries.push((rest[c], Arc::new(Node::Leaf(l))));
+                    entries.push((rest[c], Node::Leaf(Arc::new(l))));
                 }
                 if c == s.len() {
                     let t = Leaf::new(&[], old.value(), old.version());
@@ -115,19 +115,19 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                 } else {
                     let l = old.with_suffix(&s[c + 1..]);
                     created += l.footprint();
-                    entries.push((s[c], Arc::new(Node::Leaf(l))));
+                    entries.push((s[c], Node::Leaf(Arc::new(l))));
                 }
                 entries.sort_by_key(|e| e.0);
                 // The terminal is part of the inner node's footprint: counted once, there.
                 let inner = Inner::with_entries(&rest[..c], terminal.clone(), None, entries);
                 let t_len = terminal.as_ref().map_or(Footprint::ZERO, |t| t.footprint());
                 let d = inner.footprint() - t_len + created - old_len;
-                break (Arc::new(Node::Inner(inner)), d, false);
+                break (Node::Inner(inner), d, false);
             }
             Node::Inner(inner) if inner.is_empty() => {
                 let leaf = new_leaf(rest);
                 let d = leaf.footprint() - inner.footprint();
-                break (Arc::new(Node::Leaf(leaf)), d, false);
+                break (Node::Leaf(Arc::new(leaf)), d, false);
             }
             Node::Inner(inner) => {
                 let p = inner.prefix();
@@ -136,24 +136,24 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                     // The key leaves the compressed prefix: split it.
                     let lower = inner.with_prefix(&p[c + 1..]);
                     let mut d = lower.footprint() - inner.footprint();
-                    let mut entries: Vec<(u8, Arc<Node>)> = vec![(p[c], Arc::new(Node::Inner(lower)))];
+                    let mut entries: Vec<(u8, Node)> = vec![(p[c], Node::Inner(lower))];
                     let mut terminal = None;
                     if c == rest.len() {
                         terminal = Some(Arc::new(new_leaf(&[])));
                     } else {
                         let l = new_leaf(&rest[c + 1..]);
                         d += l.footprint();
-                        entries.push((rest[c], Arc::new(Node::Leaf(l))));
+                        entries.push((rest[c], Node::Leaf(Arc::new(l))));
                         entries.sort_by_key(|e| e.0);
                     }
                     let upper = Inner::with_entries(&p[..c], terminal, None, entries);
                     d += upper.footprint();
-                    break (Arc::new(Node::Inner(upper)), d, false);
+                    break (Node::Inner(upper), d, false);
                 }
                 if rest.len() == p.len() {
                     let copy = inner.with_terminal(Some(Arc::new(new_leaf(&[]))));
                     let d = copy.footprint() - inner.footprint();
-                    break (Arc::new(Node::Inner(copy)), d, inner.terminal().is_some());
+                    break (Node::Inner(copy), d, inner.terminal().is_some());
                 }
                 let b = rest[c];
                 match inner.children().get(b) {
@@ -165,9 +165,9 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
                     None => {
                         let leaf = new_leaf(&rest[c + 1..]);
                         let leaf_len = leaf.footprint();
-                        let copy = inner.with_child(b, Arc::new(Node::Leaf(leaf)));
+                        let copy = inner.with_child(b, Node::Leaf(Arc::new(leaf)));
                         let d = copy.footprint() - inner.footprint() + leaf_len;
-                        break (Arc::new(Node::Inner(copy)), d, false);
+                        break (Node::Inner(copy), d, false);
                     }
                 }
             }
@@ -175,20 +175,20 @@ pub(super) fn put(root: &Arc<Node>, key: &[u8], depth: usize, value: &[u8], vers
     };
     let (new_root, path_delta) = rebuild(&steps, Some(replacement));
     delta += path_delta;
-    let root = new_root.unwrap_or_else(|| Arc::new(Node::Inner(Inner::empty())));
+    let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
     Ok(Change { root, size_delta: delta, existed })
 }
 
 /// Removes `key`; `root` starts at `key[depth..]`. A missing key leaves the root as it was.
-pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Change> {
-    let unchanged = || Ok(Change { root: Arc::clone(root), size_delta: Footprint::ZERO, existed: false });
+pub(super) fn delete(root: &Node, key: &[u8], depth: usize) -> Result<Change> {
+    let unchanged = || Ok(Change { root: root.clone(), size_delta: Footprint::ZERO, existed: false });
     let mut steps: Vec<(&Inner, u8)> = Vec::new();
-    let mut node: &Arc<Node> = root;
+    let mut node: &Node = root;
     let mut depth = depth;
     // The replacement of `node` (None: removed) and the size change at that level.
-    let (replacement, mut delta): (Option<Arc<Node>>, Footprint) = loop {
+    let (replacement, mut delta): (Option<Node>, Footprint) = loop {
         let rest = &key[depth..];
-        match &**node {
+        match node {
             Node::Link(_) => return Err(stray_link()),
             Node::Leaf(leaf) => {
                 if leaf.suffix() != rest {
@@ -228,7 +228,7 @@ pub(super) fn delete(root: &Arc<Node>, key: &[u8], depth: usize) -> Result<Chang
         None => {
             let empty = Node::Inner(Inner::empty());
             delta += empty.footprint();
-            Arc::new(empty)
+            empty
         }
     };
     Ok(Change { root, size_delta: delta, existed: true })
