@@ -263,11 +263,18 @@ impl Clone for Indexed {
     }
 }
 
-/// An inner node: a pointer to the allocation of its layout.
+/// An inner node: a pointer to the allocation of its layout. N4 and N16 nodes (their
+/// encoded kinds) come in several capacities, the smallest that holds the node's children
+/// when it is built (a path copy keeps it): slots are 16 bytes, and a node of five children
+/// in sixteen slots would cost twice the memory it needs.
 #[derive(Clone)]
 pub(crate) enum Inner {
-    N4(Arc<Body<Sorted<4>>>),
-    N16(Arc<Body<Sorted<16>>>),
+    S2(Arc<Body<Sorted<2>>>),
+    S4(Arc<Body<Sorted<4>>>),
+    S6(Arc<Body<Sorted<6>>>),
+    S8(Arc<Body<Sorted<8>>>),
+    S11(Arc<Body<Sorted<11>>>),
+    S16(Arc<Body<Sorted<16>>>),
     N48(Arc<Body<Indexed>>),
     N256(Arc<Body<Direct>>),
 }
@@ -296,10 +303,43 @@ pub(crate) enum Children<'a> {
 macro_rules! each_layout {
     ($inner:expr, $b:ident => $body:expr) => {
         match $inner {
-            Inner::N4($b) => $body,
-            Inner::N16($b) => $body,
+            Inner::S2($b) => $body,
+            Inner::S4($b) => $body,
+            Inner::S6($b) => $body,
+            Inner::S8($b) => $body,
+            Inner::S11($b) => $body,
+            Inner::S16($b) => $body,
             Inner::N48($b) => $body,
             Inner::N256($b) => $body,
+        }
+    };
+}
+
+/// Like `each_layout`, with `$body`'s result (an `Arc<Body<_>>`, or an `Option` of one when
+/// `$map` is given) wrapped back into the same layout's variant.
+macro_rules! same_layout {
+    ($inner:expr, $b:ident => $body:expr) => {
+        match $inner {
+            Inner::S2($b) => Inner::S2($body),
+            Inner::S4($b) => Inner::S4($body),
+            Inner::S6($b) => Inner::S6($body),
+            Inner::S8($b) => Inner::S8($body),
+            Inner::S11($b) => Inner::S11($body),
+            Inner::S16($b) => Inner::S16($body),
+            Inner::N48($b) => Inner::N48($body),
+            Inner::N256($b) => Inner::N256($body),
+        }
+    };
+    ($inner:expr, $b:ident => $body:expr, map) => {
+        match $inner {
+            Inner::S2($b) => $body.map(Inner::S2),
+            Inner::S4($b) => $body.map(Inner::S4),
+            Inner::S6($b) => $body.map(Inner::S6),
+            Inner::S8($b) => $body.map(Inner::S8),
+            Inner::S11($b) => $body.map(Inner::S11),
+            Inner::S16($b) => $body.map(Inner::S16),
+            Inner::N48($b) => $body.map(Inner::N48),
+            Inner::N256($b) => $body.map(Inner::N256),
         }
     };
 }
@@ -311,6 +351,7 @@ pub(crate) trait Slots: Clone + Sized {
     /// Where child `b` sits, if there is one.
     fn slot_of(&self, b: u8) -> Option<usize>;
     fn slot_mut(&mut self, slot: usize) -> &mut Option<Node>;
+    fn children(&self) -> Children<'_>;
 }
 
 impl<const N: usize> Slots for Sorted<N> {
@@ -327,6 +368,11 @@ impl<const N: usize> Slots for Sorted<N> {
     }
     fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
         &mut self.ptrs[slot]
+    }
+    #[inline]
+    fn children(&self) -> Children<'_> {
+        let len = usize::from(self.len);
+        Children::Sorted { keys: &self.keys[..len], ptrs: &self.ptrs[..len] }
     }
 }
 
@@ -345,6 +391,10 @@ impl Slots for Indexed {
     fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
         &mut self.ptrs[slot]
     }
+    #[inline]
+    fn children(&self) -> Children<'_> {
+        Children::Indexed { index: &self.index, len: self.len, ptrs: &self.ptrs[..usize::from(self.len)] }
+    }
 }
 
 impl Slots for Direct {
@@ -360,6 +410,10 @@ impl Slots for Direct {
     }
     fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
         &mut self.ptrs[slot]
+    }
+    #[inline]
+    fn children(&self) -> Children<'_> {
+        Children::Direct { len: self.len, ptrs: &self.ptrs }
     }
 }
 
@@ -428,16 +482,22 @@ pub(crate) fn next_kind(old: InnerKind, len: usize) -> InnerKind {
 }
 
 impl Inner {
-    /// A node of `kind` holding ascending, distinct `entries` (`len` of them).
+    /// A node of `kind` holding ascending, distinct `entries` (`len` of them), in the
+    /// smallest capacity of that kind that holds them.
     fn build(kind: InnerKind, head: Head, len: usize, entries: impl Iterator<Item = (u8, Node)>) -> Inner {
         debug_assert!(len <= kind.capacity());
-        match kind {
-            InnerKind::N4 => Inner::N4(Arc::new(Body { head, slots: Sorted::from_entries(len, entries) })),
-            InnerKind::N16 => Inner::N16(Arc::new(Body { head, slots: Sorted::from_entries(len, entries) })),
-            InnerKind::N48 => Inner::N48(Arc::new(Body { head, slots: Indexed::from_entries(len, entries) })),
-            InnerKind::N256 => {
-                Inner::N256(Arc::new(Body { head, slots: Direct::from_entries(len, entries) }))
-            }
+        fn body<S: Slots>(head: Head, len: usize, entries: impl Iterator<Item = (u8, Node)>) -> Arc<Body<S>> {
+            Arc::new(Body { head, slots: S::from_entries(len, entries) })
+        }
+        match (kind, len) {
+            (InnerKind::N4, 0..=2) => Inner::S2(body(head, len, entries)),
+            (InnerKind::N4, _) => Inner::S4(body(head, len, entries)),
+            (InnerKind::N16, 0..=6) => Inner::S6(body(head, len, entries)),
+            (InnerKind::N16, 7..=8) => Inner::S8(body(head, len, entries)),
+            (InnerKind::N16, 9..=11) => Inner::S11(body(head, len, entries)),
+            (InnerKind::N16, _) => Inner::S16(body(head, len, entries)),
+            (InnerKind::N48, _) => Inner::N48(body(head, len, entries)),
+            (InnerKind::N256, _) => Inner::N256(body(head, len, entries)),
         }
     }
 
@@ -506,6 +566,10 @@ impl Inner {
         Inner::new(&[], None, InnerKind::N4, Vec::new())
     }
 
+    /// The address of this node's allocation.
+    fn address(&self) -> *const u8 {
+        each_layout!(self, b => Arc::as_ptr(b).cast::<u8>())
+    }
     #[inline]
     fn head(&self) -> &Head {
         each_layout!(self, b => &b.head)
@@ -519,29 +583,15 @@ impl Inner {
     }
     pub(crate) fn kind(&self) -> InnerKind {
         match self {
-            Inner::N4(_) => InnerKind::N4,
-            Inner::N16(_) => InnerKind::N16,
+            Inner::S2(_) | Inner::S4(_) => InnerKind::N4,
+            Inner::S6(_) | Inner::S8(_) | Inner::S11(_) | Inner::S16(_) => InnerKind::N16,
             Inner::N48(_) => InnerKind::N48,
             Inner::N256(_) => InnerKind::N256,
         }
     }
     #[inline]
     pub(crate) fn children(&self) -> Children<'_> {
-        match self {
-            Inner::N4(b) => {
-                let s = &b.slots;
-                Children::Sorted { keys: &s.keys[..usize::from(s.len)], ptrs: &s.ptrs[..usize::from(s.len)] }
-            }
-            Inner::N16(b) => {
-                let s = &b.slots;
-                Children::Sorted { keys: &s.keys[..usize::from(s.len)], ptrs: &s.ptrs[..usize::from(s.len)] }
-            }
-            Inner::N48(b) => {
-                let s = &b.slots;
-                Children::Indexed { index: &s.index, len: s.len, ptrs: &s.ptrs[..usize::from(s.len)] }
-            }
-            Inner::N256(b) => Children::Direct { len: b.slots.len, ptrs: &b.slots.ptrs },
-        }
+        each_layout!(self, b => b.slots.children())
     }
     pub(crate) fn is_empty(&self) -> bool {
         self.terminal().is_none() && self.children().is_empty()
@@ -555,12 +605,7 @@ impl Inner {
 
     /// The same children under `head`.
     fn with_head(&self, head: Head) -> Inner {
-        match self {
-            Inner::N4(b) => Inner::N4(b.with_head(head)),
-            Inner::N16(b) => Inner::N16(b.with_head(head)),
-            Inner::N48(b) => Inner::N48(b.with_head(head)),
-            Inner::N256(b) => Inner::N256(b.with_head(head)),
-        }
+        same_layout!(self, b => b.with_head(head))
     }
     /// The same node under another prefix (children shared).
     pub(crate) fn with_prefix(&self, prefix: &[u8]) -> Inner {
@@ -591,12 +636,7 @@ impl Inner {
         let replacing = self.children().get(b).is_some();
         let lead = self.lead_with(replacing, &node);
         if replacing {
-            let copy = match self {
-                Inner::N4(body) => body.replaced(b, &node, lead).map(Inner::N4),
-                Inner::N16(body) => body.replaced(b, &node, lead).map(Inner::N16),
-                Inner::N48(body) => body.replaced(b, &node, lead).map(Inner::N48),
-                Inner::N256(body) => body.replaced(b, &node, lead).map(Inner::N256),
-            };
+            let copy = same_layout!(self, body => body.replaced(b, &node, lead), map);
             if let Some(copy) = copy {
                 return copy;
             }
@@ -746,10 +786,8 @@ impl Node {
         match (self, other) {
             (Node::Leaf(a), Node::Leaf(b)) => Arc::ptr_eq(a, b),
             (Node::Link(a), Node::Link(b)) => Arc::ptr_eq(a, b),
-            (Node::Inner(Inner::N4(a)), Node::Inner(Inner::N4(b))) => Arc::ptr_eq(a, b),
-            (Node::Inner(Inner::N16(a)), Node::Inner(Inner::N16(b))) => Arc::ptr_eq(a, b),
-            (Node::Inner(Inner::N48(a)), Node::Inner(Inner::N48(b))) => Arc::ptr_eq(a, b),
-            (Node::Inner(Inner::N256(a)), Node::Inner(Inner::N256(b))) => Arc::ptr_eq(a, b),
+            // Two live allocations never share an address.
+            (Node::Inner(a), Node::Inner(b)) => a.address() == b.address(),
             _ => false,
         }
     }
@@ -886,6 +924,28 @@ mod tests {
             let moved = leaf.with_suffix(b"xyz");
             assert_eq!((moved.suffix(), moved.value(), moved.version()), (&b"xyz"[..], &value[..], 77));
             assert_eq!(leaf.encoded_len(), leaf_len(suffix_len, value_len, 77));
+        }
+    }
+
+    #[test]
+    fn sorted_nodes_take_the_smallest_capacity_that_holds_them() {
+        let size = |inner: &Inner| inner.footprint().memory as usize - ARC_COUNTS;
+        for len in 0..=16usize {
+            let entries: Vec<(u8, Node)> = (0..len).map(|i| (i as u8, leaf(i as u8))).collect();
+            let node = Inner::with_entries(b"p", None, None, entries);
+            let want = match len {
+                0..=2 => std::mem::size_of::<Body<Sorted<2>>>(),
+                3..=4 => std::mem::size_of::<Body<Sorted<4>>>(),
+                5..=6 => std::mem::size_of::<Body<Sorted<6>>>(),
+                7..=8 => std::mem::size_of::<Body<Sorted<8>>>(),
+                9..=11 => std::mem::size_of::<Body<Sorted<11>>>(),
+                _ => std::mem::size_of::<Body<Sorted<16>>>(),
+            };
+            assert_eq!(size(&node), want, "{len} children");
+            // A path copy keeps the capacity.
+            if let Some((b, _)) = node.children().iter().next() {
+                assert_eq!(size(&node.with_child(b, leaf(9))), want, "{len} children, copied");
+            }
         }
     }
 
