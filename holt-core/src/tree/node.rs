@@ -287,9 +287,9 @@ pub(crate) enum Children<'a> {
         keys: &'a [u8],
         ptrs: &'a [Option<Node>],
     },
+    /// Slot numbers by byte, and the slots in use.
     Indexed {
         index: &'a [u8; 256],
-        len: u8,
         ptrs: &'a [Option<Node>],
     },
     Direct {
@@ -315,8 +315,8 @@ macro_rules! each_layout {
     };
 }
 
-/// Like `each_layout`, with `$body`'s result (an `Arc<Body<_>>`, or an `Option` of one when
-/// `$map` is given) wrapped back into the same layout's variant.
+/// Like `each_layout`, with `$body`'s result (an `Arc<Body<_>>`, or with `, map` an
+/// `Option` of one) wrapped back into the same layout's variant.
 macro_rules! same_layout {
     ($inner:expr, $b:ident => $body:expr) => {
         match $inner {
@@ -393,7 +393,7 @@ impl Slots for Indexed {
     }
     #[inline]
     fn children(&self) -> Children<'_> {
-        Children::Indexed { index: &self.index, len: self.len, ptrs: &self.ptrs[..usize::from(self.len)] }
+        Children::Indexed { index: &self.index, ptrs: &self.ptrs[..usize::from(self.len)] }
     }
 }
 
@@ -481,23 +481,50 @@ pub(crate) fn next_kind(old: InnerKind, len: usize) -> InnerKind {
     }
 }
 
+/// The lead a node is built with (see `Head::lead`): given by the caller, or read from the
+/// children once they are in place.
+enum Lead {
+    Given(Option<u8>),
+    Derived,
+}
+
 impl Inner {
     /// A node of `kind` holding ascending, distinct `entries` (`len` of them), in the
     /// smallest capacity of that kind that holds them.
-    fn build(kind: InnerKind, head: Head, len: usize, entries: impl Iterator<Item = (u8, Node)>) -> Inner {
+    fn build(
+        kind: InnerKind,
+        prefix: &[u8],
+        terminal: Option<Arc<Leaf>>,
+        lead: Lead,
+        len: usize,
+        entries: impl Iterator<Item = (u8, Node)>,
+    ) -> Inner {
         debug_assert!(len <= kind.capacity());
-        fn body<S: Slots>(head: Head, len: usize, entries: impl Iterator<Item = (u8, Node)>) -> Arc<Body<S>> {
-            Arc::new(Body { head, slots: S::from_entries(len, entries) })
+        let prefix = Prefix::new(prefix);
+        fn body<S: Slots>(
+            prefix: Prefix,
+            terminal: Option<Arc<Leaf>>,
+            lead: Lead,
+            len: usize,
+            entries: impl Iterator<Item = (u8, Node)>,
+        ) -> Arc<Body<S>> {
+            let slots = S::from_entries(len, entries);
+            let lead = match lead {
+                Lead::Given(lead) => lead,
+                Lead::Derived => lead_of(slots.children().iter().map(|(_, n)| n)),
+            };
+            Arc::new(Body { head: Head { prefix, terminal, lead }, slots })
         }
+        let (p, t) = (prefix, terminal);
         match (kind, len) {
-            (InnerKind::N4, 0..=2) => Inner::S2(body(head, len, entries)),
-            (InnerKind::N4, _) => Inner::S4(body(head, len, entries)),
-            (InnerKind::N16, 0..=6) => Inner::S6(body(head, len, entries)),
-            (InnerKind::N16, 7..=8) => Inner::S8(body(head, len, entries)),
-            (InnerKind::N16, 9..=11) => Inner::S11(body(head, len, entries)),
-            (InnerKind::N16, _) => Inner::S16(body(head, len, entries)),
-            (InnerKind::N48, _) => Inner::N48(body(head, len, entries)),
-            (InnerKind::N256, _) => Inner::N256(body(head, len, entries)),
+            (InnerKind::N4, 0..=2) => Inner::S2(body(p, t, lead, len, entries)),
+            (InnerKind::N4, _) => Inner::S4(body(p, t, lead, len, entries)),
+            (InnerKind::N16, 0..=6) => Inner::S6(body(p, t, lead, len, entries)),
+            (InnerKind::N16, 7..=8) => Inner::S8(body(p, t, lead, len, entries)),
+            (InnerKind::N16, 9..=11) => Inner::S11(body(p, t, lead, len, entries)),
+            (InnerKind::N16, _) => Inner::S16(body(p, t, lead, len, entries)),
+            (InnerKind::N48, _) => Inner::N48(body(p, t, lead, len, entries)),
+            (InnerKind::N256, _) => Inner::N256(body(p, t, lead, len, entries)),
         }
     }
 
@@ -508,21 +535,19 @@ impl Inner {
         kind: InnerKind,
         entries: Vec<(u8, Node)>,
     ) -> Inner {
-        let lead = lead_of(entries.iter().map(|(_, n)| n));
-        Inner::with_lead(prefix, terminal, kind, entries, lead)
+        Inner::with_lead(prefix, terminal, kind, entries, Lead::Derived)
     }
 
-    /// `new` with `lead` given by the caller (see `Head::lead`).
+    /// `new` with the lead given by the caller or derived (see `Head::lead`).
     fn with_lead(
         prefix: &[u8],
         terminal: Option<Arc<Leaf>>,
         kind: InnerKind,
         entries: Vec<(u8, Node)>,
-        lead: Option<u8>,
+        lead: Lead,
     ) -> Inner {
         debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
-        let head = Head { prefix: Prefix::new(prefix), terminal, lead };
-        Inner::build(kind, head, entries.len(), entries.into_iter())
+        Inner::build(kind, prefix, terminal, lead, entries.len(), entries.into_iter())
     }
 
     /// Builds a node of `kind` from ascending, distinct `keys` and their `nodes` (the
@@ -536,15 +561,7 @@ impl Inner {
     ) -> Inner {
         debug_assert_eq!(keys.len(), nodes.len());
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
-        let head = Head { prefix: Prefix::new(prefix), terminal, lead: None };
-        let mut inner = Inner::build(kind, head, keys.len(), keys.iter().copied().zip(nodes));
-        let lead = lead_of(inner.children().iter().map(|(_, n)| n));
-        if let Some(x) = lead {
-            each_layout!(&mut inner, b => {
-                Arc::get_mut(b).expect("a node just built is not shared").head.lead = Some(x)
-            });
-        }
-        inner
+        Inner::build(kind, prefix, terminal, Lead::Derived, keys.len(), keys.iter().copied().zip(nodes))
     }
 
     /// Builds a node choosing the kind from the old kind (hysteresis) or from scratch.
@@ -647,14 +664,14 @@ impl Inner {
             Err(i) => entries.insert(i, (b, node)),
         }
         let kind = next_kind(self.kind(), entries.len());
-        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, lead)
+        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(lead))
     }
     /// The same node without child `b`. (`lead` still holds for the children left.)
     pub(crate) fn without_child(&self, b: u8) -> Inner {
         let mut entries = self.children().entries();
         entries.retain(|e| e.0 != b);
         let kind = next_kind(self.kind(), entries.len());
-        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, self.lead())
+        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(self.lead()))
     }
 
     /// Encoded size of this node's record plus its terminal's (children not included).
@@ -683,7 +700,7 @@ impl<'a> Children<'a> {
     pub(crate) fn len(self) -> usize {
         match self {
             Children::Sorted { keys, .. } => keys.len(),
-            Children::Indexed { len, .. } => usize::from(len),
+            Children::Indexed { ptrs, .. } => ptrs.len(),
             Children::Direct { len, .. } => usize::from(len),
         }
     }
