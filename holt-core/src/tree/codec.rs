@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::node::{touch, Cell, Inner, Leaf, Node};
+use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
 use super::Tree;
 use crate::buffer::FrameSize;
 use crate::error::{Error, Location, Result};
@@ -104,7 +104,7 @@ enum Pending {
 impl Pending {
     fn into_node(self) -> Node {
         match self {
-            Pending::Leaf(l) => Node::Leaf(Arc::new(l)),
+            Pending::Leaf(l) => Node::Leaf(Shared::new(l)),
             Pending::Node(n) => n,
         }
     }
@@ -166,7 +166,7 @@ pub(super) fn decode_frame(
                 let mut popped = stack.drain(stack.len() - needed..);
                 let terminal = if has_terminal {
                     match popped.next() {
-                        Some(Pending::Leaf(t)) if t.suffix().is_empty() => Some(Arc::new(t)),
+                        Some(Pending::Leaf(t)) if t.suffix().is_empty() => Some(Shared::new(t)),
                         _ => return Err(fail(at, "terminal is not a leaf with an empty suffix".into())),
                     }
                 } else {

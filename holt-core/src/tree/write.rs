@@ -5,9 +5,7 @@
 //! (encoded bytes and memory: the footprints of the nodes it created minus those of the nodes
 //! it replaced), so the frame's size stays exact without re-encoding or re-measuring it.
 
-use std::sync::Arc;
-
-use super::node::{Footprint, Inner, Leaf, Node};
+use super::node::{Footprint, Inner, Leaf, Node, Shared};
 use crate::error::{Error, Location, Result};
 
 /// The result of one write inside a frame.
@@ -42,7 +40,7 @@ fn stray_link() -> Error {
 pub(super) fn normalize(inner: Inner) -> (Option<Node>, Footprint) {
     let folded = match (inner.children().len(), inner.terminal()) {
         (0, None) => return (None, Footprint::ZERO),
-        (0, Some(t)) => return (Some(Node::Leaf(Arc::new(t.with_suffix(inner.prefix())))), Footprint::ZERO),
+        (0, Some(t)) => return (Some(Node::Leaf(Shared::new(t.with_suffix(inner.prefix())))), Footprint::ZERO),
         (1, None) => inner.children().iter().next().and_then(|(b, child)| {
             let mut extra = Vec::with_capacity(inner.prefix().len() + 1);
             extra.extend_from_slice(inner.prefix());
@@ -91,7 +89,7 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
                 if old.suffix() == rest {
                     let leaf = new_leaf(rest);
                     let d = leaf.footprint() - old_len;
-                    break (Node::Leaf(Arc::new(leaf)), d, true);
+                    break (Node::Leaf(Shared::new(leaf)), d, true);
                 }
                 // Two keys diverge (or one ends) inside the old leaf's suffix: a new inner node.
                 let s = old.suffix();
@@ -102,20 +100,20 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
                 if c == rest.len() {
                     let t = new_leaf(&[]);
                     created += t.footprint();
-                    terminal = Some(Arc::new(t));
+                    terminal = Some(Shared::new(t));
                 } else {
                     let l = new_leaf(&rest[c + 1..]);
                     created += l.footprint();
-                    entries.push((rest[c], Node::Leaf(Arc::new(l))));
+                    entries.push((rest[c], Node::Leaf(Shared::new(l))));
                 }
                 if c == s.len() {
                     let t = Leaf::new(&[], old.value(), old.version());
                     created += t.footprint();
-                    terminal = Some(Arc::new(t));
+                    terminal = Some(Shared::new(t));
                 } else {
                     let l = old.with_suffix(&s[c + 1..]);
                     created += l.footprint();
-                    entries.push((s[c], Node::Leaf(Arc::new(l))));
+                    entries.push((s[c], Node::Leaf(Shared::new(l))));
                 }
                 entries.sort_by_key(|e| e.0);
                 // The terminal is part of the inner node's footprint: counted once, there.
@@ -127,7 +125,7 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
             Node::Inner(inner) if inner.is_empty() => {
                 let leaf = new_leaf(rest);
                 let d = leaf.footprint() - inner.footprint();
-                break (Node::Leaf(Arc::new(leaf)), d, false);
+                break (Node::Leaf(Shared::new(leaf)), d, false);
             }
             Node::Inner(inner) => {
                 let p = inner.prefix();
@@ -139,11 +137,11 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
                     let mut entries: Vec<(u8, Node)> = vec![(p[c], Node::Inner(lower))];
                     let mut terminal = None;
                     if c == rest.len() {
-                        terminal = Some(Arc::new(new_leaf(&[])));
+                        terminal = Some(Shared::new(new_leaf(&[])));
                     } else {
                         let l = new_leaf(&rest[c + 1..]);
                         d += l.footprint();
-                        entries.push((rest[c], Node::Leaf(Arc::new(l))));
+                        entries.push((rest[c], Node::Leaf(Shared::new(l))));
                         entries.sort_by_key(|e| e.0);
                     }
                     let upper = Inner::with_entries(&p[..c], terminal, None, entries);
@@ -151,7 +149,7 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
                     break (Node::Inner(upper), d, false);
                 }
                 if rest.len() == p.len() {
-                    let copy = inner.with_terminal(Some(Arc::new(new_leaf(&[]))));
+                    let copy = inner.with_terminal(Some(Shared::new(new_leaf(&[]))));
                     let d = copy.footprint() - inner.footprint();
                     break (Node::Inner(copy), d, inner.terminal().is_some());
                 }
@@ -165,7 +163,7 @@ pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: 
                     None => {
                         let leaf = new_leaf(&rest[c + 1..]);
                         let leaf_len = leaf.footprint();
-                        let copy = inner.with_child(b, Node::Leaf(Arc::new(leaf)));
+                        let copy = inner.with_child(b, Node::Leaf(Shared::new(leaf)));
                         let d = copy.footprint() - inner.footprint() + leaf_len;
                         break (Node::Inner(copy), d, false);
                     }
