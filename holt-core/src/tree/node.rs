@@ -991,5 +991,8 @@ mod size_tests {
         assert_eq!(std::mem::size_of::<Node>(), 16);
         assert_eq!(std::mem::size_of::<Option<Node>>(), 16);
         assert!(std::mem::size_of::<Leaf>() <= 88, "Leaf is {} bytes", std::mem::size_of::<Leaf>());
+        // With its reference count, an inline leaf fits the allocator's 96-byte size class.
+        let leaf = Leaf::new(b"45.bin", &[b'v'; 62], 1);
+        assert_eq!(leaf.memory(), 96, "a bench leaf's allocation");
     }
 }

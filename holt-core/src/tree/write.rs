@@ -40,7 +40,9 @@ fn stray_link() -> Error {
 pub(super) fn normalize(inner: Inner) -> (Option<Node>, Footprint) {
     let folded = match (inner.children().len(), inner.terminal()) {
         (0, None) => return (None, Footprint::ZERO),
-        (0, Some(t)) => return (Some(Node::Leaf(Shared::new(t.with_suffix(inner.prefix())))), Footprint::ZERO),
+        (0, Some(t)) => {
+            return (Some(Node::Leaf(Shared::new(t.with_suffix(inner.prefix())))), Footprint::ZERO)
+        }
         (1, None) => inner.children().iter().next().and_then(|(b, child)| {
             let mut extra = Vec::with_capacity(inner.prefix().len() + 1);
             extra.extend_from_slice(inner.prefix());
