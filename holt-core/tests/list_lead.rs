@@ -12,7 +12,7 @@ use holt_core::testing::TreeHarness;
 use holt_core::BatchOp;
 
 mod s3_page;
-use s3_page::{apply, delete, model, page, put};
+use s3_page::{apply, delete, page, put};
 
 fn check_all_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) {
     let mut starts: Vec<Vec<u8>> = vec![Vec::new(), b"d".to_vec(), b"d/".to_vec(), b"d/u".to_vec()];
@@ -21,21 +21,8 @@ fn check_all_pages(tree: &TreeHarness, keys: &BTreeSet<Vec<u8>>, context: &str) 
         starts.push(k[..k.len() - 1].to_vec());
         starts.push([&k[..], b"~"].concat());
     }
-    for prefix in [&b""[..], b"d", b"d/", b"d/u"] {
-        for start in &starts {
-            for limit in [1, 2, 3, 5, 100] {
-                let (got, _) = page(tree, prefix, start, limit);
-                let want = model(keys, prefix, b'/', start, limit);
-                assert_eq!(
-                    got,
-                    want,
-                    "{context}: prefix {:?} start_after {:?} limit {limit}",
-                    String::from_utf8_lossy(prefix),
-                    String::from_utf8_lossy(start)
-                );
-            }
-        }
-    }
+    let prefixes: [&[u8]; 4] = [b"", b"d", b"d/", b"d/u"];
+    s3_page::check_pages(tree, keys, &prefixes, &starts, &[1, 2, 3, 5, 100], context);
 }
 
 #[test]

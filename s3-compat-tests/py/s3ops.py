@@ -117,9 +117,12 @@ def op_presign(s3, args):
 
 def op_seed(s3, args):
     bucket = args["bucket"]
+    size = args.get("size")
 
     def put(key):
-        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+        # The body is the key, or the key repeated to `size` bytes.
+        body = key.encode() if size is None else (key.encode() * (size // len(key) + 1))[:size]
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
 
     with ThreadPoolExecutor(max_workers=args.get("threads", 16)) as pool:
         # list() re-raises the first failure.

@@ -308,6 +308,74 @@ fn boto3_listing_and_pagination() {
     );
 }
 
+/// An engine gauge from the gateway's `/metrics` (`holt_engine_<name>`).
+fn engine_gauge(gw: &Gateway, name: &str) -> u64 {
+    let out = gw.work_dir().join("metrics.txt");
+    let fetched = curl_get(&format!("{}/metrics", gw.endpoint()), &out).ok();
+    fetched.check_eq(fetched.stdout.trim(), "200", "HTTP status of /metrics");
+    let text = String::from_utf8_lossy(&read_file(&out)).into_owned();
+    let line = format!("holt_engine_{name} ");
+    match text.lines().find_map(|l| l.strip_prefix(line.as_str())).and_then(|v| v.trim().parse().ok()) {
+        Some(v) => v,
+        None => fetched.fail(&format!("no gauge {line:?} in /metrics")),
+    }
+}
+
+/// Deleting every object under a prefix large enough to fill engine frames of its own, with
+/// DeleteObjects as clients bulk-delete, leaves no trace of it in delimiter listings (an
+/// emptied frame left linked would roll up as a common prefix with nothing under it). The
+/// engine test `holt-core/tests/emptied_frames_full_size.rs` checks the same below S3.
+#[test]
+fn boto3_bulk_delete_of_a_large_prefix_leaves_no_empty_common_prefix() {
+    let gw = Gateway::start("boto3-bulk-delete");
+    let b = Boto3::new(&gw);
+    create_bucket(&b);
+    // 2 KiB bodies are stored inline in the metadata record: 1,500 of them fill several frames.
+    let gone: Vec<String> = (0..1500).map(|i| format!("gone/d{}/obj-{i:05}", i % 3)).collect();
+    let kept = vec!["kept/a.txt".to_string(), "kept/b.txt".to_string(), "top.txt".to_string()];
+    b.op("seed", &json!({ "bucket": BUCKET, "keys": gone, "threads": 16, "size": 2048 }))
+        .run("seed 1,500 objects of 2 KiB under gone/")
+        .ok();
+    b.op("seed", &json!({ "bucket": BUCKET, "keys": kept, "threads": 4 })).run("seed kept objects").ok();
+    let frames_before = engine_gauge(&gw, "frames");
+
+    for chunk in gone.chunks(1000) {
+        let objects: Vec<Value> = chunk.iter().map(|k| json!({ "Key": k })).collect();
+        let del = b
+            .call(
+                "delete_objects",
+                json!({ "Bucket": BUCKET, "Delete": { "Objects": objects, "Quiet": true } }),
+            )
+            .run("bulk delete under gone/")
+            .ok();
+        del.check_eq(del.json()["Errors"].clone(), Value::Null, "DeleteObjects errors");
+    }
+    let frames_after = engine_gauge(&gw, "frames");
+
+    for method in ["list_objects_v2", "list_objects"] {
+        let root = b
+            .op("paginate", &json!({ "method": method, "kwargs": { "Bucket": BUCKET, "Delimiter": "/" } }))
+            .run(&format!("{method} at the root with delimiter after the bulk delete"))
+            .ok();
+        root.check_eq(strings(&root.json()["prefixes"]), vec!["kept/".to_string()], "root prefixes");
+        root.check_eq(strings(&root.json()["keys"]), vec!["top.txt".to_string()], "root keys");
+        let under = b
+            .op(
+                "paginate",
+                &json!({ "method": method, "kwargs": { "Bucket": BUCKET, "Prefix": "gone/", "Delimiter": "/" } }),
+            )
+            .run(&format!("{method} under gone/ after the bulk delete"))
+            .ok();
+        under.check_eq(strings(&under.json()["prefixes"]), Vec::<String>::new(), "prefixes under gone/");
+        under.check_eq(strings(&under.json()["keys"]), Vec::<String>::new(), "keys under gone/");
+    }
+    // The test is about frames the deletes emptied: there must have been some, and they went.
+    let metrics = format!("frames before {frames_before}, after {frames_after}");
+    assert!(frames_before >= 4, "the objects under gone/ should fill frames of their own: {metrics}");
+    assert!(frames_after < frames_before, "the emptied frames should be gone: {metrics}");
+    println!("engine {metrics}");
+}
+
 #[test]
 fn boto3_presigned_get() {
     let gw = Gateway::start("boto3-presign");

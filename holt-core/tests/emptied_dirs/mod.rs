@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use holt_core::testing::TreeHarness;
 
-use crate::s3_page::{apply, delete, put};
+use crate::s3_page::{apply, delete, put, shuffle};
 
 pub const FRAME_BUDGET: usize = 1024;
 pub const DIRS: usize = 4;
@@ -28,13 +28,7 @@ pub fn build(tree: &TreeHarness, keys: &mut BTreeSet<Vec<u8>>, seed: u64) -> Vec
         apply(tree, (0..FILES).map(|k| put(&file(i, j, k))).collect(), keys);
     }
     assert!(tree.frame_count() > DIRS, "seed {seed}: only {} frames", tree.frame_count());
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for n in (1..dirs.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        dirs.swap(n, (x % (n as u64 + 1)) as usize);
-    }
+    shuffle(&mut dirs, seed);
     dirs
 }
 

@@ -1,6 +1,9 @@
 //! S3's listing page over a set of keys, and a one-byte-delimiter page from a tree, for the
 //! listing tests that compare the two.
 
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
+
 use std::collections::BTreeSet;
 
 use holt_core::testing::TreeHarness;
@@ -8,6 +11,12 @@ use holt_core::{BatchOp, Condition, ListRequest};
 
 pub fn put(key: &[u8]) -> BatchOp {
     BatchOp::Put { key: key.to_vec(), value: b"v".to_vec(), condition: Condition::None }
+}
+
+/// A put of `key` with a value of `len` bytes (the key's bytes repeated).
+pub fn put_sized(key: &[u8], len: usize) -> BatchOp {
+    let value = key.iter().copied().cycle().take(len).collect();
+    BatchOp::Put { key: key.to_vec(), value, condition: Condition::None }
 }
 
 pub fn delete(key: &[u8]) -> BatchOp {
@@ -61,4 +70,42 @@ pub fn page(
     let request = ListRequest { prefix, delimiter: b"/", start_after, limit, with_values: false };
     let (page, visited) = tree.list(&request).unwrap();
     ((page.items.iter().map(|i| i.name().to_vec()).collect(), page.truncated), visited)
+}
+
+/// Checks the tree's page (delimiter '/') against S3's for every prefix, `start_after` and
+/// limit given.
+pub fn check_pages<S: AsRef<[u8]>>(
+    tree: &TreeHarness,
+    keys: &BTreeSet<Vec<u8>>,
+    prefixes: &[&[u8]],
+    starts: &[S],
+    limits: &[usize],
+    context: &str,
+) {
+    for &prefix in prefixes {
+        for start in starts {
+            let start = start.as_ref();
+            for &limit in limits {
+                let (got, _) = page(tree, prefix, start, limit);
+                assert_eq!(
+                    got,
+                    model(keys, prefix, b'/', start, limit),
+                    "{context}: prefix {:?} start_after {:?} limit {limit}",
+                    String::from_utf8_lossy(prefix),
+                    String::from_utf8_lossy(start)
+                );
+            }
+        }
+    }
+}
+
+/// A xorshift shuffle of `items`, the same for the same `seed`.
+pub fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for n in (1..items.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        items.swap(n, (x % (n as u64 + 1)) as usize);
+    }
 }
