@@ -3,6 +3,10 @@
 //! delimiter listings (key-heavy, bucket root, wide root). Every engine is loaded once, in its
 //! own temporary directory, with the same keys in the same seeded order.
 //!
+//! Every engine gets the same cache (its block cache, or holt-core's memory budget): 256 MiB,
+//! or HOLT_BENCH_MICRO_CACHE_MB. At 1M keys the wide set adds 2M more, and holt-core's frames
+//! no longer fit 256 MiB: its point gets then read evicted frames back from disk.
+//!
 //! Run: `cargo bench --bench micro` (from benches/). HOLT_BENCH_ENGINES=a,b limits the engines.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,12 +31,15 @@ fn load_engines(set: &DataSet, wide: &WideSet) -> Vec<Loaded> {
         .unwrap_or_else(|_| engines::ENGINE_NAMES.iter().map(|s| s.to_string()).collect());
     let root = std::env::temp_dir().join(format!("holt-micro-{}", std::process::id()));
     eprintln!("micro: {} keys, seed {SEED:#x}, data under {}", set.len(), root.display());
+    let cache_mb: usize =
+        std::env::var("HOLT_BENCH_MICRO_CACHE_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(256);
+    eprintln!("micro: cache {cache_mb} MiB per engine");
     let mut rng = Rng::new(SEED);
     let order = data::permutation(set.len(), &mut rng);
     let mut loaded = Vec::new();
     for name in wanted {
         let dir = root.join(&name);
-        let options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: 256 << 20 };
+        let options = OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: cache_mb << 20 };
         // An engine that is not ready (an error or a panic while opening or loading) is
         // reported and left out; the others still run.
         let attempt = catch_unwind(AssertUnwindSafe(|| -> Result<Box<dyn Engine>, String> {
