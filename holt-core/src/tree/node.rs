@@ -244,26 +244,53 @@ pub(crate) struct Indexed {
 }
 
 /// N256: one slot per byte value.
-#[derive(Clone)]
 pub(crate) struct Direct {
     len: u16,
     ptrs: [Option<Node>; 256],
 }
 
-/// Slots `..len` of `ptrs` cloned, the rest empty (a path copy clones only the children).
-fn clone_used<const N: usize>(ptrs: &[Option<Node>; N], len: usize) -> [Option<Node>; N] {
-    std::array::from_fn(|i| if i < len { ptrs[i].clone() } else { None })
+/// Slots `..len` of `ptrs` cloned, the rest empty (a path copy clones only the children),
+/// except the slot of `replace`, which takes its node (moved: no count taken on it, and none
+/// on the child it replaces).
+fn copy_slots<const N: usize>(
+    ptrs: &[Option<Node>; N],
+    len: usize,
+    replace: Option<(usize, Node)>,
+) -> [Option<Node>; N] {
+    let (slot, mut node) = match replace {
+        Some((slot, node)) => (slot, Some(node)),
+        None => (N, None),
+    };
+    std::array::from_fn(|i| {
+        if i == slot {
+            node.take()
+        } else if i < len {
+            ptrs[i].clone()
+        } else {
+            None
+        }
+    })
 }
 
 impl<const N: usize> Clone for Sorted<N> {
     fn clone(&self) -> Self {
-        Sorted { keys: self.keys, len: self.len, ptrs: clone_used(&self.ptrs, usize::from(self.len)) }
+        Sorted { keys: self.keys, len: self.len, ptrs: copy_slots(&self.ptrs, usize::from(self.len), None) }
+    }
+}
+
+impl Clone for Direct {
+    fn clone(&self) -> Self {
+        Direct { len: self.len, ptrs: copy_slots(&self.ptrs, 256, None) }
     }
 }
 
 impl Clone for Indexed {
     fn clone(&self) -> Self {
-        Indexed { index: self.index, len: self.len, ptrs: clone_used(&self.ptrs, usize::from(self.len)) }
+        Indexed {
+            index: self.index,
+            len: self.len,
+            ptrs: copy_slots(&self.ptrs, usize::from(self.len), None),
+        }
     }
 }
 
@@ -319,8 +346,8 @@ macro_rules! each_layout {
     };
 }
 
-/// Like `each_layout`, with `$body`'s result (an `Shared<Body<_>>`, or with `, map` an
-/// `Option` of one) wrapped back into the same layout's variant.
+/// Like `each_layout`, with `$body`'s result (a `Shared<Body<_>>`) wrapped back into the
+/// same layout's variant.
 macro_rules! same_layout {
     ($inner:expr, $b:ident => $body:expr) => {
         match $inner {
@@ -334,18 +361,6 @@ macro_rules! same_layout {
             Inner::N256($b) => Inner::N256($body),
         }
     };
-    ($inner:expr, $b:ident => $body:expr, map) => {
-        match $inner {
-            Inner::S2($b) => $body.map(Inner::S2),
-            Inner::S4($b) => $body.map(Inner::S4),
-            Inner::S6($b) => $body.map(Inner::S6),
-            Inner::S8($b) => $body.map(Inner::S8),
-            Inner::S11($b) => $body.map(Inner::S11),
-            Inner::S16($b) => $body.map(Inner::S16),
-            Inner::N48($b) => $body.map(Inner::N48),
-            Inner::N256($b) => $body.map(Inner::N256),
-        }
-    };
 }
 
 /// Building and copying the slots of one layout.
@@ -354,7 +369,8 @@ pub(crate) trait Slots: Clone + Sized {
     fn from_entries(len: usize, entries: impl Iterator<Item = (u8, Node)>) -> Self;
     /// Where child `b` sits, if there is one.
     fn slot_of(&self, b: u8) -> Option<usize>;
-    fn slot_mut(&mut self, slot: usize) -> &mut Option<Node>;
+    /// A copy with `slot` (in use) holding `node` instead of its child.
+    fn with_slot(&self, slot: usize, node: Node) -> Self;
     fn children(&self) -> Children<'_>;
 }
 
@@ -370,8 +386,9 @@ impl<const N: usize> Slots for Sorted<N> {
     fn slot_of(&self, b: u8) -> Option<usize> {
         self.keys[..usize::from(self.len)].iter().position(|&k| k == b)
     }
-    fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
-        &mut self.ptrs[slot]
+    fn with_slot(&self, slot: usize, node: Node) -> Self {
+        let ptrs = copy_slots(&self.ptrs, usize::from(self.len), Some((slot, node)));
+        Sorted { keys: self.keys, len: self.len, ptrs }
     }
     #[inline]
     fn children(&self) -> Children<'_> {
@@ -392,8 +409,9 @@ impl Slots for Indexed {
     fn slot_of(&self, b: u8) -> Option<usize> {
         usize::from(self.index[usize::from(b)]).checked_sub(1)
     }
-    fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
-        &mut self.ptrs[slot]
+    fn with_slot(&self, slot: usize, node: Node) -> Self {
+        let ptrs = copy_slots(&self.ptrs, usize::from(self.len), Some((slot, node)));
+        Indexed { index: self.index, len: self.len, ptrs }
     }
     #[inline]
     fn children(&self) -> Children<'_> {
@@ -412,8 +430,8 @@ impl Slots for Direct {
     fn slot_of(&self, b: u8) -> Option<usize> {
         self.ptrs[usize::from(b)].is_some().then_some(usize::from(b))
     }
-    fn slot_mut(&mut self, slot: usize) -> &mut Option<Node> {
-        &mut self.ptrs[slot]
+    fn with_slot(&self, slot: usize, node: Node) -> Self {
+        Direct { len: self.len, ptrs: copy_slots(&self.ptrs, 256, Some((slot, node))) }
     }
     #[inline]
     fn children(&self) -> Children<'_> {
@@ -422,12 +440,10 @@ impl Slots for Direct {
 }
 
 impl<S: Slots> Body<S> {
-    /// A copy with the existing child `b` replaced by `node`, under `lead`.
-    fn replaced(&self, b: u8, node: &Node, lead: Option<u8>) -> Option<Shared<Body<S>>> {
-        let slot = self.slots.slot_of(b)?;
-        let mut slots = self.slots.clone();
-        *slots.slot_mut(slot) = Some(node.clone());
-        Some(Shared::new(Body { head: Head { lead, ..self.head.clone() }, slots }))
+    /// A copy with the child in `slot` replaced by `node`, under `lead`.
+    fn replaced(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>> {
+        let slots = self.slots.with_slot(slot, node);
+        Shared::new(Body { head: Head { lead, ..self.head.clone() }, slots })
     }
     /// The same children under another head.
     fn with_head(&self, head: Head) -> Shared<Body<S>> {
@@ -652,21 +668,15 @@ impl Inner {
     }
     /// The same node with child `b` set to `node` (added or replaced).
     pub(crate) fn with_child(&self, b: u8, node: Node) -> Inner {
-        // Replacing a child (every level of a path copy but the last) keeps the layout: copy
-        // the slots in one pass instead of rebuilding the node from entries.
-        let replacing = self.children().get(b).is_some();
-        let lead = self.lead_with(replacing, &node);
-        if replacing {
-            let copy = same_layout!(self, body => body.replaced(b, &node, lead), map);
-            if let Some(copy) = copy {
-                return copy;
-            }
+        let slot = each_layout!(self, body => body.slots.slot_of(b));
+        let lead = self.lead_with(slot.is_some(), &node);
+        if let Some(slot) = slot {
+            // Replacing a child (every level of a path copy but the last) keeps the layout:
+            // copy the slots in one pass instead of rebuilding the node from entries.
+            return same_layout!(self, body => body.replaced(slot, node, lead));
         }
         let mut entries = self.children().entries();
-        match entries.binary_search_by_key(&b, |e| e.0) {
-            Ok(i) => entries[i].1 = node,
-            Err(i) => entries.insert(i, (b, node)),
-        }
+        entries.insert(entries.partition_point(|e| e.0 < b), (b, node));
         let kind = next_kind(self.kind(), entries.len());
         Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(lead))
     }
