@@ -94,6 +94,11 @@ impl Tree {
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<ApplyOutcome> {
         validate_ops(ops)?;
+        if let [op] = ops {
+            if let Some(outcome) = self.apply_one(op, check_conditions, log)? {
+                return Ok(outcome);
+            }
+        }
         // Parent frames a write may have to republish as well (see `Attempt::LatchParents`).
         let mut parents: Vec<Arc<Cell>> = Vec::new();
         // Bound: each retry follows a split or merge that another writer completed, or adds
@@ -333,8 +338,16 @@ impl Tree {
             tracing::debug!(frame = %cell.id, "emptied frame unlinked");
         }
         let first: Vec<Working> = first.iter().filter_map(|id| work.remove(id)).collect();
+        let small = self.publish(first.into_iter().chain(work.into_values()))?;
+        Ok(Attempt::Done(ApplyOutcome { version: seq, existed }, small))
+    }
+
+    /// Publishes a batch's changed frames in the order given (size first, then root, then
+    /// dirty mark), splits those that grew past the budget (still latched), and returns those
+    /// left below a quarter of it: the candidates for a merge once the latches are released.
+    fn publish(&self, work: impl Iterator<Item = Working>) -> Result<Vec<Arc<Cell>>> {
         let mut small = Vec::new();
-        for w in first.into_iter().chain(work.into_values()).filter(|w| w.changed) {
+        for w in work.filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
             w.cell.publish(Arc::new(w.root));
@@ -347,7 +360,76 @@ impl Tree {
                 small.push(w.cell);
             }
         }
-        Ok(Attempt::Done(ApplyOutcome { version: seq, existed }, small))
+        Ok(small)
+    }
+
+    /// A batch of one op: the steps of `apply_latched` for a single frame, with one walk
+    /// under the latch instead of two (`write::descend` finds where the write lands and the
+    /// key's current version, and the write builds on that path after the log call) and
+    /// without the per-batch maps. `None`, with nothing latched, logged or applied, when the
+    /// op needs the frame's parent latched as well (`parents_needed`: a put that may change
+    /// the frame's first byte, a delete that may empty it); the caller then takes the general
+    /// path.
+    fn apply_one(
+        &self,
+        op: &BatchOp,
+        check_conditions: bool,
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<Option<ApplyOutcome>> {
+        let key = op_key(op);
+        loop {
+            let (cell, depth) = self.find_owner(key)?;
+            let latch = cell.latch.lock();
+            if cell.is_retired() {
+                continue;
+            }
+            let root = self.load_root(&cell)?;
+            let lead = first_own_byte(&root);
+            let needs_parent = cell.lead() != lead
+                || match op {
+                    BatchOp::Put { .. } => lead.is_some_and(|lead| key.get(depth) != Some(&lead)),
+                    BatchOp::Delete { .. } => holdings(&root) <= 1,
+                };
+            if needs_parent {
+                return Ok(None);
+            }
+            // A split since `find_owner`: the key's path now leaves this frame.
+            let Some(path) = write::descend(&root, key, depth) else { continue };
+            if check_conditions && !condition_holds(op_condition(op), path.current(key).map(|l| l.version()))
+            {
+                return Err(Error::ConditionFailed);
+            }
+            fail::fail_point!("apply-before-gate");
+            let gate = self.gate.read();
+            let seq = log()?;
+            let change = match op {
+                BatchOp::Put { value, .. } => path.put(key, value, seq),
+                BatchOp::Delete { .. } => path.delete(key),
+            };
+            let key_delta: i64 = match (op, change.existed) {
+                (BatchOp::Put { .. }, false) => 1,
+                (BatchOp::Delete { .. }, true) => -1,
+                _ => 0,
+            };
+            self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+            let existed = change.existed;
+            let changed = !change.root.same(&root);
+            drop(root);
+            let work = Working {
+                cell: Arc::clone(&cell),
+                root: change.root,
+                size_delta: change.size_delta,
+                changed,
+            };
+            let small = self.publish(std::iter::once(work))?;
+            drop(gate);
+            drop(latch);
+            fail::fail_point!("apply-before-merges");
+            for cell in small {
+                self.try_merge(&cell)?;
+            }
+            return Ok(Some(ApplyOutcome { version: seq, existed: vec![existed] }));
+        }
     }
 }
 
