@@ -77,115 +77,66 @@ fn io_error(op: &'static str) -> impl Fn(io::Error) -> Error {
 /// Most threads a checkpoint encodes frames on.
 const ENCODE_THREADS_MAX: usize = 4;
 
-/// Frames a checkpoint writes at a time (io_uring submits a batch at once). Encoders run at
-/// most one batch ahead of the write in progress, so at most two batches of encoded images
-/// (16 × 512 KiB) are held in memory.
-const WRITE_BATCH_FRAMES: usize = 2 * ENCODE_THREADS_MAX;
+/// Frames a checkpoint encodes and writes at a time: bounds the encoded images it holds
+/// (at most 16 × 512 KiB), while keeping `ENCODE_THREADS_MAX` encoders busy and batching the
+/// writes (io_uring submits a batch at once).
+const WRITE_BATCH_FRAMES: usize = 4 * ENCODE_THREADS_MAX;
 
 /// A frame id and its encoded image.
 type Encoded = (u64, Vec<u8>);
 
-/// What the encoders and the writer of `encode_and_write` share.
-struct Pipeline {
-    /// Encoded images by frame index, taken by the writer batch by batch.
-    ready: Vec<Option<Encoded>>,
-    /// Frames before this index have been taken by the writer.
-    taken: usize,
-    /// The first encoding error; set, or `stop`, and every thread winds down.
-    failed: Option<Error>,
-    stop: bool,
-}
-
-/// Encodes `frames` on up to `ENCODE_THREADS_MAX` helper threads while the calling thread
-/// writes the encoded images, batch by batch in frame order, with `write(first_index,
-/// images)`. Encoding walks every node of a frame and is bound by memory latency; writing
-/// waits for the disk: overlapped, a checkpoint takes about the longer of the two instead
-/// of their sum. All I/O stays on the calling thread, in frame order, so simulated-I/O tests
-/// replay exactly. With one core (or one batch) it encodes and writes in turn.
-fn encode_and_write<T: Sync>(
-    frames: &[T],
+/// Encodes the captured frames, in order, on up to `ENCODE_THREADS_MAX` threads (the calling
+/// one included). Encoding walks every node of a frame and is bound by memory latency (about
+/// 2 ms per full frame here), so it dominated the checkpoint on one thread; the I/O that
+/// follows stays on the calling thread, in frame order, so simulated-I/O tests replay exactly.
+fn encode_parallel<T: Sync>(
+    dirty: &[T],
     encode: impl Fn(&T) -> Result<Encoded> + Sync,
-    mut write: impl FnMut(usize, &[Encoded]) -> Result<()>,
-) -> Result<()> {
+) -> Result<Vec<Encoded>> {
     let threads =
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(ENCODE_THREADS_MAX).min(frames.len());
-    if threads <= 1 || frames.len() <= WRITE_BATCH_FRAMES {
-        for (i, batch) in frames.chunks(WRITE_BATCH_FRAMES).enumerate() {
-            let images = batch.iter().map(&encode).collect::<Result<Vec<_>>>()?;
-            write(i * WRITE_BATCH_FRAMES, &images)?;
-        }
-        return Ok(());
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(ENCODE_THREADS_MAX).min(dirty.len());
+    if threads <= 1 {
+        return dirty.iter().map(&encode).collect();
     }
-    let window = WRITE_BATCH_FRAMES;
-    let state = Mutex::new(Pipeline {
-        ready: (0..frames.len()).map(|_| None).collect(),
-        taken: 0,
-        failed: None,
-        stop: false,
-    });
-    let (encoded, advanced) = (Condvar::new(), Condvar::new());
     let next = AtomicUsize::new(0);
-    // Each encoder takes the next frame index, waiting while it is more than `window`
-    // frames ahead of the writer.
-    let encoder = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(frame) = frames.get(i) else { return };
-        {
-            let mut st = state.lock();
-            while !st.stop && i >= st.taken + window {
-                advanced.wait(&mut st);
-            }
-            if st.stop {
-                return;
-            }
-        }
-        // A panic becomes this frame's error: the writer waits for every frame's outcome.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(frame)))
-            .unwrap_or_else(|_| Err(Error::InvalidArgument("a frame encoding thread panicked".into())));
-        let mut st = state.lock();
-        match result {
-            Ok(image) => st.ready[i] = Some(image),
-            Err(e) => {
-                st.failed.get_or_insert(e);
-                st.stop = true;
-                advanced.notify_all();
+    // Each worker takes the next frame index until none is left (or one failed).
+    let work = || {
+        let mut done: Vec<(usize, Encoded)> = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(frame) = dirty.get(i) else { return Ok(done) };
+            match encode(frame) {
+                Ok(blob) => done.push((i, blob)),
+                Err(e) => {
+                    next.store(dirty.len(), Ordering::Relaxed);
+                    return Err(e);
+                }
             }
         }
-        encoded.notify_one();
     };
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(encoder);
-        }
-        let result = (|| {
-            for first in (0..frames.len()).step_by(WRITE_BATCH_FRAMES) {
-                let end = (first + WRITE_BATCH_FRAMES).min(frames.len());
-                let images: Vec<Encoded> = {
-                    let mut st = state.lock();
-                    loop {
-                        if let Some(e) = st.failed.take() {
-                            return Err(e);
-                        }
-                        if st.ready[first..end].iter().all(Option::is_some) {
-                            break;
-                        }
-                        encoded.wait(&mut st);
-                    }
-                    let images = st.ready[first..end].iter_mut().filter_map(Option::take).collect();
-                    st.taken = end;
-                    advanced.notify_all();
-                    images
-                };
-                write(first, &images)?;
+    let parts: Vec<Result<Vec<(usize, Encoded)>>> =
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            let mut parts = vec![work()];
+            for helper in helpers {
+                parts.push(helper.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidArgument("a frame encoding thread panicked".into()))
+                }));
             }
-            Ok(())
-        })();
-        // On an error the encoders stop at their next frame (the scope joins them).
-        let mut st = state.lock();
-        st.stop = true;
-        advanced.notify_all();
-        result
-    })
+            parts
+        });
+    let mut blobs: Vec<Option<Encoded>> = (0..dirty.len()).map(|_| None).collect();
+    for part in parts {
+        for (i, blob) in part? {
+            blobs[i] = Some(blob);
+        }
+    }
+    // Every index below `dirty.len()` was taken by exactly one worker, and none failed.
+    blobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, blob)| blob.ok_or_else(|| Error::InvalidArgument(format!("frame #{i} was not encoded"))))
+        .collect()
 }
 
 /// Why writing a manifest failed: before the rename nothing changed; after it, the durable
@@ -269,14 +220,13 @@ impl Durable {
         // Encode and write in batches: the images of every dirty frame at once would be held
         // in memory together (about the encoded size of the whole tree after random writes).
         let slots = self.store.fresh_slots(capture.dirty.len());
-        encode_and_write(
-            &capture.dirty,
-            |f: &CapturedFrame| Ok((f.id.0, encode_frame(f.id, &f.root)?)),
-            |first, images| {
-                let slots = &slots[first..first + images.len()];
-                self.store.write_at(images, slots).map_err(io_error("frame write"))
-            },
-        )?;
+        for (frames, frame_slots) in
+            capture.dirty.chunks(WRITE_BATCH_FRAMES).zip(slots.chunks(WRITE_BATCH_FRAMES))
+        {
+            let blobs =
+                encode_parallel(frames, |f: &CapturedFrame| Ok((f.id.0, encode_frame(f.id, &f.root)?)))?;
+            self.store.write_at(&blobs, frame_slots).map_err(io_error("frame write"))?;
+        }
         self.store.sync().map_err(io_error("frame sync"))?;
         let old = self.store.slots();
         let mut table: HashMap<u64, u64> = HashMap::with_capacity(capture.live.len());
@@ -396,79 +346,5 @@ impl Durable {
         if let Some(handle) = self.background.lock().take() {
             let _ = handle.join();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn image(i: &usize) -> Result<Encoded> {
-        Ok((*i as u64, vec![*i as u8; 3]))
-    }
-
-    /// Every frame is written once, in frame order, batch by batch, whatever the count.
-    #[test]
-    fn writes_every_image_in_order() {
-        for count in [0, 1, WRITE_BATCH_FRAMES - 1, WRITE_BATCH_FRAMES, WRITE_BATCH_FRAMES + 1, 200] {
-            let frames: Vec<usize> = (0..count).collect();
-            let mut written: Vec<u64> = Vec::new();
-            encode_and_write(&frames, image, |first, images| {
-                assert_eq!(first, written.len(), "batches arrive in order");
-                assert!(images.len() <= WRITE_BATCH_FRAMES);
-                for (id, bytes) in images {
-                    assert_eq!(bytes, &vec![*id as u8; 3]);
-                    written.push(*id);
-                }
-                Ok(())
-            })
-            .expect("encode and write");
-            assert_eq!(written, (0..count as u64).collect::<Vec<_>>(), "{count} frames");
-        }
-    }
-
-    /// An encoding error, a panicking encoder or a failed write ends the checkpoint with an
-    /// error (no hang), and nothing after the failed frame's batch is written.
-    #[test]
-    fn failures_stop_the_pipeline() {
-        let frames: Vec<usize> = (0..200).collect();
-        let bad = 77;
-        let mut written = 0;
-        let err = encode_and_write(
-            &frames,
-            |i| if *i == bad { Err(Error::InvalidArgument("bad frame".into())) } else { image(i) },
-            |_, images| {
-                written += images.len();
-                Ok(())
-            },
-        );
-        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m == "bad frame"));
-        assert!(written <= bad - bad % WRITE_BATCH_FRAMES, "wrote {written} frames");
-
-        let mut written = 0;
-        let err = encode_and_write(
-            &frames,
-            |i| {
-                assert!(*i != bad, "encoder bug");
-                image(i)
-            },
-            |_, images| {
-                written += images.len();
-                Ok(())
-            },
-        );
-        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("panicked")));
-        assert!(written <= bad - bad % WRITE_BATCH_FRAMES, "wrote {written} frames");
-
-        let mut batches = 0;
-        let err = encode_and_write(&frames, image, |_, _| {
-            batches += 1;
-            if batches == 3 {
-                return Err(Error::DiskFull);
-            }
-            Ok(())
-        });
-        assert!(matches!(err, Err(Error::DiskFull)));
-        assert_eq!(batches, 3);
     }
 }
