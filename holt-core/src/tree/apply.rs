@@ -157,7 +157,7 @@ impl Tree {
             let Some(w) = work.get(&cell.id) else { continue };
             match op {
                 BatchOp::Put { key, .. } => {
-                    if first_own_byte(&w.root).is_some_and(|lead| key.get(*depth) != Some(&lead)) {
+                    if may_change_lead(&w.root, key, *depth) {
                         queue.push(cell.id);
                     }
                 }
@@ -311,11 +311,7 @@ impl Tree {
                 BatchOp::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
                 BatchOp::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
             };
-            key_delta += match (op, change.existed) {
-                (BatchOp::Put { .. }, false) => 1,
-                (BatchOp::Delete { .. }, true) => -1,
-                _ => 0,
-            };
+            key_delta += key_count_change(op, change.existed);
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
@@ -384,10 +380,9 @@ impl Tree {
                 continue;
             }
             let root = self.load_root(&cell)?;
-            let lead = first_own_byte(&root);
-            let needs_parent = cell.lead() != lead
+            let needs_parent = cell.lead() != first_own_byte(&root)
                 || match op {
-                    BatchOp::Put { .. } => lead.is_some_and(|lead| key.get(depth) != Some(&lead)),
+                    BatchOp::Put { .. } => may_change_lead(&root, key, depth),
                     BatchOp::Delete { .. } => holdings(&root) <= 1,
                 };
             if needs_parent {
@@ -406,12 +401,7 @@ impl Tree {
                 BatchOp::Put { value, .. } => path.put(key, value, seq),
                 BatchOp::Delete { .. } => path.delete(key),
             };
-            let key_delta: i64 = match (op, change.existed) {
-                (BatchOp::Put { .. }, false) => 1,
-                (BatchOp::Delete { .. }, true) => -1,
-                _ => 0,
-            };
-            self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+            self.keys.fetch_add(key_count_change(op, change.existed), std::sync::atomic::Ordering::Relaxed);
             let existed = change.existed;
             let changed = !change.root.same(&root);
             drop(root);
@@ -430,6 +420,21 @@ impl Tree {
             }
             return Ok(Some(ApplyOutcome { version: seq, existed: vec![existed] }));
         }
+    }
+}
+
+/// Whether a put of `key` (whose path enters the frame at `key[depth..]`) may change the
+/// first byte of the frame's root `root` (see `parents_needed`).
+fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
+    first_own_byte(root).is_some_and(|lead| key.get(depth) != Some(&lead))
+}
+
+/// How an op that found its key present (`existed`) or not changes the tree's key count.
+fn key_count_change(op: &BatchOp, existed: bool) -> i64 {
+    match (op, existed) {
+        (BatchOp::Put { .. }, false) => 1,
+        (BatchOp::Delete { .. }, true) => -1,
+        _ => 0,
     }
 }
 
