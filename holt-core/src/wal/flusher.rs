@@ -323,6 +323,7 @@ impl Flusher {
             return Ok(());
         }
         let file = self.cur.file.clone();
+        self.shared.ring.begin_sync(self.written);
         failpoint("wal-fdatasync").and_then(|()| file.sync_data()).map_err(|e| ("wal fdatasync", e))?;
         self.synced = self.written;
         self.last_sync = Instant::now();
