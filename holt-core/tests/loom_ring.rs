@@ -69,7 +69,7 @@ fn flusher(ring: &Ring, total: u64) -> Vec<u8> {
         drained = ring.drain(&mut out, 1 << 20, |_| {});
         if out.len() > before {
             ring.begin_sync(drained);
-            ring.set_durable(drained);
+            ring.end_sync();
         } else {
             ring.sleep(epoch, None);
         }
@@ -109,8 +109,9 @@ fn producers_and_flusher(producers: u8, ring_bytes: usize, unit_bytes: usize, wa
 /// Two producers each log one 16-byte unit into a 64-byte ring and wait for it to be
 /// durable while the flusher drains in a loop. Covers: racing reservations, parallel copies,
 /// drains that stop at an unpublished unit, the flusher's sleep/wake handshake, and the
-/// durability queue (a writer enqueues under the lock the flusher takes only after
-/// advancing `durable`, so no wake-up is lost and nobody returns before being covered).
+/// durability wait (a writer reads the wake-up word before checking `durable` and sleeps
+/// with the bit of the sync that covers it, the flusher changes the word after advancing
+/// `durable`: no wake-up is lost and nobody returns before being covered).
 #[test]
 fn two_producers_and_flusher() {
     producers_and_flusher(2, 64, 16, true);
@@ -201,7 +202,7 @@ fn group_commit_wake_up() {
             let drained = ring.drain(&mut out, 1 << 20, |_| {});
             if out.len() > before {
                 ring.begin_sync(drained);
-                ring.set_durable(drained);
+                ring.end_sync();
             }
             if check_units(&out).contains(&2) {
                 break;

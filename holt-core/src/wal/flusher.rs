@@ -328,7 +328,7 @@ impl Flusher {
         self.synced = self.written;
         self.last_sync = Instant::now();
         self.shared.syncs.fetch_add(1, Ordering::Relaxed);
-        self.shared.ring.set_durable(self.synced);
+        self.shared.ring.end_sync();
         Ok(())
     }
 

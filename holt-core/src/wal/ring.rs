@@ -18,7 +18,7 @@
 //!    `tail` with `Release`, which hands the space back to writers.
 //! 5. **Durable.** The flusher numbers its syncs: before each fdatasync it publishes the
 //!    sync's number and the log position it covers (`begin_sync`); after it, it advances
-//!    `durable` and wakes the writers it covered (`set_durable`). Concurrent writers share one
+//!    `durable` and wakes the writers waiting for that sync (`end_sync`). Concurrent writers share one
 //!    fdatasync (group commit). A waiting writer sleeps on one futex word with the bit of the
 //!    sync it waits for (the one in progress if it covers the record, else the next), and
 //!    the flusher wakes every writer of a sync with ONE `FUTEX_WAKE_BITSET` call: a sync that
@@ -505,7 +505,7 @@ impl Ring {
     }
 
     /// Flusher: starts the next sync, which will make everything before `covers` durable.
-    /// Call before the fdatasync, then `set_durable` after it.
+    /// Call before the fdatasync, then `end_sync` after it.
     pub fn begin_sync(&self, covers: u64) {
         let round = self.sync_started.load(Ordering::Relaxed) + 1;
         // Release pairs with the waiter's Acquire (see `wait_durable`).
@@ -513,11 +513,13 @@ impl Ring {
         self.sync_started.store(round, Ordering::Release);
     }
 
-    /// Flusher: the sync begun last finished; everything before `pos` (what it covers) is
-    /// durable. Wakes the writers waiting for that sync, and only them.
-    pub fn set_durable(&self, pos: u64) {
+    /// Flusher: the sync begun last finished, so everything before what it covers is
+    /// durable. Wakes the writers waiting for that sync's bit. (The position comes from
+    /// `begin_sync`, never from the caller: a sync that ended short of what it announced
+    /// would leave its writers asleep on a bit no later sync uses for 32 syncs.)
+    pub fn end_sync(&self) {
         let round = self.sync_started.load(Ordering::Relaxed);
-        debug_assert!(pos <= self.sync_covers[(round % ROUNDS) as usize].load(Ordering::Relaxed));
+        let pos = self.sync_covers[(round % ROUNDS) as usize].load(Ordering::Relaxed);
         self.durable.fetch_max(pos, Ordering::AcqRel);
         self.durable_word.bump();
         self.durable_word.wake(round_bit(round));
@@ -539,8 +541,9 @@ impl Ring {
             }
             // The sync in progress (or the last one) if it covers the record; otherwise the
             // next is the first that may (if it does not, its wake-up is spurious and the
-            // writer looks again). A number read here can be at most `ROUNDS` syncs stale,
-            // and then the word has changed since `seen`.
+            // writer looks again). The slot read may already hold the value of a sync `ROUNDS`
+            // later; then `ROUNDS - 1` syncs have ended since `seen` was read, the word has
+            // changed, and the wait returns at once.
             let round = self.sync_started.load(Ordering::Acquire);
             let covers = self.sync_covers[(round % ROUNDS) as usize].load(Ordering::Acquire);
             let wait_for = if end <= covers { round } else { round + 1 };
@@ -699,13 +702,13 @@ mod tests {
             }
             round += 1;
             // Every third drain is made durable in two syncs: first a part, then the rest.
-            if round % 3 == 0 {
+            if round.is_multiple_of(3) {
                 let part = before + 8;
                 ring.begin_sync(part);
-                ring.set_durable(part);
+                ring.end_sync();
             }
             ring.begin_sync(after);
-            ring.set_durable(after);
+            ring.end_sync();
         }
         for w in writers {
             w.join().unwrap();
@@ -746,7 +749,7 @@ mod tests {
             }
             total += after - before;
             ring.begin_sync(after);
-            ring.set_durable(after);
+            ring.end_sync();
             if after == before {
                 ring.sleep(e, Some(Duration::from_millis(1)));
             }
