@@ -128,13 +128,14 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         (window as usize).max(cfg.max_record_bytes()),
         |record| tree.replay(&record.ops, record.lsn),
     )?;
-    let mut removed = false;
     for name in &replayed.stale_segments {
-        removed |= vfs.remove(Path::new(name)).is_ok();
+        let _ = vfs.remove(Path::new(name));
     }
-    if removed {
-        vfs.sync_dir().map_err(io("directory fsync"))?;
-    }
+    // Always, not only after removals: the manifest just read may have been renamed into
+    // place by a process that died before its directory fsync. Until the rename is durable,
+    // a power cut brings the older manifest back, whose frame slots this process would take
+    // for free ones and overwrite.
+    vfs.sync_dir().map_err(io("directory fsync"))?;
     tracing::info!(
         records = replayed.records,
         next_lsn = replayed.resume.next_lsn,

@@ -121,7 +121,7 @@ impl TreeHarness {
 
     /// Encodes every dirty frame into the image store and marks it clean, like a checkpoint.
     pub fn checkpoint(&self) -> Result<()> {
-        let capture = self.tree.capture();
+        let capture = self.tree.capture()?;
         for frame in &capture.dirty {
             self.images.store(frame.id, encode_frame(frame.id, &frame.root)?);
         }
@@ -141,7 +141,7 @@ impl TreeHarness {
     /// `memory_budget_bytes`; frames are read back on first touch.
     pub fn reopen(self, memory_budget_bytes: usize) -> Result<TreeHarness> {
         self.checkpoint()?;
-        let capture = self.tree.capture();
+        let capture = self.tree.capture()?;
         let keys = self.tree.key_count();
         let lsn = self.lsn.load(Ordering::Acquire);
         let source: Arc<dyn FrameSource> = self.images.clone();

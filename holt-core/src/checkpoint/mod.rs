@@ -212,6 +212,8 @@ impl Durable {
         let stall_us = stall_start.elapsed().as_micros() as u64;
         self.stall_max_us.fetch_max(stall_us, Ordering::Relaxed);
         let rolled = self.wal.wait_roll()?;
+        // Checked once the roll it asked for is answered: a checkpoint leaves no request behind.
+        let capture = capture?;
         let segment = rolled.segment;
         if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
             return Ok(());

@@ -10,6 +10,12 @@
 //! - handles opened before the crash are dead: every call on them fails with EIO, as if the
 //!   process had died.
 //!
+//! `kill()` models the process dying while the machine runs on: files keep everything written
+//! (the next process reads it), but unsynced writes stay unsynced. A sync that fails by
+//! injection leaves each of its pending writes durable or not (a random subset) and none of
+//! them pending, as Linux marks the pages of a failed writeback clean: no later sync retries
+//! them, while the process still reads them.
+//!
 //! Fault injection: `inject(Fault)` fails the N-th operation (optionally only of one kind and
 //! only on paths containing a string) with EIO or ENOSPC, once or forever; `set_capacity`
 //! makes writes that would grow the total size past a limit fail with ENOSPC.
@@ -287,6 +293,19 @@ impl SimFs {
         st.names = names;
     }
 
+    /// Simulates the process dying (SIGKILL) while the machine keeps running: its handles
+    /// are dead and its directory lock is released, but every file keeps what the process
+    /// wrote, synced or not (the page cache survives the process), and the next process reads
+    /// it. Unsynced writes stay unsynced: a later `crash()` may still lose them, unless some
+    /// process syncs the file first. Faults are cleared.
+    pub fn kill(&self) {
+        let mut st = self.state.lock();
+        st.generation += 1;
+        st.faults.clear();
+        st.locked = false;
+        st.frozen = false;
+    }
+
     fn file(&self, name: &str, node: NodeRef, generation: u64) -> Arc<dyn VfsFile> {
         Arc::new(SimFile { node, name: name.to_owned(), generation, state: self.state.clone() })
     }
@@ -334,14 +353,28 @@ impl VfsFile for SimFile {
         Ok(())
     }
 
+    /// A failed sync behaves as Linux's does: the writes it was to make durable reached the
+    /// disk or not, each one (a random subset), and none of them is pending any more, so no
+    /// later sync writes them; the running process still reads them (they stay in `current`,
+    /// as pages stay in the page cache marked clean).
     fn sync_data(&self) -> io::Result<()> {
-        let _st = self.live(OpKind::Sync)?;
+        let mut st = self.state.lock();
+        if st.generation != self.generation {
+            return Err(dead());
+        }
+        let checked = st.check(OpKind::Sync, &self.name);
+        if st.frozen {
+            // A power cut at this sync: `crash()` decides what of the pending writes survives.
+            return checked;
+        }
         let mut n = self.node.lock();
         let pending = std::mem::take(&mut n.pending);
         for p in &pending {
-            n.durable.apply(p);
+            if checked.is_ok() || splitmix(&mut st.rng) & 1 == 0 {
+                n.durable.apply(p);
+            }
         }
-        Ok(())
+        checked
     }
 
     fn len(&self) -> io::Result<u64> {

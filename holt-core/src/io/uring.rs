@@ -17,6 +17,9 @@ use super::VfsFile;
 
 /// Submission queue depth: a batch larger than this is submitted in several rounds.
 const QUEUE_DEPTH: u32 = 64;
+/// Consecutive unexpected errors from waiting on requests in flight before the process
+/// aborts (each after a 1 ms pause); EINTR, EAGAIN and EBUSY are retried without counting.
+const SUBMIT_FAILURES_MAX: u32 = 1000;
 
 pub(crate) struct UringFile {
     file: File,
@@ -37,17 +40,40 @@ impl UringFile {
         let mut ring = self.ring.lock();
         for chunk_start in (0..entries.len()).step_by(QUEUE_DEPTH as usize) {
             let chunk = &entries[chunk_start..(chunk_start + QUEUE_DEPTH as usize).min(entries.len())];
+            // Every call leaves the queues empty (below), and a chunk fits the queue.
+            let mut pushed = 0;
+            let mut push_failed = false;
             for entry in chunk {
                 // SAFETY: every entry points into a buffer borrowed by the caller of
                 // `read_many_at`/`write_many_at` for the whole call, and this function
                 // waits below for the completion of every entry it pushed before
                 // returning, so the kernel never touches a buffer after the borrow ends.
-                unsafe { ring.submission().push(entry) }
-                    .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+                if unsafe { ring.submission().push(entry) }.is_err() {
+                    push_failed = true;
+                    break;
+                }
+                pushed += 1;
             }
+            // Whatever happens, every pushed entry is waited for: returning early would free
+            // or reuse buffers the kernel may still read or fill.
             let mut done = 0;
-            while done < chunk.len() {
-                ring.submit_and_wait(chunk.len() - done)?;
+            let mut failures = 0u32;
+            while done < pushed {
+                match ring.submit_and_wait(pushed - done) {
+                    Ok(_) => failures = 0,
+                    Err(e) => match e.raw_os_error() {
+                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => {}
+                        _ => {
+                            failures += 1;
+                            if failures > SUBMIT_FAILURES_MAX {
+                                // The kernel may still use the buffers; no way to return safely.
+                                tracing::error!(error = %e, "io_uring cannot wait for requests in flight");
+                                std::process::abort();
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                    },
+                }
                 for cqe in ring.completion() {
                     let idx = cqe.user_data() as usize;
                     let res = cqe.result();
@@ -57,6 +83,9 @@ impl UringFile {
                     }
                     done += 1;
                 }
+            }
+            if push_failed {
+                return Err(io::Error::other("io_uring submission queue full"));
             }
         }
         Ok(results)

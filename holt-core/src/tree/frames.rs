@@ -37,22 +37,25 @@ pub(crate) struct Capture {
 impl Tree {
     /// Snapshots the dirty frames. The caller keeps writers out while this runs, so the
     /// snapshot is consistent across frames; it costs one `Arc` clone per dirty frame.
-    pub(crate) fn capture(&self) -> Capture {
+    /// A dirty frame without a resident root (the cache broke its rule never to evict one)
+    /// fails the capture: leaving it out would let the checkpoint name its stale image and
+    /// then drop the log records that hold its changes.
+    pub(crate) fn capture(&self) -> Result<Capture> {
         let frames = self.frames.lock();
         let mut dirty = Vec::new();
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
         for (id, cell) in frames.iter() {
             live.push(*id);
             if cell.is_dirty() {
-                // A dirty frame is never evicted, so its root is resident.
-                if let Some(root) = cell.root.load_full() {
-                    dirty.push(CapturedFrame { id: *id, generation: cell.generation(), root });
-                }
+                let root = cell.root.load_full().ok_or_else(|| {
+                    Error::InvalidArgument(format!("dirty frame {id} is not resident: cannot checkpoint it"))
+                })?;
+                dirty.push(CapturedFrame { id: *id, generation: cell.generation(), root });
             }
         }
         live.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
-        Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() }
+        Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() })
     }
 
     /// Records that `generation` of frame `id` is durable; the frame becomes evictable unless

@@ -75,6 +75,8 @@ pub(crate) fn replay(
     let mut records = 0u64;
     let mut truncated_at = None;
     let mut expect_no = first_segment;
+    // The last segment with records, where the log continues, and its bytes.
+    let mut continued = None;
     for (idx, (no, name)) in segments.iter().enumerate() {
         let file = vfs.open(Path::new(name), false).map_err(io("wal open"))?;
         let len = file.len().map_err(io("wal read"))?;
@@ -86,6 +88,8 @@ pub(crate) fn replay(
             // segment may be empty and still be where the log continues.
             if *no != first_segment {
                 stale.push(name.clone());
+            } else if has_nonzero(&bytes) {
+                clear_headerless(&*file, &bytes, name, checkpoint_lsn, max_record)?;
             }
             ended = true;
             continue;
@@ -161,6 +165,7 @@ pub(crate) fn replay(
             }
         }
         resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
+        continued = Some((file, bytes));
     }
     if resume.next_lsn < frames_lsn {
         let name = crate::format::wal::segment_name(resume.segment);
@@ -173,7 +178,47 @@ pub(crate) fn replay(
             ),
         ));
     }
+    if let Some((file, bytes)) = continued {
+        let end =
+            SEGMENT_HEADER_BYTES + usize::try_from(resume.next_lsn - resume.base_lsn).unwrap_or(usize::MAX);
+        resync(&*file, &bytes[..end.min(bytes.len())]).map_err(io("wal resync"))?;
+    }
     Ok(Replayed { resume, stale_segments: stale, records, truncated_at })
+}
+
+/// Writes the records of the segment the log continues in again, and syncs them. What replay
+/// read may be in the page cache only: written by a process that died before syncing it, or
+/// left there, marked clean, by a failed fdatasync (Linux does not write those pages again).
+/// New records are acknowledged after these, so these must be durable first; otherwise a
+/// power cut could leave a gap before acknowledged records, or a rolled segment whose end
+/// never reached the disk. Earlier segments need nothing: a roll syncs the segment it leaves.
+fn resync(file: &dyn crate::io::VfsFile, bytes: &[u8]) -> std::io::Result<()> {
+    crate::io::failpoint("wal-resync")?;
+    file.write_all_at(bytes, 0)?;
+    file.sync_data()
+}
+
+/// The segment the log continues in has no header but holds bytes: writes that followed its
+/// header write reached the disk while the header did not (the header goes out with the first
+/// records, and a sync would have made it durable: nothing here was synced). Left in place,
+/// they would sit behind the records appended from the segment's start and could be read as
+/// records again, so they are zeroed first. A valid first record right after the empty header
+/// shares its sector and so cannot be a torn write's leftover: the header went bad after it
+/// was written, which is corruption.
+fn clear_headerless(
+    file: &dyn crate::io::VfsFile,
+    bytes: &[u8],
+    name: &str,
+    base_lsn: u64,
+    max_record: usize,
+) -> Result<()> {
+    let first = decode_record(bytes.get(SEGMENT_HEADER_BYTES..).unwrap_or(&[]), max_record);
+    if first.is_ok_and(|rec| rec.lsn == base_lsn) {
+        return Err(corruption(name, 0, "segment header is zeroed but its first record is intact"));
+    }
+    cut_torn_tail(file, bytes, 0).map_err(io("wal truncate"))?;
+    tracing::warn!(file = %name, "cleared unsynced bytes from a log segment without a header");
+    Ok(())
 }
 
 fn has_header(vfs: &dyn Vfs, name: &str) -> bool {
