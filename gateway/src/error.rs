@@ -41,6 +41,7 @@ pub enum S3ErrorCode {
     NoSuchBucket,
     NoSuchKey,
     NoSuchUpload,
+    NoSuchVersion,
     NotImplemented,
     NotModified,
     PreconditionFailed,
@@ -88,6 +89,7 @@ impl S3ErrorCode {
             NoSuchBucket => "NoSuchBucket",
             NoSuchKey => "NoSuchKey",
             NoSuchUpload => "NoSuchUpload",
+            NoSuchVersion => "NoSuchVersion",
             NotImplemented => "NotImplemented",
             NotModified => "NotModified",
             PreconditionFailed => "PreconditionFailed",
@@ -113,7 +115,7 @@ impl S3ErrorCode {
             | RequestTimeTooSkewed
             | SignatureDoesNotMatch
             | ExpiredToken => StatusCode::FORBIDDEN,
-            NoSuchBucket | NoSuchKey | NoSuchUpload => StatusCode::NOT_FOUND,
+            NoSuchBucket | NoSuchKey | NoSuchUpload | NoSuchVersion => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             BucketAlreadyExists | BucketAlreadyOwnedByYou | BucketNotEmpty => StatusCode::CONFLICT,
             MissingContentLength => StatusCode::LENGTH_REQUIRED,
@@ -186,6 +188,7 @@ impl S3ErrorCode {
             NoSuchBucket => "The specified bucket does not exist",
             NoSuchKey => "The specified key does not exist.",
             NoSuchUpload => "The specified upload does not exist.",
+            NoSuchVersion => "The specified version does not exist.",
             NotImplemented => "A header or query you provided implies functionality that is not implemented.",
             NotModified => "Not Modified",
             PreconditionFailed => "At least one of the pre-conditions you specified did not hold",

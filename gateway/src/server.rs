@@ -25,8 +25,10 @@ pub const HEAD_BUFFER_BYTES_MAX: usize = 64 * 1024;
 pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-/// Most header fields in one request.
-const HEADERS_COUNT_MAX: usize = 128;
+/// Most header fields in one request: more than a request within S3's limits can carry
+/// (2 KiB of user metadata is at most ~170 `x-amz-meta-*` fields, every one of them signed),
+/// so the 8 KiB header limit, which answers with an S3 error, is the one clients meet.
+const HEADERS_COUNT_MAX: usize = 256;
 
 /// Connection limits of `serve_with`.
 #[derive(Debug, Clone, Copy)]

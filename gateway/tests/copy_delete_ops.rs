@@ -241,3 +241,34 @@ async fn delete_objects() {
     assert_eq!(r.xml_all("Code"), ["KeyTooLongError"]);
     assert!(gw.a(Method::GET, "/bkt?list-type=2", b"").await.xml_all("Key").is_empty());
 }
+
+/// Objects are unversioned: their one version is `null`. A request naming any other version
+/// finds nothing, and a delete of it deletes nothing (as in DeleteObjects); it never reaches the
+/// current object.
+#[tokio::test]
+async fn version_ids_other_than_null_name_no_object() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    gw.put("bkt", "k", b"data").await;
+    gw.a(Method::GET, "/bkt/k?versionId=3HL4kqtJlcpXroDTDmJ", b"").await.assert_error(404, "NoSuchVersion");
+    let r = gw.a(Method::HEAD, "/bkt/k?versionId=3HL4kqtJlcpXroDTDmJ", b"").await;
+    assert_eq!(r.status, 404);
+    assert!(r.body.is_empty(), "a HEAD response carries no body");
+    gw.a(Method::GET, "/bkt/k?versionId=", b"").await.assert_error(400, "InvalidArgument");
+    let r = gw.a(Method::GET, "/bkt/k?versionId=null", b"").await;
+    assert_eq!((r.status.as_u16(), r.body.as_slice()), (200, &b"data"[..]));
+
+    let r = gw.a(Method::DELETE, "/bkt/k?versionId=3HL4kqtJlcpXroDTDmJ", b"").await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        gw.a(Method::HEAD, "/bkt/k", b"").await.status,
+        200,
+        "deleting another version kept the object"
+    );
+    gw.a(Method::DELETE, "/bkt/k?versionId=", b"").await.assert_error(400, "InvalidArgument");
+    assert_eq!(gw.a(Method::HEAD, "/bkt/k", b"").await.status, 200);
+    assert_eq!(gw.a(Method::DELETE, "/bkt/k?versionId=null", b"").await.status, 204);
+    gw.a(Method::GET, "/bkt/k", b"").await.assert_error(404, "NoSuchKey");
+    // A missing bucket is still NoSuchBucket, whatever the version.
+    gw.a(Method::GET, "/nobkt/k?versionId=x", b"").await.assert_error(404, "NoSuchBucket");
+}

@@ -375,6 +375,32 @@ async fn oversized_heads_are_refused() {
     assert_eq!(head_status(&gw, "k").await, 404);
 }
 
+/// Many small headers within S3's size limits (150 user metadata fields, all signed: ~6 KiB of
+/// head, 750 bytes of metadata) are served, not refused for their number.
+#[tokio::test]
+async fn many_small_headers_within_the_size_limits_are_served() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    let server = start(&gw, ServerLimits::default()).await;
+    let names: Vec<String> = (0..150).map(|i| format!("x-amz-meta-m{i:03}")).collect();
+    let fields: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "v")).collect();
+    let req = signed(USER_A, Method::PUT, "/bkt/many", &fields, b"hi");
+    let mut head = String::from("PUT /bkt/many HTTP/1.1\r\n");
+    for (k, v) in req.headers() {
+        head.push_str(&format!("{}: {}\r\n", k, v.to_str().expect("ascii header")));
+    }
+    head.push_str("\r\n");
+    assert!(head.len() < 8 * 1024, "the head is {} bytes: over S3's limit", head.len());
+    let mut s = TcpStream::connect(server.addr).await.expect("connect");
+    s.write_all(head.as_bytes()).await.expect("write head");
+    s.write_all(b"hi").await.expect("write body");
+    let r = read_response(&mut s).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = gw.a(Method::HEAD, "/bkt/many", b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-amz-meta-m149"), Some("v"));
+}
+
 /// Serves `gw` until `stop` fires; the task's output is how serving ended.
 fn serve_until_stopped(
     gw: &Gw,

@@ -19,7 +19,9 @@ const ENCODE_ALL: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove
 const ENCODE_PATH: &AsciiSet = &ENCODE_ALL.remove(b'/');
 
 /// Longest header list we canonicalize; requests are bounded earlier, this bounds our own work.
-const SIGNED_HEADERS_MAX: usize = 64;
+/// As many as a request may carry (`server::HEADERS_COUNT_MAX`): every `x-amz-*` header must
+/// be signed, and user metadata alone can be ~170 of them.
+const SIGNED_HEADERS_MAX: usize = 256;
 
 /// Percent-encodes bytes with the RFC 3986 unreserved set (and '/' when `keep_slash`).
 pub(crate) fn uri_encode(bytes: &[u8], keep_slash: bool) -> String {

@@ -137,6 +137,7 @@ async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Opt
         ObjectHeaders { storage_class, ..src.headers.clone() }
     };
     let condition = put_condition(ctx)?;
+    check_copy_source_size(src.size)?;
     let algos: Vec<ChecksumAlgo> = src.checksums.iter().map(|(a, _)| *a).collect();
     let full = ByteRange { start: 0, len: src.size };
     let Some((body, md5, checksums)) = copy_body(ctx, &src.body, full, &algos).await? else {
@@ -214,6 +215,21 @@ pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     )))
 }
 
+/// CopyObject copies at most 5 GiB, as in S3 (a multipart object can be larger; copy it with
+/// UploadPartCopy ranges instead).
+fn check_copy_source_size(size: u64) -> S3Result<()> {
+    if size > super::body::OBJECT_BYTES_MAX {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            format!(
+                "The specified copy source is larger than the maximum allowable size for a copy source: {}",
+                super::body::OBJECT_BYTES_MAX
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +240,12 @@ mod tests {
         assert_eq!(parse_copy_source("b/dir/k?versionId=null").unwrap(), ("b".into(), "dir/k".into()));
         assert_eq!(parse_copy_source("b").unwrap_err().code, S3ErrorCode::InvalidArgument);
         assert_eq!(parse_copy_source("b/k?versionId=abc").unwrap_err().code, S3ErrorCode::NoSuchKey);
+    }
+
+    #[test]
+    fn copy_sources_over_5_gib_are_refused() {
+        assert!(check_copy_source_size(5 << 30).is_ok());
+        assert_eq!(check_copy_source_size((5 << 30) + 1).unwrap_err().code, S3ErrorCode::InvalidRequest);
     }
 
     #[test]

@@ -39,7 +39,11 @@ pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
-    delete_object_record(ctx, bucket, key).await?;
+    // Deleting a version that does not exist deletes nothing (as DeleteObjects does): the
+    // object's one version, `null`, is left alone.
+    if ctx.names_current_version()? {
+        delete_object_record(ctx, bucket, key).await?;
+    }
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 

@@ -62,6 +62,20 @@ impl ReqCtx {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// Whether the request's `versionId` (if any) names the object's one version. Objects
+    /// here are unversioned: their only version is `null`, so any other id names a version
+    /// that does not exist (an empty id is malformed, as in S3).
+    pub fn names_current_version(&self) -> S3Result<bool> {
+        match self.query.get("versionId") {
+            None | Some("null") => Ok(true),
+            Some("") => Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "Version id cannot be the empty string",
+            )),
+            Some(_) => Ok(false),
+        }
+    }
+
     /// Loads the request's bucket and checks that the caller owns it.
     pub async fn owned_bucket(&self) -> S3Result<BucketMeta> {
         let name = self.bucket()?;

@@ -262,6 +262,9 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
+    if !ctx.names_current_version()? {
+        return Err(S3Error::new(S3ErrorCode::NoSuchVersion).resource(format!("/{bucket}/{key}")));
+    }
     // A body can be reclaimed between reading the record and opening the file when the
     // object is overwritten at that moment; the second attempt sees the new record.
     let mut attempts = 0;

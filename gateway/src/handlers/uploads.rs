@@ -155,6 +155,13 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                 .ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
             let key = String::from_utf8(key_bytes.to_vec())
                 .map_err(|_| S3Error::internal("upload record", "key not UTF-8"))?;
+            // The scan matched the record's bytes, not its key: a prefix running past the key
+            // (`a\0...` against key `a`, whose record is `a \0 upload-id`) matches records of
+            // shorter keys. They are not under the prefix; step over them.
+            if !key.starts_with(prefix) {
+                after = k.clone();
+                continue;
+            }
             if entries.len() == max {
                 truncated = true;
                 break 'outer;
