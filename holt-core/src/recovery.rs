@@ -16,7 +16,7 @@ use crate::checkpoint::store::{FrameStore, FRAMES_NAME};
 use crate::checkpoint::{write_manifest, Durable, ManifestError};
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
-use crate::format::wal::parse_segment_name;
+use crate::format::wal::{decode_sync_mark, parse_segment_name, SYNC_MARK_BYTES, SYNC_MARK_NAME};
 use crate::format::FrameId;
 use crate::io::Vfs;
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
@@ -64,12 +64,27 @@ fn corrupt_manifest(offset: u64, reason: &str) -> Error {
     }
 }
 
+/// The log position below which the last process found the log durable, from the sync mark
+/// file; 0 when there is none or it is damaged (it is a hint, see `SYNC_MARK_NAME`).
+fn read_sync_mark(vfs: &dyn Vfs) -> u64 {
+    let mut bytes = [0u8; SYNC_MARK_BYTES];
+    vfs.open(Path::new(SYNC_MARK_NAME), false)
+        .and_then(|f| f.read_exact_at(&mut bytes, 0))
+        .ok()
+        .and_then(|()| decode_sync_mark(&bytes))
+        .unwrap_or(0)
+}
+
 /// Creates the first manifest of a new database. Anything left by an earlier attempt that
 /// crashed before its manifest was durable is removed first: no write can have been
 /// acknowledged before the manifest existed.
 fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
     for name in vfs.list().map_err(io("list directory"))? {
-        if parse_segment_name(&name).is_some() || name == MANIFEST_TMP_NAME || name == FRAMES_NAME {
+        if parse_segment_name(&name).is_some()
+            || name == MANIFEST_TMP_NAME
+            || name == FRAMES_NAME
+            || name == SYNC_MARK_NAME
+        {
             vfs.remove(Path::new(&name)).map_err(io("remove leftover file"))?;
         }
     }
@@ -119,15 +134,16 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
 
     // Records written under a larger ring may be larger, and their torn tails longer.
     let window = manifest.wal_window_bytes.max(cfg.window_bytes());
-    let replayed = replay::replay(
-        &*vfs,
-        manifest.wal_segment,
-        manifest.checkpoint_lsn,
-        manifest.frames_lsn,
-        window,
-        (window as usize).max(cfg.max_record_bytes()),
-        |record| tree.replay(&record.ops, record.lsn),
-    )?;
+    let from = replay::ReplayFrom {
+        first_segment: manifest.wal_segment,
+        checkpoint_lsn: manifest.checkpoint_lsn,
+        frames_lsn: manifest.frames_lsn,
+        synced_floor: manifest.frames_lsn.max(read_sync_mark(&*vfs)),
+    };
+    let replayed =
+        replay::replay(&*vfs, from, window, (window as usize).max(cfg.max_record_bytes()), |record| {
+            tree.replay(&record.ops, record.lsn)
+        })?;
     for name in &replayed.stale_segments {
         let _ = vfs.remove(Path::new(name));
     }

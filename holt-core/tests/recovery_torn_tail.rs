@@ -2,7 +2,10 @@
 //! - a torn tail (garbage after the last valid record, within the unsynced window) is cut
 //!   off physically: new records land where it was, and they survive the next reopen;
 //! - damage to a record with valid records far behind it (further than the unsynced window)
-//!   is `Error::Corruption` naming the segment file and the offset, never silently dropped.
+//!   is `Error::Corruption` naming the segment file and the offset, never silently dropped;
+//! - so is damage to a synced record near the end of the log, with nothing valid behind it,
+//!   when the sync mark says the log was synced past it (without the mark it would look like
+//!   a torn tail and be cut).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -88,5 +91,37 @@ fn damage_before_synced_records_is_corruption_with_location() {
         }
         Err(e) => panic!("expected Corruption, got {e}"),
         Ok(_) => panic!("expected Corruption, the database opened (data silently dropped)"),
+    }
+}
+
+/// The last records of the log, synced (each put waited for its fdatasync), with no valid
+/// record a window further on: without the sync mark, damage there looks like a torn tail.
+#[test]
+fn damage_to_synced_records_at_the_end_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..10u32 {
+        db.put(format!("key-{i:05}").as_bytes(), &[b'x'; 64]).unwrap();
+    }
+    drop(db);
+    let seg = segments(dir.path()).into_iter().find(|p| data_end(p) > 0).expect("a segment with records");
+    // Flip a byte inside the last record (every record is 8-byte aligned; its last word
+    // holds the checksum).
+    let last = data_end(&seg) - 6;
+    let f = OpenOptions::new().read(true).write(true).open(&seg).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, last).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], last).unwrap();
+    drop(f);
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Corruption { location, reason }) => {
+            assert_eq!(location.file.file_name(), seg.file_name(), "names the segment: {reason}");
+            assert!(location.offset > 32 && location.offset < last, "offset {} ({reason})", location.offset);
+        }
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(db) => panic!(
+            "expected Corruption, the database opened (key-00009 is {:?}: the damaged record was cut)",
+            db.get(b"key-00009").unwrap().map(|e| e.value.len())
+        ),
     }
 }

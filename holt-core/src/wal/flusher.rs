@@ -19,13 +19,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::format::wal::{segment_name, SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::format::wal::{
+    encode_sync_mark, segment_name, SegmentHeader, SEGMENT_HEADER_BYTES, SYNC_MARK_NAME,
+};
 use crate::io::{failpoint, VfsFile};
 
 use super::{Resume, Rolled, Shared};
 
 /// How often a failed segment preallocation is retried.
 const SPARE_RETRY: Duration = Duration::from_millis(100);
+/// Shortest time between two writes of the sync mark: one after every fdatasync cost a single
+/// sync writer 4% of its rate here (116 against 110 µs per write). The last this long of
+/// synced records may go unmarked, and damage to them then reads as a torn tail.
+const MARK_INTERVAL: Duration = Duration::from_millis(5);
 
 struct Segment {
     no: u64,
@@ -46,6 +52,11 @@ pub(super) struct Flusher {
     written: u64,
     synced: u64,
     last_sync: Instant,
+    /// The sync mark file (`None` if it could not be opened: the mark is only a hint).
+    mark: Option<Arc<dyn VfsFile>>,
+    /// The position the sync mark last recorded, and when.
+    marked: u64,
+    last_mark: Option<Instant>,
     buf: Vec<u8>,
     bounds: Vec<u64>,
 }
@@ -117,6 +128,9 @@ impl Flusher {
             written: resume.next_lsn,
             synced: resume.next_lsn,
             last_sync: Instant::now(),
+            mark: shared.vfs.open(Path::new(SYNC_MARK_NAME), true).ok(),
+            marked: 0,
+            last_mark: None,
             buf: Vec::with_capacity(shared.cfg.ring_bytes),
             bounds: Vec::new(),
             shared,
@@ -234,6 +248,7 @@ impl Flusher {
             self.ensure_spare(false);
 
             if !open && self.written == self.shared.ring.head() && self.synced == self.written {
+                self.write_mark(true);
                 let mut roll = self.shared.roll.lock();
                 if roll.request.take().is_some() {
                     roll.answer = Some(Err(Error::Closed));
@@ -329,7 +344,26 @@ impl Flusher {
         self.last_sync = Instant::now();
         self.shared.syncs.fetch_add(1, Ordering::Relaxed);
         self.shared.ring.end_sync();
+        self.write_mark(false);
         Ok(())
+    }
+
+    /// Records in the sync mark file that the log is durable below `synced`: written after
+    /// the fdatasync returned, never synced itself (see `SYNC_MARK_NAME`), at most every
+    /// `MARK_INTERVAL` unless `now` (the log is closing). Best effort: a mark that is not
+    /// written leaves replay with an older one.
+    fn write_mark(&mut self, now: bool) {
+        if self.synced <= self.marked || (!now && self.last_mark.is_some_and(|t| t.elapsed() < MARK_INTERVAL))
+        {
+            return;
+        }
+        if let Some(mark) = &self.mark {
+            if let Err(e) = mark.write_all_at(&encode_sync_mark(self.synced), 0) {
+                tracing::debug!(error = %e, "writing the log's sync mark failed");
+            }
+        }
+        self.marked = self.synced;
+        self.last_mark = Some(Instant::now());
     }
 
     /// Starts the spare segment at log position `pos` (a record boundary; everything before

@@ -5,7 +5,9 @@
 //! after the first bad record. A bad record with no valid record `window` or more bytes past
 //! it is a torn tail: its bytes (and the unsynced fragments after it) are zeroed and synced,
 //! so later appends never land behind garbage. A valid record further on means synced data
-//! went bad: that is `Error::Corruption` naming the file and offset, never a silent drop.
+//! went bad: that is `Error::Corruption` naming the file and offset, never a silent drop. So
+//! does a bad record below the position the log is known durable to (the checkpoint's
+//! `frames_lsn`, or the sync mark the flusher leaves after each fdatasync), wherever it is.
 
 use std::path::{Path, PathBuf};
 
@@ -39,20 +41,31 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
     move |source| Error::Io { op, source, may_have_applied: false }
 }
 
-/// Replays the log from segment `first_segment`, whose first record has lsn `checkpoint_lsn`,
-/// calling `apply` with every record at or after `frames_lsn`, in log order. The frames hold
-/// the records below `frames_lsn` (the checkpoint's position, see `Manifest`), so those are
-/// read and checked but not applied; the log was synced up to it before the manifest named
-/// it, so a log that ends before it has lost synced records: corruption, never a torn tail.
+/// Where replay starts, and what the manifest and the sync mark say about the log.
+pub(crate) struct ReplayFrom {
+    /// The manifest's segment: replay starts with it, and its first record has lsn
+    /// `checkpoint_lsn`.
+    pub first_segment: u64,
+    pub checkpoint_lsn: u64,
+    /// The frames hold the records below it (the checkpoint's position, see `Manifest`):
+    /// those are read and checked but not applied.
+    pub frames_lsn: u64,
+    /// The log is known durable below it: at least `frames_lsn` (the log was synced up to
+    /// it before the manifest named it), more when the sync mark says so.
+    pub synced_floor: u64,
+}
+
+/// Replays the log from `from.first_segment`, calling `apply` with every record at or after
+/// `from.frames_lsn`, in log order. A bad record or the end of the log below
+/// `from.synced_floor` means synced records were lost: corruption, never a torn tail.
 pub(crate) fn replay(
     vfs: &dyn Vfs,
-    first_segment: u64,
-    checkpoint_lsn: u64,
-    frames_lsn: u64,
+    from: ReplayFrom,
     window: u64,
     max_record: usize,
     mut apply: impl FnMut(Record) -> Result<()>,
 ) -> Result<Replayed> {
+    let ReplayFrom { first_segment, checkpoint_lsn, frames_lsn, synced_floor } = from;
     let mut segments: Vec<(u64, String)> = Vec::new();
     let mut stale = Vec::new();
     for name in vfs.list().map_err(io("wal list"))? {
@@ -88,6 +101,12 @@ pub(crate) fn replay(
             // segment may be empty and still be where the log continues.
             if *no != first_segment {
                 stale.push(name.clone());
+            } else if synced_floor > checkpoint_lsn {
+                return Err(corruption(
+                    name,
+                    0,
+                    format!("segment has no header, but the log was synced up to lsn {synced_floor} in it"),
+                ));
             } else if has_nonzero(&bytes) {
                 clear_headerless(&*file, &bytes, name, checkpoint_lsn, max_record)?;
             }
@@ -125,16 +144,20 @@ pub(crate) fn replay(
                         Ok(_) => "record carries the wrong lsn",
                         Err(e) => e.describe(),
                     };
-                    if pos < frames_lsn {
-                        return Err(corruption(
-                            name,
-                            off as u64,
-                            format!("{reason} at lsn {pos}, before lsn {frames_lsn}, up to which the log was synced"),
-                        ));
-                    }
                     // The first position without a valid record: the end of this segment's
                     // records. Anything valid after it decides torn tail versus corruption.
                     let later_segment = segments[idx + 1..].iter().any(|(_, n)| has_header(vfs, n));
+                    // Zeros to the end, and the log goes on in the next segment: a roll.
+                    let rolled_here = later_segment
+                        && matches!(other, Err(RecordError::Empty))
+                        && !has_nonzero(&bytes[off.min(bytes.len())..]);
+                    if pos < synced_floor && !rolled_here {
+                        return Err(corruption(
+                            name,
+                            off as u64,
+                            format!("{reason} at lsn {pos}, before lsn {synced_floor}, up to which the log was synced"),
+                        ));
+                    }
                     // Unsynced damage stays within `window` bytes: a valid record beyond it
                     // was synced after the bad one, so the bad one was synced too.
                     let beyond = off.saturating_add(usize::try_from(window).unwrap_or(usize::MAX));
@@ -167,13 +190,13 @@ pub(crate) fn replay(
         resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
         continued = Some((file, bytes));
     }
-    if resume.next_lsn < frames_lsn {
+    if resume.next_lsn < synced_floor {
         let name = crate::format::wal::segment_name(resume.segment);
         return Err(corruption(
             &name,
             0,
             format!(
-                "the log ends at lsn {}, before lsn {frames_lsn}, up to which it was synced",
+                "the log ends at lsn {}, before lsn {synced_floor}, up to which it was synced",
                 resume.next_lsn
             ),
         ));
