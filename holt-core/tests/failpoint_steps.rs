@@ -70,12 +70,7 @@ fn torn_tail_cut_failure_fails_the_open_and_the_next_open_recovers() {
     use std::os::unix::fs::FileExt;
 
     let scenario = fail::FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), oracle::opts()).expect("open");
-    for i in 0..30u32 {
-        db.put(format!("k{i:03}").as_bytes(), format!("v{i}").as_bytes()).expect("put");
-    }
-    drop(db);
+    let dir = thirty_writes_dropped();
     // A torn record after the last valid one: a plausible header followed by garbage.
     let mut segments: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -107,15 +102,21 @@ fn torn_tail_cut_failure_fails_the_open_and_the_next_open_recovers() {
 #[test]
 fn resync_failure_fails_the_open_and_the_next_open_recovers() {
     let scenario = fail::FailScenario::setup();
+    let dir = thirty_writes_dropped();
+    open_fails_at_then_recovers(dir.path(), "wal-resync");
+    scenario.teardown();
+}
+
+/// A database holding `k000`..`k029` = `v0`..`v29`, dropped, not closed: no checkpoint, so
+/// the records stay in the log for the next open.
+fn thirty_writes_dropped() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), oracle::opts()).expect("open");
     for i in 0..30u32 {
         db.put(format!("k{i:03}").as_bytes(), format!("v{i}").as_bytes()).expect("put");
     }
-    // Dropped, not closed: no checkpoint, so the records stay in the log for the next open.
     drop(db);
-    open_fails_at_then_recovers(dir.path(), "wal-resync");
-    scenario.teardown();
+    dir
 }
 
 /// Opening `dir` (which holds `k000`..`k029` = `v0`..`v29`) with the open-time step `step`

@@ -218,8 +218,7 @@ impl SegmentHeader {
         if bytes.iter().all(|&b| b == 0) {
             return Ok(None);
         }
-        let word =
-            |r: std::ops::Range<usize>| bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        let word = |r| le_word(bytes, r);
         if word(0..8) != SEGMENT_MAGIC {
             return Err("bad segment magic");
         }
@@ -256,11 +255,16 @@ pub(crate) fn encode_sync_mark(synced_lsn: u64) -> [u8; SYNC_MARK_BYTES] {
 /// mark is a hint: a damaged one is ignored, never an error).
 pub(crate) fn decode_sync_mark(bytes: &[u8]) -> Option<u64> {
     let b = bytes.get(..SYNC_MARK_BYTES)?;
-    let word = |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+    let word = |r| le_word(b, r);
     if word(0..8) != SYNC_MARK_MAGIC || crc32c::crc32c(&b[..16]) != word(16..20) as u32 {
         return None;
     }
     Some(word(8..16))
+}
+
+/// The little-endian integer in `bytes[r]` (at most 8 bytes).
+fn le_word(bytes: &[u8], r: std::ops::Range<usize>) -> u64 {
+    bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
 }
 
 /// File name of segment `n`: fixed width so names sort in log order.
