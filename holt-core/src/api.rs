@@ -222,6 +222,9 @@ pub struct Stats {
     pub wal_syncs: u64,
     pub checkpoints: u64,
     pub checkpoint_stall_max_us: u64,
+    /// Frames checkpoints wrote as whole images, and as deltas of the keys that changed.
+    pub checkpoint_frames_whole: u64,
+    pub checkpoint_frames_delta: u64,
     pub last_lsn: u64,
     pub durable_lsn: u64,
 }

@@ -242,6 +242,8 @@ impl Db {
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
                 checkpoint_stall_max_us: d.stall_max_us(),
+                checkpoint_frames_whole: d.frames_written().0,
+                checkpoint_frames_delta: d.frames_written().1,
                 last_lsn: d.wal.head(),
                 durable_lsn: d.wal.durable(),
             };

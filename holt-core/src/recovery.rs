@@ -7,12 +7,11 @@
 //! - a torn log tail has been zeroed and synced, so new records never land behind garbage;
 //! - segments the checkpoint covers, and empty ones past the end, are deleted.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::api::Options;
-use crate::checkpoint::store::{FrameStore, FRAMES_NAME};
+use crate::checkpoint::store::{table_of, FrameStore, FRAMES_NAME};
 use crate::checkpoint::{write_manifest, Durable, ManifestError};
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
@@ -96,6 +95,7 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
         wal_window_bytes: cfg.window_bytes(),
         frames_lsn: FIRST_LSN,
         frames: Vec::new(),
+        deltas: Vec::new(),
     };
     write_manifest(vfs, &manifest).map_err(|e| match e {
         ManifestError::BeforeRename(op, source) | ManifestError::AfterRename(op, source) => {
@@ -116,8 +116,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         Some(m) => m,
         None => create(&*vfs, &cfg)?,
     };
-    let slots: HashMap<u64, u64> = manifest.frames.iter().copied().collect();
-    let store = Arc::new(FrameStore::open(&*vfs, slots)?);
+    let store = Arc::new(FrameStore::open(&*vfs, table_of(&manifest))?);
     let tree = if manifest.frames.is_empty() {
         Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, Some(store.clone()))
     } else {

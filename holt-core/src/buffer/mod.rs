@@ -33,12 +33,26 @@ pub(crate) trait FrameSource: Send + Sync {
     /// `FRAME_SIZE` long; the caller reuses it across reads) and returns how many bytes it
     /// read: the image's stored length when known, else the whole `FRAME_SIZE`.
     fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<usize>;
+    /// How many deltas apply on top of frame `id`'s image (its image alone is stale if any).
+    fn delta_count(&self, id: FrameId) -> usize {
+        let _ = id;
+        0
+    }
+    /// Reads delta `index` (from 0, in the order they apply) of frame `id` into the start of
+    /// `buf` (`FRAME_SIZE` long) and returns its stored length and its file and byte offset.
+    fn read_delta(&self, id: FrameId, index: usize, buf: &mut [u8]) -> Result<(usize, (PathBuf, u64))> {
+        let _ = (index, buf);
+        Err(Error::InvalidArgument(format!("frame {id} has no deltas here")))
+    }
     /// The file holding frame `id` and the frame's byte offset in it, for corruption reports.
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
         let _ = id;
         (PathBuf::from("<frames>"), 0)
     }
 }
+
+/// A delta's bytes, and its file and byte offset.
+pub(crate) type Delta = (Vec<u8>, (PathBuf, u64));
 
 /// What a frame's root tells a listing about the frame without being loaded.
 pub(crate) trait FrameRoot {
@@ -94,7 +108,39 @@ pub(crate) struct FrameCell<N> {
     image_reads: AtomicU32,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
+    /// The keys written since the last capture, for the next checkpoint's delta.
+    changes: Mutex<ChangeLog>,
 }
+
+/// The keys a frame's writes changed since the last checkpoint captured it (relative to the
+/// frame: the bytes after its parent's child byte), so the checkpoint can write a delta
+/// instead of the whole frame. `whole` means a delta cannot say what changed (a split, a
+/// merge, a new frame, too many keys for a delta to pay, or a failed checkpoint that lost
+/// the keys it had taken): the next checkpoint writes the whole frame.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeLog {
+    pub whole: bool,
+    /// Keys, each as a little-endian u16 length and its bytes, in the order written
+    /// (duplicates included): one buffer, so recording a key costs no allocation.
+    pub keys: Vec<u8>,
+}
+
+impl ChangeLog {
+    /// Every key recorded, in the order written.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = &self.keys[..];
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<2>()?;
+            let (key, tail) = tail.split_at_checked(usize::from(u16::from_le_bytes(*len)))?;
+            rest = tail;
+            Some(key)
+        })
+    }
+}
+
+/// A frame's change log gives up (the frame is written whole) past this fraction of the
+/// frame's encoded size: a delta that large would save little, and the log is memory.
+const CHANGE_LOG_FRACTION: usize = 8;
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
@@ -107,6 +153,7 @@ impl<N> FrameCell<N> {
         cell.set_size(size);
         if dirty {
             cell.dirty_generation.store(1, Ordering::Relaxed);
+            cell.changes.lock().whole = true;
         }
         cell
     }
@@ -127,6 +174,7 @@ impl<N> FrameCell<N> {
             lead: AtomicU16::new(LEAD_UNKNOWN),
             image_reads: AtomicU32::new(0),
             parent: Mutex::new(Weak::new()),
+            changes: Mutex::new(ChangeLog::default()),
         }
     }
 
@@ -217,7 +265,33 @@ impl<N> FrameCell<N> {
     pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
         *self.parent.lock() = Arc::downgrade(parent);
     }
+    /// Records that a write changed `key` (relative to the frame), under the write gate.
+    pub(crate) fn record_change(&self, key: &[u8]) {
+        let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN);
+        let mut log = self.changes.lock();
+        if log.whole {
+            return;
+        }
+        if log.keys.len() + 2 + key.len() > limit {
+            *log = ChangeLog { whole: true, keys: Vec::new() };
+            return;
+        }
+        log.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        log.keys.extend_from_slice(key);
+    }
+    /// The frame changed in a way a delta cannot describe: the next checkpoint writes it whole.
+    pub(crate) fn rewrite_whole(&self) {
+        *self.changes.lock() = ChangeLog { whole: true, keys: Vec::new() };
+    }
+    /// Takes the change log for a checkpoint's capture (under the exclusive write gate).
+    pub(crate) fn take_changes(&self) -> ChangeLog {
+        std::mem::take(&mut *self.changes.lock())
+    }
 }
+
+/// The smallest limit of a change log, in bytes.
+const STORE_ALIGN: usize = 4096;
+const _: () = assert!(crate::api::KEY_LEN_MAX <= u16::MAX as usize, "change log lengths are u16");
 
 /// The cache of frames: memory budget, clock ring, and the source evicted frames come from.
 pub(crate) struct BufferPool<N> {
@@ -329,11 +403,11 @@ impl<N> BufferPool<N> {
     }
 
     /// The root of `cell`, loading it from the source when it is evicted. `decode` turns the
-    /// frame's bytes into its root and size. Waits only on I/O and on other loaders.
+    /// frame's image and deltas into its root and size. Waits only on I/O and on other loaders.
     pub(crate) fn load(
         &self,
         cell: &Arc<FrameCell<N>>,
-        decode: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<(Arc<N>, FrameSize)>,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<(Arc<N>, FrameSize)>,
     ) -> Result<Arc<N>>
     where
         N: FrameRoot,
@@ -347,7 +421,8 @@ impl<N> BufferPool<N> {
                 location: Location { file: PathBuf::from("<memory>"), frame: Some(cell.id.0), offset: 0 },
                 reason: "frame is not resident and there is no frame source".into(),
             })?;
-            let (root, size) = self.read_frame(&**source, cell.id, decode)?;
+            let deltas = self.read_deltas(&**source, cell.id)?;
+            let (root, size) = self.read_frame(&**source, cell.id, |bytes, at| decode(bytes, at, &deltas))?;
             // Counted before the root is published: once it is, a writer may change the frame
             // and account for that change itself.
             cell.set_size(size);
@@ -383,7 +458,8 @@ impl<N> BufferPool<N> {
             return Ok(None); // no lock needed to decide to load instead
         }
         let _loading = cell.load_lock.lock();
-        if cell.root.load().is_some() || !self.is_full() {
+        // A frame with deltas is read whole: its image alone is older than the frame.
+        if cell.root.load().is_some() || !self.is_full() || source.delta_count(cell.id) > 0 {
             return Ok(None);
         }
         if cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
@@ -405,6 +481,22 @@ impl<N> BufferPool<N> {
         self.source_reads.fetch_add(1, Ordering::Relaxed);
         let bytes = &mut buffer.bytes;
         source.read_frame(id, bytes).and_then(|n| f(&bytes[..n], &source.locate(id)))
+    }
+
+    /// The deltas of frame `id`, in order, read through one of the pool's buffers.
+    fn read_deltas(&self, source: &dyn FrameSource, id: FrameId) -> Result<Vec<Delta>> {
+        let count = source.delta_count(id);
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let mut buffer = ReadBuffer { pool: self, bytes: self.take_read_buffer() };
+        (0..count)
+            .map(|i| {
+                self.source_reads.fetch_add(1, Ordering::Relaxed);
+                let (n, at) = source.read_delta(id, i, &mut buffer.bytes)?;
+                Ok((buffer.bytes[..n].to_vec(), at))
+            })
+            .collect()
     }
 
     /// A read buffer: a free one, a new one while fewer than `READ_BUFFERS_MAX` exist, or the

@@ -9,6 +9,9 @@
 //!    with: the new one (base L), or, when no preallocated segment is ready yet, the
 //!    current one (base below L) rather than making every sync writer wait for one.
 //! 2. With no lock held: encode the captured frames, write them to FRESH slots, fdatasync.
+//!    A frame whose change log says which keys changed since its image on disk is written
+//!    as a delta of those keys instead (appended to the frame's chain), unless the chain is
+//!    long or large already; see "Frame deltas" in ARCHITECTURE.md.
 //! 3. Write the new manifest (checkpoint_lsn = that segment's base) to a temp file, fsync
 //!    it, rename it over the manifest, fsync the directory. From here on it is durable.
 //! 4. Only then delete log segments before that segment (and fsync the directory), and mark
@@ -37,10 +40,11 @@ use crate::api::Options;
 use crate::error::{Error, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::parse_segment_name;
+use crate::format::FRAME_SIZE;
 use crate::io::{failpoint, DirLock, Vfs};
-use crate::tree::{encode_frame, CapturedFrame, Tree};
-use crate::wal::Wal;
-use store::FrameStore;
+use crate::tree::{encode_delta, encode_frame, Capture, CapturedFrame, Tree};
+use crate::wal::{Rolled, Wal};
+use store::{manifest_lists, FrameLoc, FrameStore, SlotTable};
 
 /// How long after a failed background checkpoint the next attempt waits.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -61,6 +65,9 @@ pub(crate) struct Durable {
     last_checkpoint_lsn: AtomicU64,
     checkpoints: AtomicU64,
     stall_max_us: AtomicU64,
+    /// Frames checkpoints wrote whole, and as deltas.
+    frames_whole: AtomicU64,
+    frames_delta: AtomicU64,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -82,8 +89,14 @@ const ENCODE_THREADS_MAX: usize = 4;
 /// writes (io_uring submits a batch at once).
 const WRITE_BATCH_FRAMES: usize = 4 * ENCODE_THREADS_MAX;
 
-/// A frame id and its encoded image.
-type Encoded = (u64, Vec<u8>);
+/// A frame id, its encoded image or delta, and whether it is a delta.
+type Encoded = (u64, Vec<u8>, bool);
+
+/// Most deltas on top of a frame's image: the next checkpoint writes the frame whole.
+const DELTA_CHAIN_MAX: usize = 4;
+/// A frame's deltas together stay below this fraction of its encoded size; past it the
+/// frame is written whole (a load reads and applies every delta).
+const DELTA_CHAIN_FRACTION: usize = 4;
 
 /// Encodes the captured frames, in order, on up to `ENCODE_THREADS_MAX` threads (the calling
 /// one included). Encoding walks every node of a frame and is bound by memory latency (about
@@ -181,6 +194,8 @@ impl Durable {
             manifest: Mutex::new(manifest),
             checkpoints: AtomicU64::new(0),
             stall_max_us: AtomicU64::new(0),
+            frames_whole: AtomicU64::new(0),
+            frames_delta: AtomicU64::new(0),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             background: Mutex::new(None),
@@ -194,6 +209,11 @@ impl Durable {
 
     pub(crate) fn stall_max_us(&self) -> u64 {
         self.stall_max_us.load(Ordering::Relaxed)
+    }
+
+    /// Frames written whole and as deltas by checkpoints since open.
+    pub(crate) fn frames_written(&self) -> (u64, u64) {
+        (self.frames_whole.load(Ordering::Relaxed), self.frames_delta.load(Ordering::Relaxed))
     }
 
     /// Runs one checkpoint (see the module docs for the steps).
@@ -214,37 +234,86 @@ impl Durable {
         let rolled = self.wal.wait_roll()?;
         // Checked once the roll it asked for is answered: a checkpoint leaves no request behind.
         let capture = capture?;
-        let segment = rolled.segment;
         if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
             return Ok(());
         }
+        let result = self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture);
+        drop(durable_manifest);
+        if let Err(e) = result {
+            // The change logs the capture took are gone: those frames are written whole next time.
+            tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
+            return Err(e);
+        }
+        self.remove_segments_before(rolled.segment);
+        for frame in &capture.dirty {
+            tree.mark_clean(frame.id, frame.generation);
+        }
+        tracing::debug!(
+            lsn,
+            segment = rolled.segment,
+            frames = capture.dirty.len(),
+            stall_us,
+            "checkpoint done"
+        );
+        Ok(())
+    }
 
+    /// How a captured frame is written: a delta when its change log allows and its chain has
+    /// room, else its whole image.
+    fn encode_captured(&self, frame: &CapturedFrame, old: &SlotTable) -> Result<Encoded> {
+        let id = frame.id;
+        let delta = old.get(&id.0).filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
+            let chain: usize =
+                loc.deltas.iter().map(|&slot| self.store.used_bytes(slot).unwrap_or(FRAME_SIZE)).sum();
+            let room = (frame.encoded_bytes / DELTA_CHAIN_FRACTION).checked_sub(chain)?;
+            encode_delta(id, &frame.root, &frame.changes, loc.deltas.len() as u32 + 1, room)
+        });
+        Ok(match delta {
+            Some(bytes) => (id.0, bytes, true),
+            None => (id.0, encode_frame(id, &frame.root)?, false),
+        })
+    }
+
+    /// Steps 2 to 4 of a checkpoint (see the module docs) for a capture taken at `lsn`.
+    fn write_checkpoint(
+        &self,
+        durable_manifest: &mut Manifest,
+        lsn: u64,
+        rolled: &Rolled,
+        capture: &Capture,
+    ) -> Result<()> {
         // Encode and write in batches: the images of every dirty frame at once would be held
         // in memory together (about the encoded size of the whole tree after random writes).
+        let old = self.store.slots();
         let slots = self.store.fresh_slots(capture.dirty.len());
+        let mut table: SlotTable = HashMap::with_capacity(capture.live.len());
+        for id in &capture.live {
+            if let Some(loc) = old.get(&id.0) {
+                table.insert(id.0, loc.clone());
+            }
+        }
+        let (mut whole, mut deltas) = (0u64, 0u64);
         for (frames, frame_slots) in
             capture.dirty.chunks(WRITE_BATCH_FRAMES).zip(slots.chunks(WRITE_BATCH_FRAMES))
         {
-            let blobs =
-                encode_parallel(frames, |f: &CapturedFrame| Ok((f.id.0, encode_frame(f.id, &f.root)?)))?;
-            self.store.write_at(&blobs, frame_slots).map_err(io_error("frame write"))?;
-        }
-        self.store.sync().map_err(io_error("frame sync"))?;
-        let old = self.store.slots();
-        let mut table: HashMap<u64, u64> = HashMap::with_capacity(capture.live.len());
-        for id in &capture.live {
-            if let Some(&slot) = old.get(&id.0) {
-                table.insert(id.0, slot);
+            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
+            let images: Vec<&[u8]> = blobs.iter().map(|(_, bytes, _)| &bytes[..]).collect();
+            self.store.write_at(&images, frame_slots).map_err(io_error("frame write"))?;
+            for ((id, _, is_delta), &slot) in blobs.iter().zip(frame_slots) {
+                if *is_delta {
+                    deltas += 1;
+                    table.entry(*id).or_default().deltas.push(slot);
+                } else {
+                    whole += 1;
+                    table.insert(*id, FrameLoc { image: slot, deltas: Vec::new() });
+                }
             }
         }
-        for (frame, slot) in capture.dirty.iter().zip(slots) {
-            table.insert(frame.id.0, slot);
-        }
+        self.store.sync().map_err(io_error("frame sync"))?;
         if let Some(missing) = capture.live.iter().find(|id| !table.contains_key(&id.0)) {
             return Err(Error::InvalidArgument(format!("live frame {missing} has no image to checkpoint")));
         }
-        let mut frames: Vec<(u64, u64)> = table.iter().map(|(&id, &slot)| (id, slot)).collect();
-        frames.sort_unstable();
+        let (frames, delta_list) = manifest_lists(&table);
         // Replay starts at the segment's first record: L after a roll, or an earlier position
         // when the log stayed in its segment. The frames hold exactly the writes below L
         // (captured under the exclusive gate), so replay skips the records between
@@ -253,12 +322,13 @@ impl Durable {
         debug_assert!(rolled.base_lsn <= lsn);
         let manifest = Manifest {
             checkpoint_lsn: rolled.base_lsn,
-            wal_segment: segment,
+            wal_segment: rolled.segment,
             root_frame: capture.root_frame.0,
             key_count: capture.keys,
             wal_window_bytes: self.wal.config().window_bytes(),
             frames_lsn: lsn,
             frames,
+            deltas: delta_list,
         };
         match write_manifest(&*self.vfs, &manifest) {
             Ok(()) => {}
@@ -272,13 +342,8 @@ impl Durable {
         *durable_manifest = manifest;
         self.last_checkpoint_lsn.store(lsn, Ordering::Release);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
-        drop(durable_manifest);
-
-        self.remove_segments_before(segment);
-        for frame in &capture.dirty {
-            tree.mark_clean(frame.id, frame.generation);
-        }
-        tracing::debug!(lsn, segment, frames = capture.dirty.len(), stall_us, "checkpoint done");
+        self.frames_whole.fetch_add(whole, Ordering::Relaxed);
+        self.frames_delta.fetch_add(deltas, Ordering::Relaxed);
         Ok(())
     }
 

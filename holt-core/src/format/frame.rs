@@ -50,24 +50,48 @@ fn checksum(frame: &[u8], used: usize) -> u32 {
     crc32c::crc32c_append(head, &frame[OFF_CHECKSUM + 4..used])
 }
 
+/// What kind of image a header starts: frames and frame deltas share the header layout
+/// (and so `stored_len`, the checksum and the padding rules) but not magic or version.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImageKind {
+    pub magic: [u8; 4],
+    pub version: u16,
+    /// Names the image in errors.
+    pub what: &'static str,
+}
+
+pub(crate) const FRAME_IMAGE: ImageKind =
+    ImageKind { magic: FRAME_MAGIC, version: FRAME_FORMAT_VERSION, what: "frame" };
+
 /// Fills the header of a buffer made by `start_frame` and pads it with zeros to `stored_len`
 /// (a multiple of 4 KiB): the image a checkpoint writes. The rest of the frame's
 /// `FRAME_SIZE` bytes is padding that is never stored or read. The spare capacity is given
 /// back, so a checkpoint holding hundreds of images holds about their encoded bytes.
 /// Fails (leaving the buffer unusable) when the records do not fit.
 pub(crate) fn seal(buf: &mut Vec<u8>, id: FrameId, node_count: u32, root_offset: usize) -> Result<(), usize> {
+    debug_assert!(root_offset < buf.len().saturating_sub(HEADER_LEN) || buf.len() == HEADER_LEN);
+    seal_as(FRAME_IMAGE, buf, id, node_count, root_offset as u32)
+}
+
+/// `seal` for any image kind: `count` goes to offset 20, `word` to offset 28.
+pub(crate) fn seal_as(
+    kind: ImageKind,
+    buf: &mut Vec<u8>,
+    id: FrameId,
+    count: u32,
+    word: u32,
+) -> Result<(), usize> {
     let used = buf.len();
     if !(HEADER_LEN..=FRAME_SIZE).contains(&used) {
         return Err(used);
     }
-    debug_assert!(root_offset < used - HEADER_LEN || used == HEADER_LEN);
-    buf[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&FRAME_MAGIC);
-    buf[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&FRAME_FORMAT_VERSION.to_le_bytes());
+    buf[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&kind.magic);
+    buf[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&kind.version.to_le_bytes());
     buf[OFF_FLAGS..OFF_FLAGS + 2].copy_from_slice(&0u16.to_le_bytes());
     buf[OFF_FRAME_ID..OFF_FRAME_ID + 8].copy_from_slice(&id.0.to_le_bytes());
     buf[OFF_USED..OFF_USED + 4].copy_from_slice(&(used as u32).to_le_bytes());
-    buf[OFF_NODE_COUNT..OFF_NODE_COUNT + 4].copy_from_slice(&node_count.to_le_bytes());
-    buf[OFF_ROOT..OFF_ROOT + 4].copy_from_slice(&(root_offset as u32).to_le_bytes());
+    buf[OFF_NODE_COUNT..OFF_NODE_COUNT + 4].copy_from_slice(&count.to_le_bytes());
+    buf[OFF_ROOT..OFF_ROOT + 4].copy_from_slice(&word.to_le_bytes());
     let crc = checksum(buf, used);
     buf[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
     buf.resize(used.next_multiple_of(STORE_ALIGN_BYTES).min(FRAME_SIZE), 0);
@@ -108,46 +132,72 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Validates the header and checksum of a frame read for `expected`: `FRAME_SIZE` bytes read
-/// from a slot, or a shorter image that holds at least its header and records. Offsets in
-/// errors are relative to the start of the frame.
-pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, RecordError> {
+/// A validated image of any kind: the count at offset 20, the body and the word at offset 28.
+#[derive(Debug)]
+pub(crate) struct ImageView<'a> {
+    pub count: u32,
+    pub body: &'a [u8],
+    pub word: u32,
+}
+
+/// Validates the header and checksum of an image of `kind` read for frame `expected`: the
+/// bytes read from a slot (up to `FRAME_SIZE`), holding at least its header and records.
+/// Offsets in errors are relative to the start of the image.
+pub(crate) fn open_as(
+    kind: ImageKind,
+    image: &[u8],
+    expected: FrameId,
+) -> Result<ImageView<'_>, RecordError> {
     let err = |offset: usize, reason: String| RecordError { offset, reason };
-    if !(HEADER_LEN..=FRAME_SIZE).contains(&frame.len()) {
-        return Err(err(0, format!("frame is {} bytes, expected {HEADER_LEN}..={FRAME_SIZE}", frame.len())));
+    let what = kind.what;
+    if !(HEADER_LEN..=FRAME_SIZE).contains(&image.len()) {
+        return Err(err(0, format!("{what} is {} bytes, expected {HEADER_LEN}..={FRAME_SIZE}", image.len())));
     }
-    if frame[OFF_MAGIC..OFF_MAGIC + 4] != FRAME_MAGIC {
-        return Err(err(OFF_MAGIC, "bad frame magic".into()));
+    if image[OFF_MAGIC..OFF_MAGIC + 4] != kind.magic {
+        return Err(err(OFF_MAGIC, format!("bad {what} magic")));
     }
-    let version = le_u16(frame, OFF_VERSION);
-    if version != FRAME_FORMAT_VERSION {
-        return Err(err(OFF_VERSION, format!("unsupported frame format version {version}")));
+    let version = le_u16(image, OFF_VERSION);
+    if version != kind.version {
+        return Err(err(OFF_VERSION, format!("unsupported {what} format version {version}")));
     }
-    let used = le_u32(frame, OFF_USED) as usize;
-    if !(HEADER_LEN..=frame.len()).contains(&used) {
+    let used = le_u32(image, OFF_USED) as usize;
+    if !(HEADER_LEN..=image.len()).contains(&used) {
         return Err(err(OFF_USED, format!("used byte count {used} out of range")));
     }
-    let stored = le_u32(frame, OFF_CHECKSUM);
-    let computed = checksum(frame, used);
+    let stored = le_u32(image, OFF_CHECKSUM);
+    let computed = checksum(image, used);
     if stored != computed {
         return Err(err(
             OFF_CHECKSUM,
             format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"),
         ));
     }
-    if le_u16(frame, OFF_FLAGS) != 0 {
+    if le_u16(image, OFF_FLAGS) != 0 {
         return Err(err(OFF_FLAGS, "reserved header fields are not zero".into()));
     }
-    let root_offset = le_u32(frame, OFF_ROOT) as usize;
-    if root_offset >= (used - HEADER_LEN).max(1) {
-        return Err(err(OFF_ROOT, format!("root offset {root_offset} is outside the body")));
-    }
-    let id = FrameId(le_u64(frame, OFF_FRAME_ID));
+    let id = FrameId(le_u64(image, OFF_FRAME_ID));
     if id != expected {
-        return Err(err(OFF_FRAME_ID, format!("frame holds id {id}, expected {expected}")));
+        return Err(err(OFF_FRAME_ID, format!("{what} holds id {id}, expected {expected}")));
     }
-    let node_count = le_u32(frame, OFF_NODE_COUNT);
-    Ok(FrameView { node_count, body: &frame[HEADER_LEN..used], root_offset })
+    Ok(ImageView {
+        count: le_u32(image, OFF_NODE_COUNT),
+        body: &image[HEADER_LEN..used],
+        word: le_u32(image, OFF_ROOT),
+    })
+}
+
+/// Validates the header and checksum of a frame read for `expected` (see `open_as`), and
+/// that its root offset lies inside the body.
+pub(crate) fn open(frame: &[u8], expected: FrameId) -> Result<FrameView<'_>, RecordError> {
+    let view = open_as(FRAME_IMAGE, frame, expected)?;
+    let root_offset = view.word as usize;
+    if root_offset >= view.body.len().max(1) {
+        return Err(RecordError {
+            offset: OFF_ROOT,
+            reason: format!("root offset {root_offset} is outside the body"),
+        });
+    }
+    Ok(FrameView { node_count: view.count, body: view.body, root_offset })
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 //! so at any moment exactly one durable manifest exists and every slot it names is intact.
 
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"HOLTMANI");
-/// Version written. Version 1 (no `frames_lsn`, a 64-byte header) is still read.
-pub(crate) const MANIFEST_VERSION: u32 = 2;
-/// Fixed bytes before the frame table (version 2; version 1 had 64).
+/// Version written. Version 2 (no delta table) and version 1 (no `frames_lsn`, a 64-byte
+/// header) are still read.
+pub(crate) const MANIFEST_VERSION: u32 = 3;
+/// Fixed bytes before the frame table (versions 2 and 3; version 1 had 64).
 pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
 const MANIFEST_V1_HEADER_BYTES: usize = 64;
 /// Bytes per frame-table entry: frame id, slot.
@@ -35,14 +36,17 @@ pub(crate) struct Manifest {
     /// it, so replay skips those (applying them again would dirty every frame they touch).
     /// At least `checkpoint_lsn`; equal to it in version 1 manifests.
     pub frames_lsn: u64,
-    /// (frame id, slot) for every live frame, sorted by frame id.
+    /// (frame id, slot of its whole image) for every live frame, sorted by frame id.
     pub frames: Vec<(u64, u64)>,
+    /// (frame id, slot of a delta) for every delta applied on top of an image, sorted by
+    /// frame id, each frame's deltas in the order they apply (their chain positions 1, 2, …).
+    pub deltas: Vec<(u64, u64)>,
 }
 
 impl Manifest {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(MANIFEST_HEADER_BYTES + self.frames.len() * MANIFEST_ENTRY_BYTES + 8);
+        let entries = self.frames.len() + self.deltas.len();
+        let mut out = Vec::with_capacity(MANIFEST_HEADER_BYTES + entries * MANIFEST_ENTRY_BYTES + 16);
         out.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
         out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
@@ -59,6 +63,11 @@ impl Manifest {
         }
         debug_assert_eq!(out.len(), MANIFEST_HEADER_BYTES);
         for &(id, slot) in &self.frames {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&slot.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.deltas.len() as u64).to_le_bytes());
+        for &(id, slot) in &self.deltas {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&slot.to_le_bytes());
         }
@@ -79,28 +88,46 @@ impl Manifest {
         if u64_at(0)? != MANIFEST_MAGIC {
             return Err((0, "bad manifest magic"));
         }
-        let header = match u64_at(8)? & 0xFFFF_FFFF {
+        let version = u64_at(8)? & 0xFFFF_FFFF;
+        let header = match version {
             1 => MANIFEST_V1_HEADER_BYTES,
-            2 => MANIFEST_HEADER_BYTES,
+            2 | 3 => MANIFEST_HEADER_BYTES,
             _ => return Err((8, "unknown manifest version")),
         };
-        let count = u64_at(56)?;
-        let max_entries = (bytes.len().saturating_sub(header) / MANIFEST_ENTRY_BYTES) as u64;
-        if count > max_entries {
-            return Err((56, "manifest frame count exceeds its length"));
-        }
-        let end = header + count as usize * MANIFEST_ENTRY_BYTES;
+        // A table of `count` 16-byte entries at `at`, checked against the manifest's length.
+        let table = |at: usize, count: u64, count_at: u64| -> Result<Vec<(u64, u64)>, (u64, &'static str)> {
+            let room = (bytes.len().saturating_sub(at) / MANIFEST_ENTRY_BYTES) as u64;
+            if count > room {
+                return Err((count_at, "manifest table count exceeds its length"));
+            }
+            (0..count as usize)
+                .map(|i| {
+                    Ok((u64_at(at + i * MANIFEST_ENTRY_BYTES)?, u64_at(at + i * MANIFEST_ENTRY_BYTES + 8)?))
+                })
+                .collect()
+        };
+        let frames = table(header, u64_at(56)?, 56)?;
+        let mut end = header + frames.len() * MANIFEST_ENTRY_BYTES;
+        let deltas = if version == 3 {
+            let count_at = end;
+            let deltas = table(count_at + 8, u64_at(count_at)?, count_at as u64)?;
+            end = count_at + 8 + deltas.len() * MANIFEST_ENTRY_BYTES;
+            deltas
+        } else {
+            Vec::new()
+        };
         let stored = bytes.get(end..end + 4).ok_or((end as u64, "manifest is truncated"))?;
         if crc32c::crc32c(&bytes[..end]).to_le_bytes() != stored {
             return Err((end as u64, "manifest checksum mismatch"));
         }
-        let mut frames = Vec::with_capacity(count as usize);
-        for i in 0..count as usize {
-            let off = header + i * MANIFEST_ENTRY_BYTES;
-            frames.push((u64_at(off)?, u64_at(off + 8)?));
-        }
         if frames.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err((header as u64, "manifest frame table is not sorted"));
+        }
+        if deltas.windows(2).any(|w| w[0].0 > w[1].0) {
+            return Err((end as u64, "manifest delta table is not sorted"));
+        }
+        if deltas.iter().any(|d| frames.binary_search_by_key(&d.0, |f| f.0).is_err()) {
+            return Err((end as u64, "manifest names a delta of a frame it does not list"));
         }
         let checkpoint_lsn = u64_at(16)?;
         let frames_lsn = if header == MANIFEST_V1_HEADER_BYTES { checkpoint_lsn } else { u64_at(64)? };
@@ -115,6 +142,7 @@ impl Manifest {
             wal_window_bytes: u64_at(48)?,
             frames_lsn,
             frames,
+            deltas,
         })
     }
 }
@@ -133,12 +161,14 @@ mod tests {
             wal_window_bytes: 8 << 20,
             frames_lsn,
             frames,
+            deltas: Vec::new(),
         }
     }
 
     #[test]
     fn round_trip_and_every_flip_detected() {
-        let m = sample(6000, vec![(0, 5), (3, 1), (8, 0)]);
+        let mut m = sample(6000, vec![(0, 5), (3, 1), (8, 0)]);
+        m.deltas = vec![(3, 7), (3, 2), (8, 9)];
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {
@@ -169,6 +199,26 @@ mod tests {
         v1.extend_from_slice(&[0u8; 4]);
         let m = Manifest::decode(&v1).expect("a version 1 manifest");
         assert_eq!(m, sample(4096, vec![(0, 5), (3, 1)]));
+    }
+
+    /// A version 2 manifest (no delta table) still opens, with no deltas.
+    #[test]
+    fn version_2_manifests_are_read() {
+        let m = sample(6000, vec![(0, 5), (3, 1)]);
+        let mut v2 = m.encode();
+        v2.truncate(v2.len() - 8 - 8); // crc, padding, delta count
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        v2.extend_from_slice(&[0u8; 4]);
+        assert_eq!(Manifest::decode(&v2), Ok(m));
+    }
+
+    #[test]
+    fn a_delta_of_an_unlisted_frame_is_refused() {
+        let mut m = sample(6000, vec![(0, 5)]);
+        m.deltas = vec![(4, 2)];
+        assert!(Manifest::decode(&m.encode()).is_err());
     }
 
     #[test]

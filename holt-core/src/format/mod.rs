@@ -1,8 +1,10 @@
-//! Bytes on disk only: the frame header, the node encodings, the WAL record and the manifest.
+//! Bytes on disk only: the frame header, the node encodings, frame deltas, the WAL record and
+//! the manifest.
 //! Nothing here does I/O; every decoder validates its input and never panics.
 //!
 //! The byte tables live in `holt-core/docs/format.md`.
 
+pub(crate) mod delta;
 pub(crate) mod frame;
 pub(crate) mod manifest;
 pub(crate) mod node;

@@ -288,13 +288,13 @@ impl<'a> RecordReader<'a> {
         RecordError { offset, reason: reason.into() }
     }
 
-    fn byte(&mut self) -> Result<u8, RecordError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, RecordError> {
         let b = *self.bytes.get(self.pos).ok_or_else(|| self.error(self.pos, "record truncated"))?;
         self.pos += 1;
         Ok(b)
     }
 
-    fn varint(&mut self) -> Result<u64, RecordError> {
+    pub(crate) fn varint(&mut self) -> Result<u64, RecordError> {
         let start = self.pos;
         let mut v: u64 = 0;
         // Bound: a u64 needs at most 10 groups of 7 bits.
@@ -312,7 +312,7 @@ impl<'a> RecordReader<'a> {
         Err(self.error(start, "varint longer than 10 bytes"))
     }
 
-    fn length(&mut self, max: usize, what: &str) -> Result<usize, RecordError> {
+    pub(crate) fn length(&mut self, max: usize, what: &str) -> Result<usize, RecordError> {
         let start = self.pos;
         let v = self.varint()?;
         if v > max as u64 {
@@ -321,7 +321,7 @@ impl<'a> RecordReader<'a> {
         Ok(v as usize)
     }
 
-    fn slice(&mut self, len: usize) -> Result<&'a [u8], RecordError> {
+    pub(crate) fn slice(&mut self, len: usize) -> Result<&'a [u8], RecordError> {
         let end = self.pos.checked_add(len).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or_else(|| self.error(self.pos, "record truncated"))?;
         let s = &self.bytes[self.pos..end];

@@ -221,6 +221,7 @@ impl Tree {
             };
             pw.root = root;
             pw.changed = true;
+            pw.cell.rewrite_whole();
             unlinked.push(child);
         }
     }
@@ -246,6 +247,7 @@ impl Tree {
             if let Some(root) = split::without_link_lead(&pw.root, &child) {
                 pw.root = root;
                 pw.changed = true;
+                pw.cell.rewrite_whole();
             }
             order.push((frame_depth(&child), child.id));
             order.push((frame_depth(&parent), parent.id));
@@ -315,6 +317,7 @@ impl Tree {
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
+                w.cell.record_change(&op_key(op)[*depth..]);
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -404,6 +407,9 @@ impl Tree {
             self.keys.fetch_add(key_count_change(op, change.existed), std::sync::atomic::Ordering::Relaxed);
             let existed = change.existed;
             let changed = !change.root.same(&root);
+            if changed {
+                cell.record_change(&key[depth..]);
+            }
             drop(root);
             let work = Working {
                 cell: Arc::clone(&cell),

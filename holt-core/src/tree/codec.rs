@@ -9,8 +9,11 @@ use std::sync::Arc;
 
 use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
 use super::Tree;
+use super::{walk_frame, write, Walk};
 use crate::buffer::FrameSize;
+use crate::buffer::{ChangeLog, Delta};
 use crate::error::{Error, Location, Result};
+use crate::format::delta::{self as delta_format, DeltaEntry, DeltaWriter};
 use crate::format::frame::{self, HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
 use crate::format::{FrameId, FRAME_SIZE};
@@ -81,6 +84,62 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
         ))
     })?;
     Ok(buf)
+}
+
+/// Encodes the delta that takes frame `id` from its state on disk to `root`, given the keys
+/// written since (`changes`, relative to the frame): each key's value in `root`, or its
+/// deletion. `None` when a delta cannot or should not stand in for the whole frame: the log
+/// gave up (`whole`), or the delta would exceed `max_bytes`.
+pub(crate) fn encode_delta(
+    id: FrameId,
+    root: &Node,
+    changes: &ChangeLog,
+    chain_index: u32,
+    max_bytes: usize,
+) -> Option<Vec<u8>> {
+    if changes.whole {
+        return None;
+    }
+    let mut keys: Vec<&[u8]> = changes.iter().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut delta = DeltaWriter::new(keys.iter().map(|k| k.len() + 80).sum::<usize>().min(max_bytes));
+    for key in keys {
+        match walk_frame(root, key, 0) {
+            Walk::Here(Some(leaf)) => delta.put(key, leaf.value(), leaf.version()),
+            Walk::Here(None) => delta.delete(key),
+            // The key now lives in another frame: only a split does that, and a split
+            // makes the frame be written whole. Written whole anyway, to be safe.
+            Walk::Link(..) => return None,
+        }
+        if delta.len() > max_bytes {
+            return None;
+        }
+    }
+    delta.finish(id, chain_index).ok()
+}
+
+/// Applies frame `id`'s deltas, in order, to `root` (the frame's decoded image); returns the
+/// resulting root.
+pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Result<Node> {
+    for (i, (bytes, location)) in deltas.iter().enumerate() {
+        let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
+        let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
+        if view.chain_index as usize != i + 1 {
+            return Err(fail(
+                28,
+                format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
+            ));
+        }
+        for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
+            let change = match entry {
+                DeltaEntry::Put { key, value, version } => write::put(&root, key, 0, value, version)?,
+                DeltaEntry::Delete { key } => write::delete(&root, key, 0)?,
+            };
+            root = change.root;
+        }
+    }
+    Ok(root)
 }
 
 fn corruption(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
@@ -209,6 +268,7 @@ impl Tree {
         cell: &Arc<Cell>,
         bytes: &[u8],
         location: &(PathBuf, u64),
+        deltas: &[Delta],
     ) -> Result<(Arc<Node>, FrameSize)> {
         let frames = self.frames.lock();
         let (root, encoded) = decode_frame(bytes, cell.id, location, |id| {
@@ -217,6 +277,11 @@ impl Tree {
             Some(child)
         })?;
         drop(frames);
+        if !deltas.is_empty() {
+            let root = apply_deltas(cell.id, Node::clone(&root), deltas)?;
+            let size = super::split::frame_size(&root);
+            return Ok((Arc::new(root), size));
+        }
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
         Ok((root, size))

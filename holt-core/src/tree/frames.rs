@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::node::{Cell, Node};
 use super::Tree;
-use crate::buffer::{FrameCell, FrameSource};
+use crate::buffer::{ChangeLog, FrameCell, FrameSource};
 use crate::error::{Error, Result};
 use crate::format::FrameId;
 
@@ -20,6 +20,10 @@ pub(crate) struct CapturedFrame {
     /// Pass back to `mark_clean` once this image is durable.
     pub generation: u64,
     pub root: Arc<Node>,
+    /// The keys changed since the previous capture (see `ChangeLog`).
+    pub changes: ChangeLog,
+    /// The frame's encoded size when captured.
+    pub encoded_bytes: usize,
 }
 
 /// The result of `Tree::capture`.
@@ -35,14 +39,16 @@ pub(crate) struct Capture {
 }
 
 impl Tree {
-    /// Snapshots the dirty frames. The caller keeps writers out while this runs, so the
-    /// snapshot is consistent across frames; it costs one `Arc` clone per dirty frame.
+    /// Snapshots the dirty frames and takes their change logs. The caller keeps writers out
+    /// while this runs, so the snapshot is consistent across frames; it costs one `Arc` clone
+    /// per dirty frame. The caller must pass every captured frame to `rewrite_whole` if the
+    /// checkpoint fails: the change logs it took are gone.
     /// A dirty frame without a resident root (the cache broke its rule never to evict one)
     /// fails the capture: leaving it out would let the checkpoint name its stale image and
     /// then drop the log records that hold its changes.
     pub(crate) fn capture(&self) -> Result<Capture> {
         let frames = self.frames.lock();
-        let mut dirty = Vec::new();
+        let mut found = Vec::new();
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
         for (id, cell) in frames.iter() {
             live.push(*id);
@@ -50,9 +56,20 @@ impl Tree {
                 let root = cell.root.load_full().ok_or_else(|| {
                     Error::InvalidArgument(format!("dirty frame {id} is not resident: cannot checkpoint it"))
                 })?;
-                dirty.push(CapturedFrame { id: *id, generation: cell.generation(), root });
+                found.push((cell, root));
             }
         }
+        // Nothing is taken before the capture is known to succeed.
+        let mut dirty: Vec<CapturedFrame> = found
+            .into_iter()
+            .map(|(cell, root)| CapturedFrame {
+                id: cell.id,
+                generation: cell.generation(),
+                root,
+                changes: cell.take_changes(),
+                encoded_bytes: cell.size_bytes(),
+            })
+            .collect();
         live.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
         Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() })
@@ -66,6 +83,16 @@ impl Tree {
             cell.mark_clean(generation);
         }
         self.pool.evict_if_needed();
+    }
+
+    /// After a failed checkpoint: the frames it captured are written whole next time.
+    pub(crate) fn rewrite_whole(&self, ids: impl Iterator<Item = FrameId>) {
+        let frames = self.frames.lock();
+        for id in ids {
+            if let Some(cell) = frames.get(&id) {
+                cell.rewrite_whole();
+            }
+        }
     }
 
     /// Opens a stored tree lazily: `frames` lists every live frame (the root among them),

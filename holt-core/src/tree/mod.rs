@@ -36,8 +36,8 @@ use crate::format::{FrameId, FRAME_SIZE};
 use node::{Cell, Inner, Leaf, Node};
 
 pub(crate) use apply::ApplyOutcome;
-pub(crate) use codec::encode_frame;
-pub(crate) use frames::CapturedFrame;
+pub(crate) use codec::{encode_delta, encode_frame};
+pub(crate) use frames::{Capture, CapturedFrame};
 
 /// Split a frame when its encoded size passes this (the whole frame minus its header).
 pub(crate) const FRAME_BUDGET_BYTES: usize = FRAME_SIZE - HEADER_LEN;
@@ -184,7 +184,9 @@ impl Tree {
         cell.touch();
         match cell.root.load_full() {
             Some(root) => Ok(root),
-            None => self.pool.load(cell, |bytes, location| self.decode_frame(cell, bytes, location)),
+            None => self
+                .pool
+                .load(cell, |bytes, location, deltas| self.decode_frame(cell, bytes, location, deltas)),
         }
     }
 

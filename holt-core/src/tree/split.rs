@@ -206,6 +206,7 @@ impl Tree {
             self.frames.lock().insert(id, Arc::clone(&child));
             self.pool.admit(&child);
             cell.set_size(new_size);
+            cell.rewrite_whole();
             cell.publish(Arc::new(new_root));
             cell.mark_dirty();
             self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
@@ -288,6 +289,7 @@ impl Tree {
             (grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)), above)
         {
             if let Some(root) = without_link_lead(&above, &parent) {
+                grandparent.rewrite_whole();
                 grandparent.publish(Arc::new(root));
                 grandparent.mark_dirty();
                 self.shape.merge_lead_withdrawals.fetch_add(1, Ordering::Relaxed);
@@ -296,6 +298,7 @@ impl Tree {
         child.retire();
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
         parent.set_size(new_size);
+        parent.rewrite_whole();
         parent.publish(Arc::new(new_root));
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);

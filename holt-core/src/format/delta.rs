@@ -1,0 +1,197 @@
+//! Frame deltas: the keys of one frame a checkpoint changed since the frame's last whole
+//! image, with their values (or their deletion) as of the checkpoint. A frame on disk is a
+//! whole image followed by a chain of deltas, applied in order when the frame is loaded.
+//!
+//! A delta uses the frame header's layout (`frame::seal_as`), with magic `b"HDLT"`, version
+//! 1, the entry count at offset 20 and the delta's position in its frame's chain (1 for the
+//! first delta after the image) at offset 28. Its body is `entry_count` entries in strictly
+//! ascending key order, each key relative to the frame (the bytes after the parent's child
+//! byte, where the frame's root begins):
+//!
+//! | entry | bytes |
+//! |---|---|
+//! | put    | a leaf record (`0x01`, varint key_len, key, varint value_len, value, varint version) |
+//! | delete | `0x03`, varint key_len, key |
+
+use super::frame::{self, ImageKind, HEADER_LEN};
+use super::node::{put_varint, write_leaf, Record, RecordError, RecordReader, TAG_LEAF};
+use super::FrameId;
+use crate::api::KEY_LEN_MAX;
+
+pub(crate) const DELTA_IMAGE: ImageKind = ImageKind { magic: *b"HDLT", version: 1, what: "frame delta" };
+
+/// Tag of a delete entry (a put entry is a leaf record).
+pub(crate) const TAG_DELETE: u8 = 0x03;
+
+/// One change a delta records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DeltaEntry<'a> {
+    Put { key: &'a [u8], value: &'a [u8], version: u64 },
+    Delete { key: &'a [u8] },
+}
+
+impl DeltaEntry<'_> {
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            DeltaEntry::Put { key, .. } | DeltaEntry::Delete { key } => key,
+        }
+    }
+}
+
+/// Builds one delta: entries are added in strictly ascending key order, then `finish` seals it.
+pub(crate) struct DeltaWriter {
+    buf: Vec<u8>,
+    entries: u32,
+}
+
+impl DeltaWriter {
+    pub(crate) fn new(capacity_hint: usize) -> DeltaWriter {
+        DeltaWriter { buf: frame::start_frame(capacity_hint), entries: 0 }
+    }
+
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], version: u64) {
+        write_leaf(&mut self.buf, key, value, version);
+        self.entries += 1;
+    }
+
+    pub(crate) fn delete(&mut self, key: &[u8]) {
+        self.buf.push(TAG_DELETE);
+        put_varint(&mut self.buf, key.len() as u64);
+        self.buf.extend_from_slice(key);
+        self.entries += 1;
+    }
+
+    /// Header and entries so far.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The sealed image (padded to 4 KiB), or the byte count when it exceeds a frame.
+    pub(crate) fn finish(mut self, id: FrameId, chain_index: u32) -> Result<Vec<u8>, usize> {
+        frame::seal_as(DELTA_IMAGE, &mut self.buf, id, self.entries, chain_index)?;
+        Ok(self.buf)
+    }
+}
+
+/// A validated delta: its chain position and entries.
+pub(crate) struct DeltaView<'a> {
+    pub chain_index: u32,
+    count: u32,
+    body: &'a [u8],
+}
+
+/// Validates a delta read for frame `expected` (header, checksum, chain position).
+pub(crate) fn open(image: &[u8], expected: FrameId) -> Result<DeltaView<'_>, RecordError> {
+    let view = frame::open_as(DELTA_IMAGE, image, expected)?;
+    Ok(DeltaView { chain_index: view.word, count: view.count, body: view.body })
+}
+
+impl<'a> DeltaView<'a> {
+    /// Every entry in order; fails (with the offset in the image) on a malformed entry, a key
+    /// out of order, or a count that disagrees with the body.
+    pub(crate) fn entries(&self) -> Result<Vec<DeltaEntry<'a>>, RecordError> {
+        let mut reader = RecordReader::new(self.body);
+        let mut out: Vec<DeltaEntry<'a>> = Vec::with_capacity(self.count.min(1 << 16) as usize);
+        let at = |offset: usize| HEADER_LEN + offset;
+        while !reader.is_at_end() {
+            let start = reader.position();
+            let entry = if self.body[start] == TAG_DELETE {
+                reader.byte().map_err(|e| RecordError { offset: at(e.offset), ..e })?;
+                let len = reader.length(KEY_LEN_MAX, "delete key length");
+                let key = len.and_then(|len| reader.slice(len));
+                DeltaEntry::Delete { key: key.map_err(|e| RecordError { offset: at(e.offset), ..e })? }
+            } else {
+                match reader.next_record().map_err(|e| RecordError { offset: at(e.offset), ..e })? {
+                    Record::Leaf { suffix, value, version } => {
+                        DeltaEntry::Put { key: suffix, value, version }
+                    }
+                    _ => {
+                        return Err(RecordError {
+                            offset: at(start),
+                            reason: format!(
+                                "delta entry tag {:#04x} is neither put nor delete",
+                                self.body[start]
+                            ),
+                        })
+                    }
+                }
+            };
+            if out.last().is_some_and(|last| last.key() >= entry.key()) {
+                return Err(RecordError {
+                    offset: at(start),
+                    reason: "delta keys not strictly ascending".into(),
+                });
+            }
+            out.push(entry);
+        }
+        if out.len() != self.count as usize {
+            return Err(RecordError {
+                offset: 20,
+                reason: format!("delta counts {} entries, its body holds {}", self.count, out.len()),
+            });
+        }
+        Ok(out)
+    }
+}
+
+const _: () = assert!(TAG_DELETE != TAG_LEAF);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let mut w = DeltaWriter::new(64);
+        w.put(b"", b"root value", 7);
+        w.delete(b"a/1");
+        w.put(b"a/2", b"v", 9);
+        w.finish(FrameId(4), 2).unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_every_flip_detected() {
+        let bytes = sample();
+        let view = open(&bytes, FrameId(4)).unwrap();
+        assert_eq!(view.chain_index, 2);
+        assert_eq!(
+            view.entries().unwrap(),
+            vec![
+                DeltaEntry::Put { key: b"", value: b"root value", version: 7 },
+                DeltaEntry::Delete { key: b"a/1" },
+                DeltaEntry::Put { key: b"a/2", value: b"v", version: 9 },
+            ]
+        );
+        assert!(open(&bytes, FrameId(5)).is_err(), "read for another frame");
+        let used = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]) as usize;
+        for i in 0..used {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x08;
+            assert!(open(&bad, FrameId(4)).is_err(), "flip at {i} went unnoticed");
+        }
+        // A whole frame image is not a delta, nor the other way round.
+        assert!(frame::open(&bytes, FrameId(4)).is_err());
+    }
+
+    /// Entries that pass the checksum but break the rules are refused too.
+    #[test]
+    fn unordered_or_miscounted_entries_are_refused() {
+        let mut w = DeltaWriter::new(64);
+        w.put(b"b", b"", 1);
+        w.delete(b"a");
+        let bytes = w.finish(FrameId(1), 1).unwrap();
+        let err = open(&bytes, FrameId(1)).unwrap().entries().unwrap_err();
+        assert!(err.reason.contains("ascending"), "{err:?}");
+
+        let mut w = DeltaWriter::new(64);
+        w.delete(b"a");
+        w.entries = 2;
+        let bytes = w.finish(FrameId(1), 1).unwrap();
+        assert!(open(&bytes, FrameId(1)).unwrap().entries().is_err());
+
+        let mut w = DeltaWriter::new(64);
+        w.buf.extend_from_slice(&[0x02, 0x05]); // a link record
+        w.entries = 1;
+        let bytes = w.finish(FrameId(1), 1).unwrap();
+        assert!(open(&bytes, FrameId(1)).unwrap().entries().is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! Invariant: a frame whose checkpoint wrote only the keys that changed (a delta on top of its
+//! whole image, see "Frame deltas" in ARCHITECTURE.md) reads back exactly as it was when
+//! captured: every value and version, no deleted key back, none missing. It holds however
+//! the frame is read afterwards: loaded (image, then every delta in order), or, while the
+//! cache is full, by a point read that would otherwise walk the image alone (stale once a
+//! delta exists). Chains end: past `DELTA_CHAIN_MAX` deltas or their size budget, the frame
+//! is written whole again.
+//!
+//! And whichever I/O operation of a checkpoint that writes deltas fails (the n-th, once or
+//! forever), after a crash the oracle holds (crash model: `SimFs::crash`).
+
+mod oracle;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use holt_core::io::{Fault, FaultError, SimFs, Vfs};
+use holt_core::{Batch, Condition, Db, Durability, Options, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, u64)>;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("tenant-{:02}/dir-{:03}/object-{i:07}", i % 7, (i / 7) % 40).into_bytes()
+}
+
+fn options(memory_budget_bytes: usize) -> Options {
+    Options {
+        durability: Durability::Async,
+        memory_budget_bytes,
+        // Only the test's checkpoints run.
+        checkpoint_wal_bytes: u64::MAX,
+        checkpoint_interval: Duration::from_secs(3600),
+        ..Options::default()
+    }
+}
+
+fn load(db: &Db, model: &mut Model, keys: u64) {
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(500) {
+        let mut batch = Batch::new();
+        for &i in chunk {
+            batch.put(key(i), format!("first value of {i}").into_bytes());
+        }
+        let version = db.write_batch(&batch, WriteOptions::default()).expect("load");
+        for &i in chunk {
+            model.insert(key(i), (format!("first value of {i}").into_bytes(), version.0));
+        }
+    }
+}
+
+/// Every key of the model through point reads (value and version), then the whole
+/// database through a scan.
+fn check(db: &Db, model: &Model, context: &str) {
+    for (k, (v, version)) in model {
+        let got = db.get(k).expect("get");
+        let got = got.map(|e| (e.value, e.version.0));
+        assert_eq!(got.as_ref(), Some(&(v.clone(), *version)), "{context}: {}", String::from_utf8_lossy(k));
+    }
+    let got = oracle::dump(db);
+    let want: Vec<(Vec<u8>, Vec<u8>, u64)> =
+        model.iter().map(|(k, (v, ver))| (k.clone(), v.clone(), *ver)).collect();
+    assert_eq!(got.len(), want.len(), "{context}: key count");
+    assert!(got == want, "{context}: scan differs from the model");
+}
+
+#[test]
+fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
+    let seed = oracle::seed("deltas_read_back_exactly_through_reopen_and_a_full_cache");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keys = 30_000u64;
+    let db = Db::open(dir.path(), options(1 << 30)).expect("open");
+    let mut model = Model::new();
+    load(&db, &mut model, keys);
+    db.checkpoint().expect("first checkpoint");
+    let first = db.stats();
+    assert!(first.frames > 4, "the test needs several frames, got {}", first.frames);
+    assert_eq!(first.checkpoint_frames_delta, 0, "nothing on disk to be a delta of");
+
+    let mut rng = seed;
+    let mut next_new = keys;
+    let mut deltas_seen = Vec::new();
+    for round in 0..7 {
+        for _ in 0..600 {
+            let r = oracle::next(&mut rng);
+            match r % 20 {
+                0..=13 => {
+                    let k = key(oracle::next(&mut rng) % next_new);
+                    let v = format!("round {round} value {}", r % 1000).into_bytes();
+                    let version = db.put(&k, &v).expect("overwrite");
+                    model.insert(k, (v, version.0));
+                }
+                14..=16 => {
+                    let k = key(oracle::next(&mut rng) % next_new);
+                    db.delete_with(&k, Condition::None, WriteOptions::default()).expect("delete");
+                    model.remove(&k);
+                }
+                _ => {
+                    let k = key(next_new);
+                    next_new += 1;
+                    let version = db.put(&k, b"new").expect("insert");
+                    model.insert(k, (b"new".to_vec(), version.0));
+                }
+            }
+        }
+        db.checkpoint().expect("checkpoint");
+        deltas_seen.push(db.stats().checkpoint_frames_delta);
+        check(&db, &model, &format!("round {round}, before reopening"));
+    }
+    let last = db.stats();
+    assert!(deltas_seen[0] > 0, "the first round's checkpoint wrote no delta: {deltas_seen:?}");
+    assert!(
+        last.checkpoint_frames_whole > first.checkpoint_frames_whole,
+        "seven rounds never ended a chain (deltas after each round: {deltas_seen:?})"
+    );
+    db.close().expect("close");
+
+    // A tiny cache: every frame but the root is read from disk, and point reads walk images
+    // where they may (never for a frame with deltas: its image alone is stale).
+    let db = Db::open(dir.path(), options(64 << 10)).expect("reopen with a tiny cache");
+    check(&db, &model, "reopened with a tiny cache");
+    assert!(db.stats().frame_reads > 0);
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
+    check(&db, &model, "reopened");
+}
+
+/// One count-up case: a frame large enough for deltas, a checkpoint that writes them with the
+/// n-th I/O operation failing, more writes, another checkpoint, a crash, then the oracle.
+fn countup_case(seed: u64, n: u64, forever: bool) {
+    let fs = SimFs::new(seed);
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    let mut rng = seed;
+    // Only the test's checkpoints run, so the one under test has the changes to write.
+    let opts = Options { checkpoint_wal_bytes: u64::MAX, ..oracle::opts() };
+    let db = Db::open_with_vfs(vfs.clone(), opts.clone()).expect("open fresh");
+    let mut history = oracle::History::default();
+    // About 60 KB of keys in one frame: 40 writes then change far less than a quarter of it.
+    // Batches small enough for the 4 KiB log ring of `oracle::opts`.
+    for chunk in (0..1500u64).collect::<Vec<_>>().chunks(40) {
+        let mut batch = Batch::new();
+        let mut ops = Vec::new();
+        for &i in chunk {
+            let k = format!("t{}/d{}/f{:04}", i % 3, (i / 3) % 4, i + 1000).into_bytes();
+            batch.put(k.clone(), b"preloaded".to_vec());
+            ops.push((k, Some(b"preloaded".to_vec())));
+        }
+        let result = db.write_batch(&batch, WriteOptions::default()).map(|v| v.0);
+        assert!(result.is_ok(), "preload: {result:?}");
+        history.record(ops, &result);
+    }
+    db.checkpoint().expect("checkpoint of the preload");
+    let more = oracle::workload(&db, &fs, &mut rng, 40, usize::MAX, None);
+    history.writes.extend(more.writes);
+    let deltas_before = db.stats().checkpoint_frames_delta;
+    fs.inject(Fault { op: None, path_contains: None, nth: n, error: FaultError::Eio, forever });
+    let failed = db.checkpoint().is_err();
+    assert!(
+        failed || db.stats().checkpoint_frames_delta > deltas_before,
+        "the checkpoint under test wrote no delta (n={n}, seed {seed}): {:?}",
+        db.stats()
+    );
+    let more = oracle::workload(&db, &fs, &mut rng, 15, usize::MAX, None);
+    history.writes.extend(more.writes);
+    let _ = db.checkpoint();
+    fs.crash();
+    drop(db);
+    let context = format!("delta count-up n={n} forever={forever} seed {seed}");
+    let db =
+        Db::open_with_vfs(vfs.clone(), opts.clone()).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+    let state = oracle::check(&db, &history, &context);
+    drop(db);
+    oracle::check_stable(|| Db::open_with_vfs(vfs.clone(), opts.clone()).expect("reopen"), &state, &context);
+}
+
+#[test]
+fn fail_each_io_operation_of_a_delta_checkpoint() {
+    let base = oracle::seed("fail_each_io_operation_of_a_delta_checkpoint");
+    for n in 1..=40 {
+        countup_case(base.wrapping_add(n), n, false);
+        countup_case(base.wrapping_add(n + 100_000), n, true);
+    }
+}
