@@ -77,7 +77,7 @@ impl Metrics {
                     writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
             }
         }
-        let engine: [(&str, &str, u64); 14] = [
+        let engine: [(&str, &str, u64); 16] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -90,6 +90,8 @@ impl Metrics {
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),
             ("checkpoint_stall_max_us", "gauge", stats.checkpoint_stall_max_us),
+            ("checkpoint_frames_whole_total", "counter", stats.checkpoint_frames_whole),
+            ("checkpoint_frames_delta_total", "counter", stats.checkpoint_frames_delta),
             ("last_lsn", "gauge", stats.last_lsn),
             ("durable_lsn", "gauge", stats.durable_lsn),
         ];
