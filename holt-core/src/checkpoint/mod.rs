@@ -44,7 +44,7 @@ use crate::format::FRAME_SIZE;
 use crate::io::{failpoint, DirLock, Vfs};
 use crate::tree::{encode_delta, encode_frame, Capture, CapturedFrame, Tree};
 use crate::wal::{Rolled, Wal};
-use store::{manifest_lists, FrameLoc, FrameStore, SlotTable};
+use store::{manifest_lists, FrameLoc, FrameStore, SlotTable, SlotWrite};
 
 /// How long after a failed background checkpoint the next attempt waits.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -264,7 +264,7 @@ impl Durable {
         let id = frame.id;
         let delta = old.get(&id.0).filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
             let chain: usize =
-                loc.deltas.iter().map(|&slot| self.store.used_bytes(slot).unwrap_or(FRAME_SIZE)).sum();
+                loc.deltas.iter().map(|&at| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
             let room = (frame.encoded_bytes / DELTA_CHAIN_FRACTION).checked_sub(chain)?;
             encode_delta(id, &frame.root, &frame.changes, loc.deltas.len() as u32 + 1, room)
         });
@@ -285,7 +285,12 @@ impl Durable {
         // Encode and write in batches: the images of every dirty frame at once would be held
         // in memory together (about the encoded size of the whole tree after random writes).
         let old = self.store.slots();
-        let slots = self.store.fresh_slots(capture.dirty.len());
+        // Enough for every frame: a whole image takes a slot, and deltas (each at most a
+        // quarter of a frame) pack at least one to a slot.
+        let mut fresh = self.store.fresh_slots(capture.dirty.len()).into_iter();
+        let mut next_slot = || {
+            fresh.next().ok_or_else(|| Error::InvalidArgument("a checkpoint ran out of fresh slots".into()))
+        };
         let mut table: SlotTable = HashMap::with_capacity(capture.live.len());
         for id in &capture.live {
             if let Some(loc) = old.get(&id.0) {
@@ -293,22 +298,49 @@ impl Durable {
             }
         }
         let (mut whole, mut deltas) = (0u64, 0u64);
-        for (frames, frame_slots) in
-            capture.dirty.chunks(WRITE_BATCH_FRAMES).zip(slots.chunks(WRITE_BATCH_FRAMES))
-        {
-            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
-            let images: Vec<&[u8]> = blobs.iter().map(|(_, bytes, _)| &bytes[..]).collect();
-            self.store.write_at(&images, frame_slots).map_err(io_error("frame write"))?;
-            for ((id, _, is_delta), &slot) in blobs.iter().zip(frame_slots) {
-                if *is_delta {
-                    deltas += 1;
-                    table.entry(*id).or_default().deltas.push(slot);
-                } else {
-                    whole += 1;
-                    table.insert(*id, FrameLoc { image: slot, deltas: Vec::new() });
-                }
+        // Deltas waiting to fill the slot they are packed into (written when it is full, and
+        // at the end): one write per slot instead of one small write per frame.
+        let mut pack: Vec<Vec<u8>> = Vec::new();
+        let mut pack_slot: Option<u64> = None;
+        let mut pack_bytes = 0usize;
+        let write_pack = |pack: &mut Vec<Vec<u8>>, slot: Option<u64>| -> Result<()> {
+            if let Some(slot) = slot.filter(|_| !pack.is_empty()) {
+                let images = pack.iter().map(|d| &d[..]).collect();
+                self.store.write_slots(&[SlotWrite { slot, images }]).map_err(io_error("frame write"))?;
             }
+            pack.clear();
+            Ok(())
+        };
+        for frames in capture.dirty.chunks(WRITE_BATCH_FRAMES) {
+            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
+            let mut images: Vec<(u64, Vec<u8>)> = Vec::new();
+            for (id, bytes, is_delta) in blobs {
+                if !is_delta {
+                    let slot = next_slot()?;
+                    whole += 1;
+                    table.insert(id, FrameLoc { image: slot, deltas: Vec::new() });
+                    images.push((slot, bytes));
+                    continue;
+                }
+                if pack_slot.is_none() || pack_bytes + bytes.len() > FRAME_SIZE {
+                    write_pack(&mut pack, pack_slot)?;
+                    pack_slot = Some(next_slot()?);
+                    pack_bytes = 0;
+                }
+                let slot = pack_slot.unwrap_or_default();
+                deltas += 1;
+                table.entry(id).or_default().deltas.push(slot * FRAME_SIZE as u64 + pack_bytes as u64);
+                // Sealed images are padded to 4 KiB already: the next delta starts aligned.
+                pack_bytes += bytes.len();
+                pack.push(bytes);
+            }
+            let writes: Vec<SlotWrite<'_>> = images
+                .iter()
+                .map(|(slot, bytes)| SlotWrite { slot: *slot, images: vec![&bytes[..]] })
+                .collect();
+            self.store.write_slots(&writes).map_err(io_error("frame write"))?;
         }
+        write_pack(&mut pack, pack_slot)?;
         self.store.sync().map_err(io_error("frame sync"))?;
         if let Some(missing) = capture.live.iter().find(|id| !table.contains_key(&id.0)) {
             return Err(Error::InvalidArgument(format!("live frame {missing} has no image to checkpoint")));

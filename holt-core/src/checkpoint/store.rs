@@ -1,10 +1,11 @@
-//! The frames file: fixed 512 KiB slots, each holding one self-checksummed image: a frame's
-//! whole image, or one delta of a frame's chain (see `format::delta`).
+//! The frames file: fixed 512 KiB slots, each holding one self-checksummed frame image, or
+//! deltas of frames' chains (see `format::delta`) packed back to back, each at a 4 KiB
+//! boundary.
 //!
-//! Invariant: a slot named by the durable manifest is never written. A checkpoint writes every
-//! dirty frame (whole or as a delta) to a FRESH slot (one the durable manifest does not name),
-//! syncs, and only the manifest switch makes the new slots current; a torn 512 KiB write can
-//! therefore only hit a slot nobody depends on.
+//! Invariant: a slot the durable manifest names (for an image, or for any delta in it) is
+//! never written. A checkpoint writes every dirty frame (whole, or as a delta) to FRESH slots
+//! (ones the durable manifest does not name), syncs, and only the manifest switch makes the
+//! new slots current; a torn write can therefore only hit a slot nobody depends on.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,8 +24,8 @@ use crate::io::{failpoint, Vfs, VfsFile};
 /// File name of the frames file.
 pub(crate) const FRAMES_NAME: &str = "frames.dat";
 
-/// Where a frame's durable state lies: its whole image and the deltas applied on top of it,
-/// in order.
+/// Where a frame's durable state lies: the slot of its whole image, and the byte offsets in
+/// the file of the deltas applied on top of it, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct FrameLoc {
     pub image: u64,
@@ -38,28 +39,43 @@ pub(crate) type SlotTable = HashMap<u64, FrameLoc>;
 pub(crate) fn table_of(manifest: &crate::format::manifest::Manifest) -> SlotTable {
     let mut table: SlotTable =
         manifest.frames.iter().map(|&(id, image)| (id, FrameLoc { image, deltas: Vec::new() })).collect();
-    for &(id, slot) in &manifest.deltas {
+    for &(id, offset) in &manifest.deltas {
         if let Some(loc) = table.get_mut(&id) {
-            loc.deltas.push(slot);
+            loc.deltas.push(offset);
         }
     }
     table
 }
 
-/// (frame id, slot) pairs, as the manifest lists them.
+/// (frame id, slot or offset) pairs, as the manifest lists them.
 pub(crate) type SlotList = Vec<(u64, u64)>;
 
-/// A slot table as the manifest's two sorted lists: (id, image slot) and (id, delta slot).
+/// A slot table as the manifest's two sorted lists: (id, image slot) and (id, delta offset).
 pub(crate) fn manifest_lists(table: &SlotTable) -> (SlotList, SlotList) {
     let mut ids: Vec<u64> = table.keys().copied().collect();
     ids.sort_unstable();
     let frames = ids.iter().map(|id| (*id, table[id].image)).collect();
-    let deltas = ids.iter().flat_map(|id| table[id].deltas.iter().map(move |&slot| (*id, slot))).collect();
+    let deltas = ids.iter().flat_map(|id| table[id].deltas.iter().map(move |&at| (*id, at))).collect();
     (frames, deltas)
 }
 
+/// Every slot a table names: image slots, and the slots holding its deltas.
 fn slots_of(table: &SlotTable) -> impl Iterator<Item = u64> + '_ {
-    table.values().flat_map(|loc| std::iter::once(loc.image).chain(loc.deltas.iter().copied()))
+    table
+        .values()
+        .flat_map(|loc| std::iter::once(loc.image).chain(loc.deltas.iter().map(|&at| at / FRAME_SIZE as u64)))
+}
+
+/// Every delta offset a table names.
+fn deltas_of(table: &SlotTable) -> impl Iterator<Item = u64> + '_ {
+    table.values().flat_map(|loc| loc.deltas.iter().copied())
+}
+
+/// One slot's write: images placed back to back from the slot's start (one whole frame, or
+/// deltas), each already padded to 4 KiB by `seal`.
+pub(crate) struct SlotWrite<'a> {
+    pub slot: u64,
+    pub images: Vec<&'a [u8]>,
 }
 
 pub(crate) struct FrameStore {
@@ -67,9 +83,9 @@ pub(crate) struct FrameStore {
     /// Frame id → slots, as named by the durable manifest. Readers hold the read lock across
     /// their pread, so a slot freed by a manifest switch is never read while it is rewritten.
     slots: RwLock<SlotTable>,
-    /// Slot → stored bytes and used bytes of the image last written there (or read from it),
-    /// so a read fetches the image's header and records, not the slot's whole 512 KiB. Slots
-    /// not in it are read by their first 4 KiB, then the rest their header names.
+    /// Byte offset of an image or delta → its stored bytes and used bytes, as last written
+    /// there (or read from it), so a read fetches the image's header and records, not a whole
+    /// slot. Offsets not in it are read by their first 4 KiB, then the rest the header names.
     lengths: parking_lot::Mutex<HashMap<u64, (usize, usize)>>,
 }
 
@@ -92,10 +108,10 @@ impl FrameStore {
         self.slots.read().clone()
     }
 
-    /// The header and record bytes of the image in `slot` (its `used_bytes`), when this
-    /// process wrote or read it.
-    pub(crate) fn used_bytes(&self, slot: u64) -> Option<usize> {
-        self.lengths.lock().get(&slot).map(|&(_, used)| used)
+    /// The header and record bytes of the image or delta at byte `offset` (its
+    /// `used_bytes`), when this process wrote or read it.
+    pub(crate) fn used_bytes(&self, offset: u64) -> Option<usize> {
+        self.lengths.lock().get(&offset).map(|&(_, used)| used)
     }
 
     /// `count` slots the durable manifest does not name, lowest first: where a checkpoint
@@ -105,32 +121,46 @@ impl FrameStore {
         (0u64..).filter(|slot| !used.contains(slot)).take(count).collect()
     }
 
-    /// Writes sealed images (whole frames or deltas) to `slots` (from `fresh_slots`, one
-    /// each, in order), without syncing: a checkpoint writes its frames in batches and calls
-    /// `sync` once after the last.
-    pub(crate) fn write_at(&self, images: &[&[u8]], slots: &[u64]) -> io::Result<()> {
-        debug_assert_eq!(images.len(), slots.len());
-        // Only an image's header and records (rounded to 4 KiB) are written; the rest of its
+    /// Writes each slot's images back to back from the slot's start (slots from
+    /// `fresh_slots`), one write per slot, without syncing: a checkpoint writes its frames in
+    /// batches and calls `sync` once after the last. An image's offset is its slot's start
+    /// plus the stored bytes of the images before it.
+    pub(crate) fn write_slots(&self, writes: &[SlotWrite<'_>]) -> io::Result<()> {
+        // Only the images' headers and records (rounded to 4 KiB) are written; the rest of a
         // slot is a hole, so the file holds about the encoded bytes, not slots × 512 KiB.
-        let requests: Vec<(&[u8], u64)> = images
+        let packed: Vec<std::borrow::Cow<'_, [u8]>> = writes
             .iter()
-            .zip(slots)
-            .map(|(bytes, &slot)| (&bytes[..stored_len(bytes)], slot_offset(slot)))
+            .map(|w| match &w.images[..] {
+                [one] => std::borrow::Cow::Borrowed(&one[..stored_len(one)]),
+                many => {
+                    std::borrow::Cow::Owned(many.iter().flat_map(|i| &i[..stored_len(i)]).copied().collect())
+                }
+            })
             .collect();
+        if packed.iter().any(|bytes| bytes.len() > FRAME_SIZE) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "images packed past the end of a slot"));
+        }
+        let requests: Vec<(&[u8], u64)> =
+            packed.iter().zip(writes).map(|(bytes, w)| (&bytes[..], slot_offset(w.slot))).collect();
         failpoint("frame-write")?;
         for (bytes, offset) in &requests {
-            // The slot may hold an older, longer image: its tail is padding from now on.
+            // The slot may hold older, longer images: its tail is padding from now on.
             self.file.release(offset + bytes.len() as u64, (FRAME_SIZE - bytes.len()) as u64)?;
         }
         self.file.write_many_at(&requests)?;
         let mut lengths = self.lengths.lock();
-        for ((bytes, _), &slot) in requests.iter().zip(slots) {
-            lengths.insert(slot, (bytes.len(), claimed_used(bytes)));
+        for w in writes {
+            let mut at = slot_offset(w.slot);
+            for image in &w.images {
+                let stored = stored_len(image);
+                lengths.insert(at, (stored, claimed_used(image)));
+                at += stored as u64;
+            }
         }
         drop(lengths);
         // Every slot reads as FRAME_SIZE bytes: extend the file over the last slot's padding
         // (a hole, made durable by `sync` together with the writes).
-        if let Some(&last) = slots.iter().max() {
+        if let Some(last) = writes.iter().map(|w| w.slot).max() {
             let end = slot_offset(last + 1);
             if self.file.len()? < end {
                 self.file.set_len(end)?;
@@ -139,7 +169,7 @@ impl FrameStore {
         Ok(())
     }
 
-    /// Makes every `write_at` so far durable.
+    /// Makes every `write_slots` so far durable.
     pub(crate) fn sync(&self) -> io::Result<()> {
         failpoint("frame-sync")?;
         self.file.sync_data()
@@ -149,16 +179,30 @@ impl FrameStore {
     /// only the old table named back to the file system and cuts the file after the last
     /// named slot. Both are best effort: a failure (or a crash before the next sync) only
     /// costs space, since no durable manifest names those bytes any more.
+    /// Deltas no longer named in a slot that still holds live ones are released alone (when
+    /// their length is known here).
     pub(crate) fn install(&self, slots: SlotTable) {
         let live: HashSet<u64> = slots_of(&slots).collect();
+        let live_deltas: HashSet<u64> = deltas_of(&slots).collect();
         let end = live.iter().max().map_or(0, |&s| slot_offset(s + 1));
         let old = std::mem::replace(&mut *self.slots.write(), slots);
         let freed: HashSet<u64> = slots_of(&old).filter(|s| !live.contains(s)).collect();
-        for slot in freed {
-            if let Err(e) = self.file.release(slot_offset(slot), FRAME_SIZE as u64) {
+        let mut lengths = self.lengths.lock();
+        for slot in &freed {
+            if let Err(e) = self.file.release(slot_offset(*slot), FRAME_SIZE as u64) {
                 tracing::debug!(error = %e, slot, "releasing a free frame slot failed");
             }
         }
+        for at in deltas_of(&old).filter(|at| !live_deltas.contains(at)) {
+            let Some((stored, _)) = lengths.remove(&at) else { continue };
+            if !freed.contains(&(at / FRAME_SIZE as u64)) {
+                if let Err(e) = self.file.release(at, stored as u64) {
+                    tracing::debug!(error = %e, at, "releasing a dead frame delta failed");
+                }
+            }
+        }
+        lengths.retain(|at, _| !freed.contains(&(at / FRAME_SIZE as u64)));
+        drop(lengths);
         self.truncate_after(end);
     }
 
@@ -172,43 +216,43 @@ impl FrameStore {
 }
 
 impl FrameStore {
-    /// Reads the image in `slot` into the start of `buf` (`FRAME_SIZE` long) and returns its
-    /// stored length: the length last written or read there when known, else the first 4 KiB
-    /// and then the rest its header names (a corrupt header is reported by the decoder).
-    fn read_slot(&self, frame: u64, slot: u64, buf: &mut [u8]) -> Result<usize> {
+    /// Reads the image or delta at byte `offset` into the start of `buf` (`FRAME_SIZE` long)
+    /// and returns its stored length: the length last written or read there when known, else
+    /// the first 4 KiB and then the rest its header names (a corrupt header is reported by the
+    /// decoder). An image never runs past its slot's end.
+    fn read_image_at(&self, frame: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         if buf.len() != FRAME_SIZE {
             return Err(Error::InvalidArgument(format!("frame buffer of {} bytes", buf.len())));
         }
         let corrupt = |reason: &str| Error::Corruption {
-            location: Location {
-                file: PathBuf::from(FRAMES_NAME),
-                frame: Some(frame),
-                offset: slot_offset(slot),
-            },
+            location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(frame), offset },
             reason: reason.into(),
         };
         let read = |buf: &mut [u8], at: usize| {
-            self.file.read_exact_at(buf, slot_offset(slot) + at as u64).map_err(|source| {
-                match source.kind() {
-                    io::ErrorKind::UnexpectedEof => corrupt("frames file ends inside the slot"),
-                    _ => Error::Io { op: "read frame", source, may_have_applied: false },
-                }
+            self.file.read_exact_at(buf, offset + at as u64).map_err(|source| match source.kind() {
+                io::ErrorKind::UnexpectedEof => corrupt("frames file ends inside the slot"),
+                _ => Error::Io { op: "read frame", source, may_have_applied: false },
             })
         };
-        let known = self.lengths.lock().get(&slot).map(|&(stored, _)| stored);
+        // The bytes from `offset` to its slot's end: no image is longer.
+        let room = FRAME_SIZE - (offset % FRAME_SIZE as u64) as usize;
+        if room < STORE_ALIGN_BYTES {
+            return Err(corrupt("an image starts in the last 4 KiB of a slot"));
+        }
+        let known = self.lengths.lock().get(&offset).map(|&(stored, _)| stored);
         let len = match known {
             Some(len) => {
-                let len = len.min(FRAME_SIZE);
+                let len = len.min(room);
                 read(&mut buf[..len], 0)?;
                 len
             }
             None => {
                 read(&mut buf[..STORE_ALIGN_BYTES], 0)?;
-                let len = stored_len_claimed(&buf[..HEADER_LEN]);
+                let len = stored_len_claimed(&buf[..HEADER_LEN]).min(room);
                 if len > STORE_ALIGN_BYTES {
                     read(&mut buf[STORE_ALIGN_BYTES..len], STORE_ALIGN_BYTES)?;
                 }
-                self.lengths.lock().insert(slot, (len, claimed_used(buf)));
+                self.lengths.lock().insert(offset, (len, claimed_used(buf)));
                 len
             }
         };
@@ -237,7 +281,7 @@ impl FrameSource for FrameStore {
                 reason: "frame is not in the manifest".into(),
             });
         };
-        self.read_slot(id.0, loc.image, buf)
+        self.read_image_at(id.0, slot_offset(loc.image), buf)
     }
 
     fn delta_count(&self, id: FrameId) -> usize {
@@ -246,14 +290,14 @@ impl FrameSource for FrameStore {
 
     fn read_delta(&self, id: FrameId, index: usize, buf: &mut [u8]) -> Result<(usize, (PathBuf, u64))> {
         let slots = self.slots.read();
-        let Some(&slot) = slots.get(&id.0).and_then(|loc| loc.deltas.get(index)) else {
+        let Some(&at) = slots.get(&id.0).and_then(|loc| loc.deltas.get(index)) else {
             return Err(Error::Corruption {
                 location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id.0), offset: 0 },
                 reason: format!("frame has no delta {index} in the manifest"),
             });
         };
-        let len = self.read_slot(id.0, slot, buf)?;
-        Ok((len, (PathBuf::from(FRAMES_NAME), slot_offset(slot))))
+        let len = self.read_image_at(id.0, at, buf)?;
+        Ok((len, (PathBuf::from(FRAMES_NAME), at)))
     }
 
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {

@@ -38,8 +38,9 @@ pub(crate) struct Manifest {
     pub frames_lsn: u64,
     /// (frame id, slot of its whole image) for every live frame, sorted by frame id.
     pub frames: Vec<(u64, u64)>,
-    /// (frame id, slot of a delta) for every delta applied on top of an image, sorted by
-    /// frame id, each frame's deltas in the order they apply (their chain positions 1, 2, …).
+    /// (frame id, byte offset of a delta in the frames file) for every delta applied on top
+    /// of an image, sorted by frame id, each frame's deltas in the order they apply (their
+    /// chain positions 1, 2, …). Offsets are multiples of 4096.
     pub deltas: Vec<(u64, u64)>,
 }
 
@@ -126,6 +127,9 @@ impl Manifest {
         if deltas.windows(2).any(|w| w[0].0 > w[1].0) {
             return Err((end as u64, "manifest delta table is not sorted"));
         }
+        if deltas.iter().any(|d| d.1 % 4096 != 0) {
+            return Err((end as u64, "manifest names a delta at an offset that is not 4 KiB aligned"));
+        }
         if deltas.iter().any(|d| frames.binary_search_by_key(&d.0, |f| f.0).is_err()) {
             return Err((end as u64, "manifest names a delta of a frame it does not list"));
         }
@@ -168,7 +172,7 @@ mod tests {
     #[test]
     fn round_trip_and_every_flip_detected() {
         let mut m = sample(6000, vec![(0, 5), (3, 1), (8, 0)]);
-        m.deltas = vec![(3, 7), (3, 2), (8, 9)];
+        m.deltas = vec![(3, 7 << 12), (3, 2 << 12), (8, 9 << 19)];
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {
@@ -217,8 +221,10 @@ mod tests {
     #[test]
     fn a_delta_of_an_unlisted_frame_is_refused() {
         let mut m = sample(6000, vec![(0, 5)]);
-        m.deltas = vec![(4, 2)];
+        m.deltas = vec![(4, 2 << 12)];
         assert!(Manifest::decode(&m.encode()).is_err());
+        m.deltas = vec![(0, 4095)];
+        assert!(Manifest::decode(&m.encode()).is_err(), "a delta off the 4 KiB grid");
     }
 
     #[test]
