@@ -5,7 +5,9 @@
 //! A/B that separates the log's cost from the tree's.
 //!
 //! `cargo run --release -p holt-core --example overwrite_checkpoint -- [--keys N]
-//! [--overwrites M] [--dir DIR] [--seed S]`
+//! [--overwrites M] [--dir DIR] [--seed S] [--cache-mb MB]` (the frame cache's memory budget;
+//! the default is `Options::default()`'s; a tree larger than it is read back from disk, and
+//! the cache's pressure then starts checkpoints during the puts as well)
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -70,6 +72,7 @@ fn main() {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1);
+    let mut cache_mb: Option<usize> = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -78,6 +81,7 @@ fn main() {
             "--overwrites" => overwrites = value.parse().expect("--overwrites M"),
             "--dir" => dir = Some(PathBuf::from(value)),
             "--seed" => seed = value.parse().expect("--seed S"),
+            "--cache-mb" => cache_mb = Some(value.parse().expect("--cache-mb MB")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -92,6 +96,7 @@ fn main() {
         // Only the explicit checkpoint below runs: its cost is the deferred work measured.
         checkpoint_wal_bytes: 1 << 40,
         checkpoint_interval: Duration::from_secs(3600),
+        memory_budget_bytes: cache_mb.map_or(Options::default().memory_budget_bytes, |mb| mb << 20),
         ..Options::default()
     };
     let db = Db::open(tmp.path(), options.clone()).expect("open");
@@ -102,7 +107,15 @@ fn main() {
     println!("durable: loaded in {:.1} s ({} frames)", start.elapsed().as_secs_f64(), stats.frames);
 
     let put = overwrite(&db, keys, overwrites, seed);
-    let syncs = db.stats().wal_syncs;
+    let during = db.stats();
+    let syncs = during.wal_syncs;
+    println!(
+        "durable, during the puts: {} frame reads, {} checkpoints (cache {:.0} MB of a {:.0} MB budget)",
+        during.frame_reads - stats.frame_reads,
+        during.checkpoints - stats.checkpoints,
+        during.cache_bytes as f64 / 1e6,
+        options.memory_budget_bytes as f64 / 1e6
+    );
     let start = Instant::now();
     db.checkpoint().expect("checkpoint");
     let finish = start.elapsed();

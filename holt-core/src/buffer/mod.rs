@@ -492,7 +492,6 @@ impl<N> BufferPool<N> {
         let mut buffer = ReadBuffer { pool: self, bytes: self.take_read_buffer() };
         (0..count)
             .map(|i| {
-                self.source_reads.fetch_add(1, Ordering::Relaxed);
                 let (n, at) = source.read_delta(id, i, &mut buffer.bytes)?;
                 Ok((buffer.bytes[..n].to_vec(), at))
             })
