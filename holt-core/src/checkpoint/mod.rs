@@ -231,19 +231,28 @@ impl Durable {
         };
         let stall_us = stall_start.elapsed().as_micros() as u64;
         self.stall_max_us.fetch_max(stall_us, Ordering::Relaxed);
-        let rolled = self.wal.wait_roll()?;
+        let rolled = self.wal.wait_roll();
         // Checked once the roll it asked for is answered: a checkpoint leaves no request behind.
         let capture = capture?;
+        // From here on the capture holds the dirty frames' change logs. If the checkpoint
+        // fails, those frames are written whole next time: marked before the manifest lock is
+        // released, or a checkpoint waiting for it would capture the frames' later keys alone
+        // and write deltas without the lost ones.
+        let rolled = match rolled {
+            Ok(rolled) => rolled,
+            Err(e) => {
+                tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
+                return Err(e);
+            }
+        };
         if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
             return Ok(());
         }
-        let result = self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture);
-        drop(durable_manifest);
-        if let Err(e) = result {
-            // The change logs the capture took are gone: those frames are written whole next time.
+        if let Err(e) = self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture) {
             tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
             return Err(e);
         }
+        drop(durable_manifest);
         self.remove_segments_before(rolled.segment);
         for frame in &capture.dirty {
             tree.mark_clean(frame.id, frame.generation);

@@ -13,6 +13,9 @@ pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
 const MANIFEST_V1_HEADER_BYTES: usize = 64;
 /// Bytes per frame-table entry: frame id, slot.
 pub(crate) const MANIFEST_ENTRY_BYTES: usize = 16;
+/// Slots a manifest may name: 2^40 slots of 512 KiB (2^59 bytes), far past any file system's
+/// largest file.
+pub(crate) const SLOT_LIMIT: u64 = 1 << 40;
 /// Name of the manifest file and of the temp file it is written to first.
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
@@ -127,6 +130,13 @@ impl Manifest {
         if deltas.windows(2).any(|w| w[0].0 > w[1].0) {
             return Err((end as u64, "manifest delta table is not sorted"));
         }
+        // Slots and offsets far past any real file: offset arithmetic on them cannot overflow.
+        if frames.iter().any(|f| f.1 >= SLOT_LIMIT) {
+            return Err((header as u64, "manifest names a frame slot past the largest frames file"));
+        }
+        if deltas.iter().any(|d| d.1 >= SLOT_LIMIT * super::FRAME_SIZE as u64) {
+            return Err((end as u64, "manifest names a delta past the largest frames file"));
+        }
         if deltas.iter().any(|d| d.1 % 4096 != 0) {
             return Err((end as u64, "manifest names a delta at an offset that is not 4 KiB aligned"));
         }
@@ -225,6 +235,11 @@ mod tests {
         assert!(Manifest::decode(&m.encode()).is_err());
         m.deltas = vec![(0, 4095)];
         assert!(Manifest::decode(&m.encode()).is_err(), "a delta off the 4 KiB grid");
+        m.deltas = vec![(0, u64::MAX - 4095)];
+        assert!(Manifest::decode(&m.encode()).is_err(), "a delta past any file");
+        m.deltas = Vec::new();
+        m.frames = vec![(0, SLOT_LIMIT)];
+        assert!(Manifest::decode(&m.encode()).is_err(), "a slot past any file");
     }
 
     #[test]
