@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
+use crate::format::frame::STORE_ALIGN_BYTES;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::sync::root_cell::RootCell;
 
@@ -267,7 +268,7 @@ impl<N> FrameCell<N> {
     }
     /// Records that a write changed `key` (relative to the frame), under the write gate.
     pub(crate) fn record_change(&self, key: &[u8]) {
-        let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN);
+        let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES);
         let mut log = self.changes.lock();
         if log.whole {
             return;
@@ -289,8 +290,6 @@ impl<N> FrameCell<N> {
     }
 }
 
-/// The smallest limit of a change log, in bytes.
-const STORE_ALIGN: usize = 4096;
 const _: () = assert!(crate::api::KEY_LEN_MAX <= u16::MAX as usize, "change log lengths are u16");
 
 /// The cache of frames: memory budget, clock ring, and the source evicted frames come from.

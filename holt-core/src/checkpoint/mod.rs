@@ -238,20 +238,20 @@ impl Durable {
         // fails, those frames are written whole next time: marked before the manifest lock is
         // released, or a checkpoint waiting for it would capture the frames' later keys alone
         // and write deltas without the lost ones.
-        let rolled = match rolled {
-            Ok(rolled) => rolled,
+        let written = rolled.and_then(|rolled| {
+            if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture).map(|()| Some(rolled))
+        });
+        let rolled = match written {
+            Ok(Some(rolled)) => rolled,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
                 return Err(e);
             }
         };
-        if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if let Err(e) = self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture) {
-            tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
-            return Err(e);
-        }
         drop(durable_manifest);
         self.remove_segments_before(rolled.segment);
         for frame in &capture.dirty {

@@ -8,7 +8,6 @@
 //! new slots current; a torn write can therefore only hit a slot nobody depends on.
 
 use std::collections::{HashMap, HashSet};
-
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +16,7 @@ use parking_lot::RwLock;
 
 use crate::buffer::FrameSource;
 use crate::error::{Error, Location, Result};
-use crate::format::frame::{stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
+use crate::format::frame::{claimed_used, stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::io::{failpoint, Vfs, VfsFile};
 
@@ -213,9 +212,7 @@ impl FrameStore {
             }
         }
     }
-}
 
-impl FrameStore {
     /// Reads the image or delta at byte `offset` into the start of `buf` (`FRAME_SIZE` long)
     /// and returns its stored length: the length last written or read there when known, else
     /// the first 4 KiB and then the rest its header names (a corrupt header is reported by the
@@ -248,7 +245,7 @@ impl FrameStore {
             }
             None => {
                 read(&mut buf[..STORE_ALIGN_BYTES], 0)?;
-                let len = stored_len_claimed(&buf[..HEADER_LEN]).min(room);
+                let len = claimed_used(&buf[..HEADER_LEN]).next_multiple_of(STORE_ALIGN_BYTES).min(room);
                 if len > STORE_ALIGN_BYTES {
                     read(&mut buf[STORE_ALIGN_BYTES..len], STORE_ALIGN_BYTES)?;
                 }
@@ -258,18 +255,6 @@ impl FrameStore {
         };
         Ok(len)
     }
-}
-
-/// The stored length a header claims (`used_bytes` rounded up to 4 KiB, clamped to a slot);
-/// a corrupt claim is reported by the decoder, which checks `used_bytes` against the bytes.
-fn stored_len_claimed(header: &[u8]) -> usize {
-    claimed_used(header).next_multiple_of(STORE_ALIGN_BYTES)
-}
-
-/// The `used_bytes` a header claims, clamped to `HEADER_LEN..=FRAME_SIZE`.
-fn claimed_used(header: &[u8]) -> usize {
-    let used = u32::from_le_bytes([header[16], header[17], header[18], header[19]]) as usize;
-    used.clamp(HEADER_LEN, FRAME_SIZE)
 }
 
 impl FrameSource for FrameStore {

@@ -93,15 +93,16 @@ impl<'a> DeltaView<'a> {
         let mut reader = RecordReader::new(self.body);
         let mut out: Vec<DeltaEntry<'a>> = Vec::with_capacity(self.count.min(1 << 16) as usize);
         let at = |offset: usize| HEADER_LEN + offset;
+        // Reader offsets are within the body; errors name offsets within the image.
+        let shift = |e: RecordError| RecordError { offset: at(e.offset), ..e };
         while !reader.is_at_end() {
             let start = reader.position();
             let entry = if self.body[start] == TAG_DELETE {
-                reader.byte().map_err(|e| RecordError { offset: at(e.offset), ..e })?;
-                let len = reader.length(KEY_LEN_MAX, "delete key length");
-                let key = len.and_then(|len| reader.slice(len));
-                DeltaEntry::Delete { key: key.map_err(|e| RecordError { offset: at(e.offset), ..e })? }
+                reader.byte().map_err(shift)?;
+                let len = reader.length(KEY_LEN_MAX, "delete key length").map_err(shift)?;
+                DeltaEntry::Delete { key: reader.slice(len).map_err(shift)? }
             } else {
-                match reader.next_record().map_err(|e| RecordError { offset: at(e.offset), ..e })? {
+                match reader.next_record().map_err(shift)? {
                     Record::Leaf { suffix, value, version } => {
                         DeltaEntry::Put { key: suffix, value, version }
                     }

@@ -102,8 +102,15 @@ pub(crate) fn seal_as(
 /// The bytes of a sealed frame that must reach the disk: header and records, rounded up to
 /// 4 KiB (the rest of the frame is zero padding nobody reads, left as a hole on disk).
 pub(crate) fn stored_len(frame: &[u8]) -> usize {
-    let used = if frame.len() >= HEADER_LEN { le_u32(frame, OFF_USED) as usize } else { 0 };
-    used.clamp(HEADER_LEN, FRAME_SIZE).next_multiple_of(STORE_ALIGN_BYTES).min(frame.len())
+    claimed_used(frame).next_multiple_of(STORE_ALIGN_BYTES).min(frame.len())
+}
+
+/// The `used_bytes` an image's header claims, clamped to `HEADER_LEN..=FRAME_SIZE` (a corrupt
+/// claim is reported by `open`, which checks it against the bytes); `HEADER_LEN` for bytes
+/// shorter than a header.
+pub(crate) fn claimed_used(image: &[u8]) -> usize {
+    let used = if image.len() >= HEADER_LEN { le_u32(image, OFF_USED) as usize } else { 0 };
+    used.clamp(HEADER_LEN, FRAME_SIZE)
 }
 
 /// Frames are stored and released in units of this many bytes (the file system block and the
