@@ -91,6 +91,44 @@ pub enum BatchOp {
     Delete { key: Vec<u8>, condition: Condition },
 }
 
+impl BatchOp {
+    /// The op with its bytes borrowed, as the log and the tree read it.
+    pub(crate) fn as_op(&self) -> Op<'_> {
+        match self {
+            BatchOp::Put { key, value, condition } => Op::Put { key, value, condition: *condition },
+            BatchOp::Delete { key, condition } => Op::Delete { key, condition: *condition },
+        }
+    }
+}
+
+/// Every op of `ops`, borrowed.
+pub(crate) fn ops_of(ops: &[BatchOp]) -> Vec<Op<'_>> {
+    ops.iter().map(BatchOp::as_op).collect()
+}
+
+/// One operation with its key and value borrowed: what the log encodes and the tree applies.
+/// A single put or delete builds one on the stack instead of copying its key and value into
+/// a `BatchOp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op<'a> {
+    Put { key: &'a [u8], value: &'a [u8], condition: Condition },
+    Delete { key: &'a [u8], condition: Condition },
+}
+
+impl<'a> Op<'a> {
+    pub(crate) fn key(&self) -> &'a [u8] {
+        match *self {
+            Op::Put { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+
+    pub(crate) fn condition(&self) -> Condition {
+        match *self {
+            Op::Put { condition, .. } | Op::Delete { condition, .. } => condition,
+        }
+    }
+}
+
 /// An atomic group of puts and deletes: all of it is applied and logged, or none of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch {

@@ -76,7 +76,7 @@ impl Db {
     /// latched (so for every key, log order is apply order), then, for `Sync`, waits for the
     /// group fdatasync that covers the record. With a log, `Memory` durability is logged like
     /// `Async` (an unlogged write would break replay's ordering of versions).
-    fn apply(&self, ops: &[BatchOp], options: WriteOptions) -> Result<crate::tree::ApplyOutcome> {
+    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<crate::tree::ApplyOutcome> {
         let Some(durable) = &self.durable else {
             return self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1));
         };
@@ -144,8 +144,7 @@ impl Db {
         condition: Condition,
         options: WriteOptions,
     ) -> Result<Version> {
-        let op = BatchOp::Put { key: key.to_vec(), value: value.to_vec(), condition };
-        Ok(Version(self.apply(std::slice::from_ref(&op), options)?.version))
+        Ok(Version(self.apply(&[Op::Put { key, value, condition }], options)?.version))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -155,15 +154,14 @@ impl Db {
 
     /// Deletes `key` if `condition` holds; returns whether it existed.
     pub fn delete_with(&self, key: &[u8], condition: Condition, options: WriteOptions) -> Result<bool> {
-        let op = BatchOp::Delete { key: key.to_vec(), condition };
-        let outcome = self.apply(std::slice::from_ref(&op), options)?;
+        let outcome = self.apply(&[Op::Delete { key, condition }], options)?;
         Ok(outcome.existed.first().copied().unwrap_or(false))
     }
 
     /// Applies every operation of `batch` atomically (one log record): if any condition fails,
     /// nothing is applied and `Error::ConditionFailed` is returned. Returns the batch's version.
     pub fn write_batch(&self, batch: &Batch, options: WriteOptions) -> Result<Version> {
-        Ok(Version(self.apply(&batch.ops, options)?.version))
+        Ok(Version(self.apply(&ops_of(&batch.ops), options)?.version))
     }
 
     /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most

@@ -141,7 +141,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
     };
     let replayed =
         replay::replay(&*vfs, from, window, (window as usize).max(cfg.max_record_bytes()), |record| {
-            tree.replay(&record.ops, record.lsn)
+            tree.replay(&crate::api::ops_of(&record.ops), record.lsn)
         })?;
     for name in &replayed.stale_segments {
         let _ = vfs.remove(Path::new(name));

@@ -38,8 +38,10 @@ impl TreeHarness {
 
     /// Applies a batch; returns its version and, per op, whether the key existed before it.
     pub fn apply(&self, ops: &[BatchOp]) -> Result<(Version, Vec<bool>)> {
-        let outcome = self.tree.apply(ops, &mut || Ok(self.lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
-        Ok((Version(outcome.version), outcome.existed))
+        let outcome = self
+            .tree
+            .apply(&crate::api::ops_of(ops), &mut || Ok(self.lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
+        Ok((Version(outcome.version), outcome.existed.to_vec()))
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {

@@ -47,7 +47,7 @@ fn drop_table() -> Arc<[AtomicUsize; 4]> {
 }
 
 /// A reader: loads, checks the value it borrowed is alive across a yield point, drops the guard.
-fn read(cell: &RootCell<Tracked>, drops: &Arc<[AtomicUsize; 4]>, allowed: &[usize]) {
+fn read(cell: &RootCell<StdArc<Tracked>>, drops: &Arc<[AtomicUsize; 4]>, allowed: &[usize]) {
     let guard = cell.load();
     if let Some(value) = guard.get() {
         let (id, at) = (value.id, StdArc::as_ptr(value));

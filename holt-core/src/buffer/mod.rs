@@ -56,7 +56,7 @@ pub(crate) trait FrameSource: Send + Sync {
 pub(crate) type Delta = (Vec<u8>, (PathBuf, u64));
 
 /// What a frame's root tells a listing about the frame without being loaded.
-pub(crate) trait FrameRoot {
+pub(crate) trait FrameRoot: Clone {
     /// The first of the root's own bytes (after the link's key byte), if it has one: every key
     /// in the frame then continues with it.
     fn lead(&self) -> Option<u8>;
@@ -145,7 +145,7 @@ const CHANGE_LOG_FRACTION: usize = 8;
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
-    pub(crate) fn resident(id: FrameId, root: Arc<N>, size: FrameSize, dirty: bool) -> Self
+    pub(crate) fn resident(id: FrameId, root: N, size: FrameSize, dirty: bool) -> Self
     where
         N: FrameRoot,
     {
@@ -220,7 +220,7 @@ impl<N> FrameCell<N> {
     /// A lead that changes is withdrawn before the new root is published and set after it:
     /// a reader that sees a lead saw it while the root it describes was published, so a
     /// rollup made from it is what loading the root at that moment would have given.
-    pub(crate) fn publish(&self, root: Arc<N>)
+    pub(crate) fn publish(&self, root: N)
     where
         N: FrameRoot,
     {
@@ -240,7 +240,7 @@ impl<N> FrameCell<N> {
     /// without waiting for the load lock then also sees it. Stored after the root, a writer
     /// could publish a root with another first byte in between and the loader's late store
     /// would leave a lead the frame lacks.
-    pub(crate) fn publish_loaded(&self, root: Arc<N>)
+    pub(crate) fn publish_loaded(&self, root: N)
     where
         N: FrameRoot,
     {
@@ -406,8 +406,8 @@ impl<N> BufferPool<N> {
     pub(crate) fn load(
         &self,
         cell: &Arc<FrameCell<N>>,
-        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<(Arc<N>, FrameSize)>,
-    ) -> Result<Arc<N>>
+        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<(N, FrameSize)>,
+    ) -> Result<N>
     where
         N: FrameRoot,
     {
@@ -428,7 +428,7 @@ impl<N> BufferPool<N> {
             self.cached_bytes.fetch_add(size.memory as i64, Ordering::Relaxed);
             // A named point between counting and publishing, so a test can write meanwhile.
             fail::fail_point!("frame-load-publish");
-            cell.publish_loaded(Arc::clone(&root));
+            cell.publish_loaded(root.clone());
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
             cell.image_reads.store(0, Ordering::Relaxed);

@@ -5,7 +5,7 @@
 //! never the conditions that were checked. Replaying records in log order over a checkpoint
 //! image taken at a consistent cut reproduces the state.
 
-use crate::api::BatchOp;
+use crate::api::{BatchOp, Op};
 
 /// First 4 bytes of every record: "HWAL".
 pub(crate) const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"HWAL");
@@ -39,12 +39,12 @@ pub(crate) const fn padded_len(len: usize) -> usize {
 }
 
 /// Unpadded length of the record that would encode `ops`.
-pub(crate) fn record_len(ops: &[BatchOp]) -> usize {
+pub(crate) fn record_len(ops: &[Op<'_>]) -> usize {
     let body: usize = ops
         .iter()
         .map(|op| match op {
-            BatchOp::Put { key, value, .. } => 7 + key.len() + value.len(),
-            BatchOp::Delete { key, .. } => 3 + key.len(),
+            Op::Put { key, value, .. } => 7 + key.len() + value.len(),
+            Op::Delete { key, .. } => 3 + key.len(),
         })
         .sum();
     RECORD_HEADER_BYTES + body + RECORD_TRAILER_BYTES
@@ -52,7 +52,7 @@ pub(crate) fn record_len(ops: &[BatchOp]) -> usize {
 
 /// Encodes the redo record of `ops` with sequence `lsn` into `out` (cleared first), padded
 /// with zeros to [`RECORD_ALIGN`]. Keys must be at most 65535 bytes (the API allows 4096).
-pub(crate) fn encode_record(ops: &[BatchOp], lsn: u64, out: &mut Vec<u8>) {
+pub(crate) fn encode_record(ops: &[Op<'_>], lsn: u64, out: &mut Vec<u8>) {
     let len = record_len(ops);
     out.clear();
     out.reserve(padded_len(len));
@@ -64,8 +64,8 @@ pub(crate) fn encode_record(ops: &[BatchOp], lsn: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&u32::try_from(ops.len()).unwrap_or(u32::MAX).to_le_bytes());
     for op in ops {
-        match op {
-            BatchOp::Put { key, value, .. } => {
+        match *op {
+            Op::Put { key, value, .. } => {
                 debug_assert!(key.len() <= usize::from(u16::MAX));
                 out.push(OP_PUT);
                 out.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -73,7 +73,7 @@ pub(crate) fn encode_record(ops: &[BatchOp], lsn: u64, out: &mut Vec<u8>) {
                 out.extend_from_slice(key);
                 out.extend_from_slice(value);
             }
-            BatchOp::Delete { key, .. } => {
+            Op::Delete { key, .. } => {
                 debug_assert!(key.len() <= usize::from(u16::MAX));
                 out.push(OP_DELETE);
                 out.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -284,7 +284,7 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Condition;
+    use crate::api::{ops_of, Condition};
 
     #[test]
     fn sync_mark_round_trip_and_damage() {
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn round_trip_drops_conditions() {
         let mut buf = Vec::new();
-        encode_record(&sample(), 4242, &mut buf);
+        encode_record(&ops_of(&sample()), 4242, &mut buf);
         assert_eq!(buf.len() % RECORD_ALIGN, 0);
         let rec = decode_record(&buf, 1 << 20).expect("decodes");
         assert_eq!(rec.lsn, 4242);
@@ -328,8 +328,8 @@ mod tests {
     #[test]
     fn every_single_byte_flip_is_detected() {
         let mut buf = Vec::new();
-        encode_record(&sample()[..2], 8, &mut buf);
-        let len = record_len(&sample()[..2]);
+        encode_record(&ops_of(&sample()[..2]), 8, &mut buf);
+        let len = record_len(&ops_of(&sample()[..2]));
         for i in 0..len {
             for bit in [0x01u8, 0x80] {
                 let mut bad = buf.clone();
@@ -343,7 +343,7 @@ mod tests {
     fn zero_word_is_end_and_short_is_truncated() {
         assert_eq!(decode_record(&[0u8; 64], 1 << 20), Err(RecordError::Empty));
         let mut buf = Vec::new();
-        encode_record(&sample(), 8, &mut buf);
+        encode_record(&ops_of(&sample()), 8, &mut buf);
         assert_eq!(decode_record(&buf[..40], 1 << 20), Err(RecordError::Truncated));
         assert_eq!(decode_record(&buf, 64), Err(RecordError::BadHeader));
     }

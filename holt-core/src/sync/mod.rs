@@ -1,7 +1,7 @@
 //! Latches and the read protocol.
 //!
 //! Readers take no locks. Every node is immutable once published, so a reader holds only
-//! `Arc`s (through `RootCell` guards) and never a `&[u8]` over bytes anyone can change. The one
+//! reference-counted nodes (through `RootCell` guards) and never a `&[u8]` over bytes anyone can change. The one
 //! race a reader must detect is following a link into a frame that was merged into its parent
 //! after the reader loaded the parent: the merging writer retires the child *before* it
 //! publishes the parent's new root, and a reader checks `retired` *after* loading the child's

@@ -1,7 +1,9 @@
-//! `RootCell`: an `Option<Arc<T>>` that readers load without locks and writers replace at a
-//! cost that does not grow with the number of threads (split reference counting).
+//! `RootCell`: an `Option<T>` that readers load without locks and writers replace at a
+//! cost that does not grow with the number of threads (split reference counting). `T` is a
+//! handle that owns what readers walk (a frame root: a pointer to the root node, itself
+//! reference counted), kept in the cell itself so a reader reaches the node in one step.
 //!
-//! The cell's word packs a `Holder` (which owns one `Arc<T>`) in its low 48 bits and a borrow
+//! The cell's word packs a `Holder` (which owns one `T`) in its low 48 bits and a borrow
 //! count in its high 16 bits. A holder is one of the cell's own `INLINE` slots, named by its
 //! index (1..=INLINE), or, when every slot still has readers, a boxed one named by its
 //! address. Reading through an inline slot costs no extra cache miss: it sits in the cell. A reader borrows with one `fetch_add` on the word
@@ -9,7 +11,7 @@
 //! word still names its holder. A writer swaps in a new holder and moves the count it swapped
 //! out (the borrows still outstanding on the old holder) into the old holder's own counter;
 //! each late reader then gives its borrow back there instead, and whoever brings that counter
-//! to zero frees the holder and drops its `Arc<T>`. Usually nobody is borrowing when a writer
+//! to zero frees the holder and drops its `T`. Usually nobody is borrowing when a writer
 //! swaps, and the writer frees the old holder (and its root) at once, while it is hot.
 //!
 //! `arc_swap`, used before, made every store scan a slot list per thread that ever loaded
@@ -36,16 +38,15 @@
 #![expect(unsafe_code, reason = "split reference counting hands out references through raw holder pointers")]
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 // Under loom, holder values sit in loom's `UnsafeCell`, which reports any two accesses not
 // ordered by happens-before (a writer filling a slot a reader may still read, say).
 #[cfg(loom)]
 use loom::cell::UnsafeCell;
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use loom::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 
 /// `std::cell::UnsafeCell` with loom's access API (`with`, `with_mut`).
 #[cfg(not(loom))]
@@ -81,17 +82,18 @@ const USED: u8 = 1;
 const BOXED: u8 = 2;
 
 struct Holder<T> {
-    /// Outstanding borrows as this holder knows them: see the module's invariants.
-    borrows: AtomicI64,
+    /// Outstanding borrows as this holder knows them: see the module's invariants. Within
+    /// ±2^16 (the word's count), so 32 bits hold it and a 16-byte `T` keeps a holder at 24.
+    borrows: AtomicI32,
     /// FREE or USED for an inline slot; BOXED for a boxed holder.
     state: AtomicU8,
     /// Set while the holder is in use (written only by the writer that claimed the slot).
-    value: UnsafeCell<Option<Arc<T>>>,
+    value: UnsafeCell<Option<T>>,
 }
 
 impl<T> Holder<T> {
-    fn new(state: u8, value: Option<Arc<T>>) -> Self {
-        Holder { borrows: AtomicI64::new(0), state: AtomicU8::new(state), value: UnsafeCell::new(value) }
+    fn new(state: u8, value: Option<T>) -> Self {
+        Holder { borrows: AtomicI32::new(0), state: AtomicU8::new(state), value: UnsafeCell::new(value) }
     }
 }
 
@@ -99,15 +101,17 @@ impl<T> Holder<T> {
 pub(crate) struct RootCell<T> {
     word: AtomicU64,
     slots: [Holder<T>; INLINE],
-    _owns: PhantomData<Option<Arc<T>>>,
+    _owns: PhantomData<Option<T>>,
 }
 
-// A frame cell keeps its root cell and two flags in one 64-byte line (`buffer::FrameCell`).
+// A frame cell keeps its root cell and two flags in one 64-byte line (`buffer::FrameCell`),
+// with a root handle of two words whose `Option` needs no third (a tree node: its kind and a
+// non-null pointer).
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<RootCell<()>>() == 56);
+const _: () = assert!(std::mem::size_of::<RootCell<(std::num::NonZeroUsize, usize)>>() == 56);
 
-// SAFETY: the cell owns `Arc<T>`s (through holders) and hands out `&Arc<T>` to other threads;
-// that is sound exactly when `Arc<T>` is `Send + Sync`, i.e. when `T: Send + Sync`. Holder
+// SAFETY: the cell owns `T`s (through holders), hands out `&T` to other threads and drops a
+// `T` on whichever thread gives back the last borrow: sound when `T: Send + Sync`. Holder
 // values are written only by the thread that claimed the holder (module invariants).
 unsafe impl<T: Send + Sync> Send for RootCell<T> {}
 unsafe impl<T: Send + Sync> Sync for RootCell<T> {}
@@ -168,14 +172,17 @@ impl<T> RootCell<T> {
         self.word.load(Ordering::Relaxed) & PTR_MASK > INLINE as u64
     }
 
-    /// The current value, as an owned `Arc`.
-    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+    /// The current value, cloned out of the cell.
+    pub(crate) fn load_full(&self) -> Option<T>
+    where
+        T: Clone,
+    {
         self.load().get().cloned()
     }
 
     /// Replaces the value. The old one is dropped here unless a reader still borrows it, in
     /// which case the last such reader drops it.
-    pub(crate) fn store(&self, value: Option<Arc<T>>) {
+    pub(crate) fn store(&self, value: Option<T>) {
         let new = match value {
             Some(value) => self.claim(value),
             None => 0,
@@ -187,12 +194,12 @@ impl<T> RootCell<T> {
         if tag != 0 {
             // SAFETY: `tag` was the cell's holder: alive until its counter reaches zero, which
             // needs this add.
-            unsafe { self.settle(tag, (old >> PTR_BITS) as i64) };
+            unsafe { self.settle(tag, (old >> PTR_BITS) as i32) };
         }
     }
 
     /// A holder for `value`: a free inline slot if there is one, else a boxed holder.
-    fn claim(&self, value: Arc<T>) -> u64 {
+    fn claim(&self, value: T) -> u64 {
         for (i, slot) in self.slots.iter().enumerate() {
             if slot.state.compare_exchange(FREE, USED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 // SAFETY: claiming the slot made this thread its only user: no reader borrows a
@@ -219,7 +226,7 @@ impl<T> RootCell<T> {
     /// # Safety
     /// The holder `tag` names must be alive: either the caller is the writer that swapped it
     /// out (adding the count it swapped out), or a reader with a borrow on it (adding -1).
-    unsafe fn settle(&self, tag: u64, delta: i64) {
+    unsafe fn settle(&self, tag: u64, delta: i32) {
         let holder = self.holder(tag);
         // SAFETY: alive per the contract.
         let before = unsafe { (*holder).borrows.fetch_add(delta, Ordering::AcqRel) };
@@ -284,7 +291,7 @@ impl<T> Drop for RootCell<T> {
 impl<T> RootGuard<'_, T> {
     /// The value borrowed, if the cell held one.
     #[inline]
-    pub(crate) fn get(&self) -> Option<&Arc<T>> {
+    pub(crate) fn get(&self) -> Option<&T> {
         if self.tag == 0 {
             return None;
         }
@@ -314,13 +321,14 @@ impl<T> Drop for RootGuard<'_, T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     /// Guards held across replacements: both inline slots busy, so the third value goes to a
     /// boxed holder; each old value is dropped exactly when its last guard goes.
     #[test]
     fn held_guards_outlive_replacements() {
         let values: Vec<Arc<u32>> = (0..4).map(Arc::new).collect();
-        let cell = RootCell::empty();
+        let cell: RootCell<Arc<u32>> = RootCell::empty();
         assert!(cell.load().is_none());
         cell.store(Some(Arc::clone(&values[0])));
         let g0 = cell.load();
@@ -354,7 +362,7 @@ mod tests {
     /// Many threads loading while one replaces: every value is dropped once, none early.
     #[test]
     fn concurrent_loads_and_stores() {
-        let cell = Arc::new(RootCell::empty());
+        let cell: Arc<RootCell<Arc<u64>>> = Arc::new(RootCell::empty());
         let values: Vec<Arc<u64>> = (0..2000).map(Arc::new).collect();
         cell.store(Some(Arc::clone(&values[0])));
         let readers: Vec<_> = (0..4)

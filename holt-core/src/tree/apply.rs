@@ -5,9 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use smallvec::{smallvec, SmallVec};
+
 use super::node::{first_own_byte, Cell, Footprint, Node};
 use super::{split, walk_frame, write, Tree, Walk};
-use crate::api::{BatchOp, Condition, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
+use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
 use crate::format::FrameId;
 use crate::sync::Latched;
@@ -19,29 +21,17 @@ pub(crate) struct ApplyOutcome {
     pub version: u64,
     /// For each op, whether its key held a value just before the op (earlier ops of the same
     /// batch included).
-    pub existed: Vec<bool>,
-}
-
-fn op_key(op: &BatchOp) -> &[u8] {
-    match op {
-        BatchOp::Put { key, .. } | BatchOp::Delete { key, .. } => key,
-    }
-}
-
-fn op_condition(op: &BatchOp) -> Condition {
-    match op {
-        BatchOp::Put { condition, .. } | BatchOp::Delete { condition, .. } => *condition,
-    }
+    pub existed: SmallVec<[bool; 1]>,
 }
 
 /// Rejects keys and values outside the limits before anything is latched or logged.
-pub(crate) fn validate_ops(ops: &[BatchOp]) -> Result<()> {
+pub(crate) fn validate_ops(ops: &[Op<'_>]) -> Result<()> {
     for op in ops {
-        let key = op_key(op);
+        let key = op.key();
         if key.is_empty() || key.len() > KEY_LEN_MAX {
             return Err(Error::KeyLength { len: key.len() });
         }
-        if let BatchOp::Put { value, .. } = op {
+        if let Op::Put { value, .. } = op {
             if value.len() > VALUE_LEN_MAX {
                 return Err(Error::ValueTooLarge { len: value.len() });
             }
@@ -73,23 +63,19 @@ impl Tree {
     /// and returns its sequence number, which becomes the version of every value written);
     /// then the ops are applied in order and published. If a condition fails, nothing is
     /// logged or applied and `Error::ConditionFailed` is returned.
-    pub(crate) fn apply(
-        &self,
-        ops: &[BatchOp],
-        log: &mut dyn FnMut() -> Result<u64>,
-    ) -> Result<ApplyOutcome> {
+    pub(crate) fn apply(&self, ops: &[Op<'_>], log: &mut dyn FnMut() -> Result<u64>) -> Result<ApplyOutcome> {
         self.apply_ops(ops, true, log)
     }
 
     /// Re-applies a logged batch during recovery: conditions are not checked (they held when
     /// the batch was logged), and `seq` is its sequence number.
-    pub(crate) fn replay(&self, ops: &[BatchOp], seq: u64) -> Result<()> {
+    pub(crate) fn replay(&self, ops: &[Op<'_>], seq: u64) -> Result<()> {
         self.apply_ops(ops, false, &mut || Ok(seq)).map(|_| ())
     }
 
     fn apply_ops(
         &self,
-        ops: &[BatchOp],
+        ops: &[Op<'_>],
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<ApplyOutcome> {
@@ -106,7 +92,7 @@ impl Tree {
         loop {
             let mut owners: Vec<(Arc<Cell>, usize)> = Vec::with_capacity(ops.len());
             for op in ops {
-                owners.push(self.find_owner(op_key(op))?);
+                owners.push(self.find_owner(op.key())?);
             }
             let cells: Vec<Arc<Cell>> =
                 owners.iter().map(|(c, _)| Arc::clone(c)).chain(parents.iter().cloned()).collect();
@@ -148,7 +134,7 @@ impl Tree {
     /// Conservative: a frame that may empty is assumed to.
     fn parents_needed(
         work: &HashMap<FrameId, Working>,
-        ops: &[BatchOp],
+        ops: &[Op<'_>],
         owners: &[(Arc<Cell>, usize)],
     ) -> Vec<Arc<Cell>> {
         let mut deletes: HashMap<FrameId, usize> = HashMap::new();
@@ -156,12 +142,12 @@ impl Tree {
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get(&cell.id) else { continue };
             match op {
-                BatchOp::Put { key, .. } => {
+                Op::Put { key, .. } => {
                     if may_change_lead(&w.root, key, *depth) {
                         queue.push(cell.id);
                     }
                 }
-                BatchOp::Delete { .. } => *deletes.entry(cell.id).or_default() += 1,
+                Op::Delete { .. } => *deletes.entry(cell.id).or_default() += 1,
             }
         }
         let mut may_empty: HashSet<FrameId> =
@@ -262,7 +248,7 @@ impl Tree {
     /// frames that shrank below the merge threshold otherwise.
     fn apply_latched(
         &self,
-        ops: &[BatchOp],
+        ops: &[Op<'_>],
         owners: &[(Arc<Cell>, usize)],
         latched: &Latched<'_, Node>,
         check_conditions: bool,
@@ -273,7 +259,7 @@ impl Tree {
             if cell.is_retired() {
                 return Ok(Attempt::Retry);
             }
-            let root = Node::clone(&*self.load_root(cell)?);
+            let root = self.load_root(cell)?;
             work.insert(
                 cell.id,
                 Working { cell: Arc::clone(cell), root, size_delta: Footprint::ZERO, changed: false },
@@ -283,7 +269,7 @@ impl Tree {
         let mut current: Vec<Option<u64>> = Vec::with_capacity(ops.len());
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get(&cell.id) else { return Ok(Attempt::Retry) };
-            match walk_frame(&w.root, op_key(op), *depth) {
+            match walk_frame(&w.root, op.key(), *depth) {
                 Walk::Here(leaf) => current.push(leaf.map(|l| l.version())),
                 Walk::Link(..) => return Ok(Attempt::Retry),
             }
@@ -294,7 +280,7 @@ impl Tree {
         }
         if check_conditions {
             for (op, cur) in ops.iter().zip(&current) {
-                if !condition_holds(op_condition(op), *cur) {
+                if !condition_holds(op.condition(), *cur) {
                     return Err(Error::ConditionFailed);
                 }
             }
@@ -305,19 +291,19 @@ impl Tree {
         // the frames are latched already (see `Tree::gate` for the lock order).
         let _gate = self.gate.read();
         let seq = log()?;
-        let mut existed = Vec::with_capacity(ops.len());
+        let mut existed = SmallVec::with_capacity(ops.len());
         let mut key_delta = 0i64;
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
             let change = match op {
-                BatchOp::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
-                BatchOp::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
+                Op::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
+                Op::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
             };
             key_delta += key_count_change(op, change.existed);
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
-                w.cell.record_change(&op_key(op)[*depth..]);
+                w.cell.record_change(&op.key()[*depth..]);
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -349,7 +335,7 @@ impl Tree {
         for w in work.filter(|w| w.changed) {
             let size = w.cell.size().grown(w.size_delta);
             w.cell.set_size(size);
-            w.cell.publish(Arc::new(w.root));
+            w.cell.publish(w.root);
             w.cell.mark_dirty();
             self.pool.resized(w.size_delta.memory as i64);
             if size.encoded > self.frame_budget_bytes {
@@ -371,11 +357,11 @@ impl Tree {
     /// path.
     fn apply_one(
         &self,
-        op: &BatchOp,
+        op: &Op<'_>,
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Option<ApplyOutcome>> {
-        let key = op_key(op);
+        let key = op.key();
         loop {
             let (cell, depth) = self.find_owner(key)?;
             let latch = cell.latch.lock();
@@ -385,26 +371,29 @@ impl Tree {
             let root = self.load_root(&cell)?;
             let needs_parent = cell.lead() != first_own_byte(&root)
                 || match op {
-                    BatchOp::Put { .. } => may_change_lead(&root, key, depth),
-                    BatchOp::Delete { .. } => holdings(&root) <= 1,
+                    Op::Put { .. } => may_change_lead(&root, key, depth),
+                    Op::Delete { .. } => holdings(&root) <= 1,
                 };
             if needs_parent {
                 return Ok(None);
             }
             // A split since `find_owner`: the key's path now leaves this frame.
             let Some(path) = write::descend(&root, key, depth) else { continue };
-            if check_conditions && !condition_holds(op_condition(op), path.current(key).map(|l| l.version()))
-            {
+            if check_conditions && !condition_holds(op.condition(), path.current(key).map(|l| l.version())) {
                 return Err(Error::ConditionFailed);
             }
             fail::fail_point!("apply-before-gate");
             let gate = self.gate.read();
             let seq = log()?;
             let change = match op {
-                BatchOp::Put { value, .. } => path.put(key, value, seq),
-                BatchOp::Delete { .. } => path.delete(key),
+                Op::Put { value, .. } => path.put(key, value, seq),
+                Op::Delete { .. } => path.delete(key),
             };
-            self.keys.fetch_add(key_count_change(op, change.existed), std::sync::atomic::Ordering::Relaxed);
+            let key_delta = key_count_change(op, change.existed);
+            // An overwrite leaves the count alone: no write to a line every writer shares.
+            if key_delta != 0 {
+                self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
+            }
             let existed = change.existed;
             let changed = !change.root.same(&root);
             if changed {
@@ -424,7 +413,7 @@ impl Tree {
             for cell in small {
                 self.try_merge(&cell)?;
             }
-            return Ok(Some(ApplyOutcome { version: seq, existed: vec![existed] }));
+            return Ok(Some(ApplyOutcome { version: seq, existed: smallvec![existed] }));
         }
     }
 }
@@ -436,10 +425,10 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
 }
 
 /// How an op that found its key present (`existed`) or not changes the tree's key count.
-fn key_count_change(op: &BatchOp, existed: bool) -> i64 {
+fn key_count_change(op: &Op<'_>, existed: bool) -> i64 {
     match (op, existed) {
-        (BatchOp::Put { .. }, false) => 1,
-        (BatchOp::Delete { .. }, true) => -1,
+        (Op::Put { .. }, false) => 1,
+        (Op::Delete { .. }, true) => -1,
         _ => 0,
     }
 }

@@ -57,7 +57,7 @@ impl Tree {
                     first_own_byte(&root)
                 ));
             }
-            if matches!(&*root, Node::Link(_)) {
+            if matches!(&root, Node::Link(_)) {
                 return Err(format!("frame {} has a link as its root", cell.id));
             }
             let mut stack: Vec<(&Node, bool)> = vec![(&root, true)];

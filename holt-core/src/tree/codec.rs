@@ -176,7 +176,7 @@ pub(super) fn decode_frame(
     id: FrameId,
     location: &(PathBuf, u64),
     mut resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
-) -> Result<(Arc<Node>, usize)> {
+) -> Result<(Node, usize)> {
     let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
     let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
     let mut reader = RecordReader::new(view.body);
@@ -257,7 +257,7 @@ pub(super) fn decode_frame(
     if matches!(root, Node::Link(_)) {
         return Err(fail(HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
     }
-    Ok((Arc::new(root), HEADER_LEN + view.body.len()))
+    Ok((root, HEADER_LEN + view.body.len()))
 }
 
 impl Tree {
@@ -269,7 +269,7 @@ impl Tree {
         bytes: &[u8],
         location: &(PathBuf, u64),
         deltas: &[Delta],
-    ) -> Result<(Arc<Node>, FrameSize)> {
+    ) -> Result<(Node, FrameSize)> {
         let frames = self.frames.lock();
         let (root, encoded) = decode_frame(bytes, cell.id, location, |id| {
             let child = self.linked_frame(&frames, cell, id)?;
@@ -278,9 +278,9 @@ impl Tree {
         })?;
         drop(frames);
         if !deltas.is_empty() {
-            let root = apply_deltas(cell.id, Node::clone(&root), deltas)?;
+            let root = apply_deltas(cell.id, root, deltas)?;
             let size = super::split::frame_size(&root);
-            return Ok((Arc::new(root), size));
+            return Ok((root, size));
         }
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
@@ -387,17 +387,14 @@ pub(super) fn walk_image<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::BatchOp;
+    use crate::api::Op;
 
     /// The example in docs/format.md, byte for byte, and a walk of it.
     #[test]
     fn encodes_the_documented_example() {
         let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
-        let put = |k: &[u8], v: &[u8]| BatchOp::Put {
-            key: k.to_vec(),
-            value: v.to_vec(),
-            condition: Default::default(),
-        };
+        let put =
+            |key: &'static [u8], value: &'static [u8]| Op::Put { key, value, condition: Default::default() };
         tree.replay(&[put(b"ab", b"x")], 5).unwrap();
         tree.replay(&[put(b"ac", b"y")], 6).unwrap();
         let root = tree.load_root(&tree.root).unwrap();

@@ -19,7 +19,7 @@ pub(crate) struct CapturedFrame {
     pub id: FrameId,
     /// Pass back to `mark_clean` once this image is durable.
     pub generation: u64,
-    pub root: Arc<Node>,
+    pub root: Node,
     /// The keys changed since the previous capture (see `ChangeLog`).
     pub changes: ChangeLog,
     /// The frame's encoded size when captured.

@@ -241,7 +241,7 @@ impl Tree {
         }
         cell.touch();
         let guard = cell.root.load();
-        let owned: Arc<Node>;
+        let owned: Node;
         let root: &Node = match guard.get() {
             Some(root) => root,
             None => match self.load_root(cell) {

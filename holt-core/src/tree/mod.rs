@@ -137,7 +137,7 @@ impl Tree {
         memory_budget_bytes: usize,
         source: Option<Arc<dyn FrameSource>>,
     ) -> Tree {
-        let root_node = Arc::new(Node::Inner(Inner::empty()));
+        let root_node = Node::Inner(Inner::empty());
         let size = split::frame_size(&root_node);
         let root = Arc::new(FrameCell::resident(FrameId::ROOT, root_node, size, true));
         Tree::assemble(root, frame_budget_bytes, memory_budget_bytes, source, 0)
@@ -180,7 +180,7 @@ impl Tree {
     }
 
     /// The root of `cell`, loading the frame if it was evicted.
-    pub(super) fn load_root(&self, cell: &Arc<Cell>) -> Result<Arc<Node>> {
+    pub(super) fn load_root(&self, cell: &Arc<Cell>) -> Result<Node> {
         cell.touch();
         match cell.root.load_full() {
             Some(root) => Ok(root),
@@ -239,7 +239,7 @@ impl Tree {
     ) -> Result<Lookup> {
         cell.touch();
         let guard = cell.root.load();
-        let owned: Arc<Node>;
+        let owned: Node;
         let root: &Node = match guard.get() {
             Some(root) => root,
             None if !load => return Ok(Lookup::NotResident),
@@ -327,14 +327,31 @@ impl Tree {
             let mut cell = Arc::clone(&self.root);
             let mut depth = 0;
             loop {
-                let root = self.load_root(&cell)?;
-                if cell.is_retired() {
-                    continue 'restart;
-                }
-                match walk_frame(&root, key, depth) {
-                    Walk::Here(_) => return Ok((cell, depth)),
-                    Walk::Link(child, d) => {
-                        let child = Arc::clone(child);
+                // A resident root is borrowed, not cloned: no reference count taken and
+                // dropped on the root every writer passes through.
+                let next = {
+                    cell.touch();
+                    // An empty cell's guard borrows nothing (see `RootCell::load`).
+                    let guard = cell.root.load();
+                    let owned: Node;
+                    let root: &Node = match guard.get() {
+                        Some(root) => root,
+                        None => {
+                            owned = self.load_root(&cell)?;
+                            &owned
+                        }
+                    };
+                    if cell.is_retired() {
+                        continue 'restart;
+                    }
+                    match walk_frame(root, key, depth) {
+                        Walk::Here(_) => None,
+                        Walk::Link(child, d) => Some((Arc::clone(child), d)),
+                    }
+                };
+                match next {
+                    None => return Ok((cell, depth)),
+                    Some((child, d)) => {
                         cell = child;
                         depth = d;
                     }

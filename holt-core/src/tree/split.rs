@@ -192,8 +192,7 @@ impl Tree {
             let Some((steps, subtree)) = steps_along(&root, &path) else { return Ok(()) };
             let moved = subtree_footprint(subtree);
             let id = self.new_frame_id();
-            let child =
-                Arc::new(FrameCell::resident(id, Arc::new(subtree.clone()), frame_size(subtree), true));
+            let child = Arc::new(FrameCell::resident(id, subtree.clone(), frame_size(subtree), true));
             child.set_parent(cell);
             for_each_link(subtree, |grandchild| grandchild.set_parent(&child));
             let link = Node::Link(Arc::clone(&child));
@@ -207,7 +206,7 @@ impl Tree {
             self.pool.admit(&child);
             cell.set_size(new_size);
             cell.rewrite_whole();
-            cell.publish(Arc::new(new_root));
+            cell.publish(new_root);
             cell.mark_dirty();
             self.pool.resized(new_size.memory as i64 - old_size.memory as i64);
             self.shape.splits.fetch_add(1, Ordering::Relaxed);
@@ -282,7 +281,7 @@ impl Tree {
             return Ok(Merge::Done(None));
         }
         let parent_root = self.load_root(&parent)?;
-        let bottom = if child_root.is_empty() { None } else { Some((*child_root).clone()) };
+        let bottom = if child_root.is_empty() { None } else { Some(child_root.clone()) };
         let Some(new_root) = replace_link(&parent_root, child, bottom) else { return Ok(Merge::Done(None)) };
         let new_size = frame_size(&new_root);
         if let (Some(grandparent), Some(above)) =
@@ -290,7 +289,7 @@ impl Tree {
         {
             if let Some(root) = without_link_lead(&above, &parent) {
                 grandparent.rewrite_whole();
-                grandparent.publish(Arc::new(root));
+                grandparent.publish(root);
                 grandparent.mark_dirty();
                 self.shape.merge_lead_withdrawals.fetch_add(1, Ordering::Relaxed);
             }
@@ -299,7 +298,7 @@ impl Tree {
         for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
         parent.set_size(new_size);
         parent.rewrite_whole();
-        parent.publish(Arc::new(new_root));
+        parent.publish(new_root);
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);

@@ -5,6 +5,8 @@
 //! (encoded bytes and memory: the footprints of the nodes it created minus those of the nodes
 //! it replaced), so the frame's size stays exact without re-encoding or re-measuring it.
 
+use smallvec::SmallVec;
+
 use super::node::{Footprint, Inner, Leaf, Node, Shared};
 use crate::error::{Error, Location, Result};
 
@@ -76,6 +78,10 @@ pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<N
     (current, delta)
 }
 
+/// The inner nodes a write passes through in its frame, with the child byte taken at each:
+/// inline up to a depth that path-shaped keys stay within, so a write allocates no list.
+type Steps<'a> = SmallVec<[(&'a Inner, u8); 16]>;
+
 /// Where a put or delete of a key lands in a frame: the inner nodes passed through (and the
 /// child byte taken at each), and the node at which the key's path stops. Found by one walk
 /// (`descend`), which is all a write needs before it is logged: whether the key's path stays
@@ -83,7 +89,7 @@ pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<N
 /// on the path without walking again.
 pub(super) struct Path<'a> {
     root: &'a Node,
-    steps: Vec<(&'a Inner, u8)>,
+    steps: Steps<'a>,
     node: &'a Node,
     depth: usize,
 }
@@ -92,7 +98,7 @@ pub(super) struct Path<'a> {
 /// changes the frame: a leaf, an inner node whose prefix the key leaves or ends at, or one
 /// without the key's child. `None` if the path continues into another frame (a link).
 pub(super) fn descend<'a>(root: &'a Node, key: &[u8], depth: usize) -> Option<Path<'a>> {
-    let mut steps: Vec<(&Inner, u8)> = Vec::new();
+    let mut steps = Steps::new();
     let mut node: &Node = root;
     let mut depth = depth;
     loop {

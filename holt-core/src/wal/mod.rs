@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::api::{BatchOp, Durability};
+use crate::api::{Durability, Op};
 use crate::error::{Error, Result};
 use crate::format::wal::{encode_record, padded_len, record_len, SEGMENT_HEADER_BYTES};
 use crate::io::Vfs;
@@ -190,7 +190,7 @@ impl Wal {
     /// Appends the redo record of `ops` to the ring and returns its lsn. Called once per
     /// batch, with the batch's frame latches held. Refuses (before anything is applied) when
     /// the log is poisoned, closed, or out of disk space.
-    pub(crate) fn append(&self, ops: &[BatchOp], durability: Durability) -> Result<Ticket> {
+    pub(crate) fn append(&self, ops: &[Op<'_>], durability: Durability) -> Result<Ticket> {
         let len = padded_len(record_len(ops));
         if len > self.shared.cfg.max_record_bytes() {
             return Err(Error::BatchTooLarge { bytes: len });
@@ -346,8 +346,8 @@ mod tests {
     use crate::api::Condition;
     use crate::io::SimFs;
 
-    fn put(key: &[u8]) -> [BatchOp; 1] {
-        [BatchOp::Put { key: key.to_vec(), value: b"value".to_vec(), condition: Condition::None }]
+    fn put(key: &[u8]) -> [Op<'_>; 1] {
+        [Op::Put { key, value: b"value", condition: Condition::None }]
     }
 
     /// A sync record published behind an async record that is reserved but not yet published
