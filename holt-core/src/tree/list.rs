@@ -239,21 +239,12 @@ impl Tree {
             });
             return Flow::Stop;
         }
-        cell.touch();
-        let guard = cell.root.load();
-        let owned: Node;
-        let root: &Node = match guard.get() {
-            Some(root) => root,
-            None => match self.load_root(cell) {
-                Ok(root) => {
-                    owned = root;
-                    &owned
-                }
-                Err(e) => {
-                    walk.error = Some(e);
-                    return Flow::Stop;
-                }
-            },
+        let root = match self.walk_root(cell) {
+            Ok(root) => root,
+            Err(e) => {
+                walk.error = Some(e);
+                return Flow::Stop;
+            }
         };
         // A test merges a linked frame away here (after the walk loaded its root) to force a restart.
         fail::fail_point!("list-frame-loaded", !path.is_empty(), |_| Flow::Stop);
@@ -261,7 +252,7 @@ impl Tree {
             walk.restart_at.clone_from(path);
             return Flow::Restart;
         }
-        self.list_node(walk, root, path, checked, bounds)
+        self.list_node(walk, &root, path, checked, bounds)
     }
 
     /// Lists the subtree at `node`, whose prefix starts after `path`. `checked`: the delimiter

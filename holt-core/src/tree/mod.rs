@@ -119,6 +119,22 @@ pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -
     }
 }
 
+/// A frame's root as a walk holds it: see `Tree::walk_root`.
+pub(super) enum WalkRoot<'a> {
+    Borrowed(crate::sync::root_cell::RootGuard<'a, Node>),
+    Loaded(Node),
+}
+
+impl std::ops::Deref for WalkRoot<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        match self {
+            WalkRoot::Borrowed(guard) => guard.get().expect("a borrowed root is a resident one"),
+            WalkRoot::Loaded(root) => root,
+        }
+    }
+}
+
 enum Lookup {
     /// Found: the lookup's visitor has been called with the value.
     Found,
@@ -177,6 +193,20 @@ impl Tree {
     /// Number of keys stored.
     pub(crate) fn key_count(&self) -> u64 {
         self.keys.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The root of `cell` for a walk: borrowed through the cell's guard when resident (no
+    /// reference count taken and dropped on a root every walk passes through), loaded when
+    /// evicted.
+    pub(super) fn walk_root<'a>(&self, cell: &'a Arc<Cell>) -> Result<WalkRoot<'a>> {
+        cell.touch();
+        let guard = cell.root.load();
+        if guard.is_some() {
+            return Ok(WalkRoot::Borrowed(guard));
+        }
+        // An empty cell's guard borrows nothing (see `RootCell::load`).
+        drop(guard);
+        self.load_root(cell).map(WalkRoot::Loaded)
     }
 
     /// The root of `cell`, loading the frame if it was evicted.
@@ -327,24 +357,12 @@ impl Tree {
             let mut cell = Arc::clone(&self.root);
             let mut depth = 0;
             loop {
-                // A resident root is borrowed, not cloned: no reference count taken and
-                // dropped on the root every writer passes through.
                 let next = {
-                    cell.touch();
-                    // An empty cell's guard borrows nothing (see `RootCell::load`).
-                    let guard = cell.root.load();
-                    let owned: Node;
-                    let root: &Node = match guard.get() {
-                        Some(root) => root,
-                        None => {
-                            owned = self.load_root(&cell)?;
-                            &owned
-                        }
-                    };
+                    let root = self.walk_root(&cell)?;
                     if cell.is_retired() {
                         continue 'restart;
                     }
-                    match walk_frame(root, key, depth) {
+                    match walk_frame(&root, key, depth) {
                         Walk::Here(_) => None,
                         Walk::Link(child, d) => Some((Arc::clone(child), d)),
                     }

@@ -1006,3 +1006,7 @@ mod size_tests {
         assert_eq!(leaf.memory(), 96, "a bench leaf's allocation");
     }
 }
+
+// A frame's root cell holds the root's `Node` itself and still fits the 56 bytes the frame
+// cell's first line leaves it (`sync/root_cell.rs`).
+const _: () = assert!(std::mem::size_of::<crate::sync::root_cell::RootCell<Node>>() == 56);
