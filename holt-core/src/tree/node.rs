@@ -1008,5 +1008,6 @@ mod size_tests {
 }
 
 // A frame's root cell holds the root's `Node` itself and still fits the 56 bytes the frame
-// cell's first line leaves it (`sync/root_cell.rs`).
+// cell's first line leaves it (`sync/root_cell.rs`). Loom's atomics are larger, so not there.
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<crate::sync::root_cell::RootCell<Node>>() == 56);
