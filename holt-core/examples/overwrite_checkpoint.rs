@@ -5,9 +5,9 @@
 //! A/B that separates the log's cost from the tree's.
 //!
 //! `cargo run --release -p holt-core --example overwrite_checkpoint -- [--keys N]
-//! [--overwrites M] [--dir DIR] [--seed S] [--cache-mb MB]` (the frame cache's memory budget;
+//! [--overwrites M] [--dir DIR] [--seed S] [--cache-mb MB] [--ring-kb KB]` (the frame cache's memory budget;
 //! the default is `Options::default()`'s; a tree larger than it is read back from disk, and
-//! the cache's pressure then starts checkpoints during the puts as well)
+//! the cache's pressure then starts checkpoints during the puts as well; the log ring's size)
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -73,6 +73,7 @@ fn main() {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1);
     let mut cache_mb: Option<usize> = None;
+    let mut ring_kb: Option<usize> = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -82,6 +83,7 @@ fn main() {
             "--dir" => dir = Some(PathBuf::from(value)),
             "--seed" => seed = value.parse().expect("--seed S"),
             "--cache-mb" => cache_mb = Some(value.parse().expect("--cache-mb MB")),
+            "--ring-kb" => ring_kb = Some(value.parse().expect("--ring-kb KB")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -97,6 +99,7 @@ fn main() {
         checkpoint_wal_bytes: 1 << 40,
         checkpoint_interval: Duration::from_secs(3600),
         memory_budget_bytes: cache_mb.map_or(Options::default().memory_budget_bytes, |mb| mb << 20),
+        wal_ring_bytes: ring_kb.map_or(Options::default().wal_ring_bytes, |kb| kb << 10),
         ..Options::default()
     };
     let db = Db::open(tmp.path(), options.clone()).expect("open");

@@ -34,6 +34,9 @@ pub struct Options {
     /// Longest time an `Async` write stays only in memory.
     pub wal_flush_interval: Duration,
     /// Start a background checkpoint once the log has grown this much since the last one.
+    /// Also the most log a checkpoint leaves for recovery to read again: a checkpoint keeps
+    /// the log in its current segment (instead of moving to a fresh one) only while less
+    /// than this much, and less than half the segment, is used.
     pub checkpoint_wal_bytes: u64,
     /// Start a background checkpoint at least this often while there are dirty frames.
     pub checkpoint_interval: Duration,

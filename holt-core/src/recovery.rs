@@ -33,7 +33,12 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
 }
 
 pub(crate) fn wal_config(options: &Options) -> WalConfig {
-    WalConfig::new(options.wal_ring_bytes, SEGMENT_BYTES_MIN, options.wal_flush_interval)
+    WalConfig::new(
+        options.wal_ring_bytes,
+        SEGMENT_BYTES_MIN,
+        options.wal_flush_interval,
+        options.checkpoint_wal_bytes,
+    )
 }
 
 /// What `open` recovered.

@@ -32,6 +32,7 @@ fn every_named_failpoint_once_and_forever() {
     // Failpoints are process-global: this single test runs them one after another.
     let scenario = fail::FailScenario::setup();
     for (i, name) in FAILPOINTS.iter().enumerate() {
+        assert_reached(name, base.wrapping_add(i as u64 * 2));
         for (j, action) in ["1*return", "return"].iter().enumerate() {
             let seed = base.wrapping_add((i * 2 + j) as u64);
             let dir = tempfile::tempdir().unwrap();
@@ -60,6 +61,32 @@ fn every_named_failpoint_once_and_forever() {
         }
     }
     scenario.teardown();
+}
+
+/// The workload of `every_named_failpoint_once_and_forever`, run with `name` counting its
+/// hits instead of failing, must reach the step: an error injected at a step the workload
+/// never passes would test nothing.
+fn assert_reached(name: &str, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(StdFs::new(dir.path()));
+    let db = Db::open_with_vfs(vfs, oracle::opts()).expect("open");
+    let unused = SimFs::new(seed);
+    let mut rng = seed;
+    oracle::workload(&db, &unused, &mut rng, 40, usize::MAX, None);
+    // Counted from where the test injects the error.
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    fail::cfg_callback(name, move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+    .unwrap();
+    oracle::workload(&db, &unused, &mut rng, 60, usize::MAX, None);
+    let _ = db.checkpoint();
+    drop(db);
+    fail::remove(name);
+    let hits = hits.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(hits > 0, "the workload never reaches failpoint {name}");
+    println!("failpoint {name}: {hits} hits");
 }
 
 /// The `wal-truncate` step runs only while opening a log with a torn tail, so it gets its own

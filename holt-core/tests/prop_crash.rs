@@ -148,8 +148,10 @@ fn opts() -> Options {
     Options {
         wal_ring_bytes: 4096,
         wal_flush_interval: Duration::from_millis(1),
-        // Background checkpoints start every few dozen writes, racing the foreground ones.
-        checkpoint_wal_bytes: 8 << 10,
+        // Background checkpoints start every dozen writes or so, racing the foreground ones;
+        // a checkpoint moves the log to a new segment once this much of the current one is
+        // used, so the cases roll segments as well as checkpoint in place.
+        checkpoint_wal_bytes: 2 << 10,
         checkpoint_interval: Duration::from_secs(3600),
         ..Options::default()
     }

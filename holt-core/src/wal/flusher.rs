@@ -375,11 +375,13 @@ impl Flusher {
             self.answer_roll(pos);
             return Ok(());
         }
-        if self.spare.is_none() && !size {
-            // A checkpoint asked, and the next segment is still being zero-filled (taking
-            // ~0.1 s for 32 MiB here): waiting would stall every sync writer that long.
-            // Instead the log stays in this segment, durable up to `pos`, and the checkpoint
-            // replays from its start (see `Rolled`).
+        if !size && (self.spare.is_none() || pos - self.cur.base_lsn < self.shared.cfg.stay_bytes()) {
+            // A checkpoint asked, and the log stays in this segment, durable up to `pos`; the
+            // checkpoint replays from its start (see `Rolled`). Either the next segment is
+            // still being zero-filled (taking ~0.1 s for 32 MiB here: waiting would stall
+            // every sync writer that long), or this one is little used (`stay_bytes`):
+            // rolling would zero-fill a whole spare for every checkpoint, which made a
+            // checkpoint after 100k overwrites take 0.19 s instead of 0.12 s here.
             self.sync()?;
             self.answer_roll(pos);
             self.ensure_spare(false);

@@ -35,15 +35,30 @@ pub(crate) struct WalConfig {
     pub segment_bytes: u64,
     /// Longest time an async record stays unsynced.
     pub flush_interval: Duration,
+    /// The database's `checkpoint_wal_bytes`: how much log it lets recovery read.
+    pub checkpoint_wal_bytes: u64,
 }
 
 impl WalConfig {
-    pub(crate) fn new(ring_bytes: usize, segment_bytes: u64, flush_interval: Duration) -> WalConfig {
+    pub(crate) fn new(
+        ring_bytes: usize,
+        segment_bytes: u64,
+        flush_interval: Duration,
+        checkpoint_wal_bytes: u64,
+    ) -> WalConfig {
         let ring_bytes = ring_bytes.clamp(4096, 1 << 30).next_power_of_two();
         // Room for the header plus 4 rings (see `Flusher::update_limit`), rounded to 4 KiB.
         let floor = (4 * ring_bytes as u64 + SEGMENT_HEADER_BYTES as u64 + 4095) & !4095;
         let segment_bytes = segment_bytes.max(floor);
-        WalConfig { ring_bytes, segment_bytes, flush_interval }
+        WalConfig { ring_bytes, segment_bytes, flush_interval, checkpoint_wal_bytes }
+    }
+
+    /// A checkpoint's roll keeps the log in its current segment while less than this much of
+    /// the segment is used: half its room (rolling earlier leaves the rest unused and
+    /// zero-fills a new spare per checkpoint), and no more than the log the database lets
+    /// recovery read (`checkpoint_wal_bytes`), since replay reads the segment from its start.
+    pub(crate) fn stay_bytes(&self) -> u64 {
+        ((self.segment_bytes - SEGMENT_HEADER_BYTES as u64) / 2).min(self.checkpoint_wal_bytes)
     }
 
     /// Largest record (padded) the log accepts: half the ring, so two always fit.
@@ -98,9 +113,10 @@ impl Failure {
 pub(crate) struct Rolled {
     /// The segment replay must start with.
     pub segment: u64,
-    /// Its first log position: L after a roll, or below L when no preallocated segment was
-    /// ready and the log stayed in its current segment (replaying the records between the
-    /// two again over frames that already hold them changes nothing: see `checkpoint`).
+    /// Its first log position: L after a roll, or below L when the log stayed in its current
+    /// segment, because no preallocated segment was ready or little of the current one is
+    /// used (`WalConfig::stay_bytes`; replay reads the records between the two again but does
+    /// not apply them: see `checkpoint`).
     /// Either way the log is durable up to L when the answer is given.
     pub base_lsn: u64,
 }
@@ -357,7 +373,7 @@ mod tests {
     #[test]
     fn sync_record_behind_an_unannounced_async_record_is_not_delayed() {
         let interval = Duration::from_secs(10);
-        let cfg = WalConfig::new(4096, 1 << 20, interval);
+        let cfg = WalConfig::new(4096, 1 << 20, interval, u64::MAX);
         let resume = Resume { segment: 1, base_lsn: FIRST_LSN, header_written: false, next_lsn: FIRST_LSN };
         let wal = Arc::new(Wal::open(SimFs::new(7), cfg, resume).expect("open log"));
         let async_ops = put(b"async");
