@@ -5,9 +5,10 @@
 //! A/B that separates the log's cost from the tree's.
 //!
 //! `cargo run --release -p holt-core --example overwrite_checkpoint -- [--keys N]
-//! [--overwrites M] [--dir DIR] [--seed S] [--cache-mb MB] [--ring-kb KB]` (the frame cache's memory budget;
-//! the default is `Options::default()`'s; a tree larger than it is read back from disk, and
-//! the cache's pressure then starts checkpoints during the puts as well; the log ring's size)
+//! [--overwrites M] [--dir DIR] [--seed S] [--cache-mb MB] [--ring-kb KB]`. `--cache-mb` is
+//! the frame cache's memory budget (the default is `Options::default()`'s; a tree larger than
+//! it is read back from disk, and the cache's pressure then starts checkpoints during the
+//! puts as well); `--ring-kb` the log ring's size (log segments are 4× it, at least 1 MiB).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
