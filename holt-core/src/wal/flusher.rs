@@ -145,7 +145,7 @@ impl Flusher {
 
     /// Log positions a reservation may end at: what the current segment and the spare hold.
     fn update_limit(&self) {
-        let room = self.seg_bytes() - SEGMENT_HEADER_BYTES as u64;
+        let room = self.shared.cfg.segment_room();
         let mut limit = self.cur.base_lsn + room;
         if self.spare.is_some() {
             // A size roll happens at the first record that does not fit, which wastes at most

@@ -58,7 +58,12 @@ impl WalConfig {
     /// zero-fills a new spare per checkpoint), and no more than the log the database lets
     /// recovery read (`checkpoint_wal_bytes`), since replay reads the segment from its start.
     pub(crate) fn stay_bytes(&self) -> u64 {
-        ((self.segment_bytes - SEGMENT_HEADER_BYTES as u64) / 2).min(self.checkpoint_wal_bytes)
+        (self.segment_room() / 2).min(self.checkpoint_wal_bytes)
+    }
+
+    /// Log bytes one segment holds: its size less its header.
+    pub(crate) fn segment_room(&self) -> u64 {
+        self.segment_bytes - SEGMENT_HEADER_BYTES as u64
     }
 
     /// Largest record (padded) the log accepts: half the ring, so two always fit.
