@@ -15,7 +15,9 @@ use crate::checkpoint::store::{table_of, FrameStore, FRAMES_NAME};
 use crate::checkpoint::{write_manifest, Durable, ManifestError};
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
-use crate::format::wal::{decode_sync_mark, parse_segment_name, SYNC_MARK_BYTES, SYNC_MARK_NAME};
+use crate::format::wal::{
+    decode_sync_mark, parse_segment_name, CUT_MARK_NAME, SYNC_MARK_BYTES, SYNC_MARK_NAME,
+};
 use crate::format::FrameId;
 use crate::io::Vfs;
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
@@ -88,6 +90,7 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
             || name == MANIFEST_TMP_NAME
             || name == FRAMES_NAME
             || name == SYNC_MARK_NAME
+            || name == CUT_MARK_NAME
         {
             vfs.remove(Path::new(&name)).map_err(io("remove leftover file"))?;
         }

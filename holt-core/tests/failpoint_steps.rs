@@ -89,14 +89,26 @@ fn assert_reached(name: &str, seed: u64) {
     println!("failpoint {name}: {hits} hits");
 }
 
-/// The `wal-truncate` step runs only while opening a log with a torn tail, so it gets its own
-/// scenario: a failure to cut the tail must fail the open (never append after garbage), and the
-/// next open, with the step working again, recovers every write and cuts the tail.
+/// The `wal-cut-mark` and `wal-truncate` steps run only while opening a log with a torn tail,
+/// so they get their own scenario: a failure to record or cut the tail must fail the open
+/// (never append after garbage), and the next open, with the step working again, recovers
+/// every write and cuts the tail.
 #[test]
 fn torn_tail_cut_failure_fails_the_open_and_the_next_open_recovers() {
+    let scenario = fail::FailScenario::setup();
+    for step in ["wal-cut-mark", "wal-truncate"] {
+        let dir = thirty_writes_dropped_with_a_torn_tail();
+        open_fails_at_then_recovers(dir.path(), step);
+        // The open that finished the cut removed its mark.
+        assert!(!dir.path().join("WAL-CUT").exists(), "{step}: the cut mark outlived the cut");
+    }
+    scenario.teardown();
+}
+
+/// `thirty_writes_dropped`, then a torn record after the last valid one.
+fn thirty_writes_dropped_with_a_torn_tail() -> tempfile::TempDir {
     use std::os::unix::fs::FileExt;
 
-    let scenario = fail::FailScenario::setup();
     let dir = thirty_writes_dropped();
     // A torn record after the last valid one: a plausible header followed by garbage.
     let mut segments: Vec<_> = std::fs::read_dir(dir.path())
@@ -117,9 +129,7 @@ fn torn_tail_cut_failure_fails_the_open_and_the_next_open_recovers() {
     torn.extend_from_slice(&200u32.to_le_bytes());
     torn.extend_from_slice(&[0xAB; 100]);
     std::fs::OpenOptions::new().write(true).open(&seg).unwrap().write_all_at(&torn, end).unwrap();
-
-    open_fails_at_then_recovers(dir.path(), "wal-truncate");
-    scenario.teardown();
+    dir
 }
 
 /// The `wal-resync` step runs while opening a log whose last segment holds records (it writes

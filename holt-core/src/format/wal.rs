@@ -262,6 +262,48 @@ pub(crate) fn decode_sync_mark(bytes: &[u8]) -> Option<u64> {
     Some(word(8..16))
 }
 
+/// The cut mark file: the byte range of a log segment that an open is zeroing (a torn tail
+/// being cut, see `wal::replay`). Written and synced, with the directory, before the zeros
+/// are written; removed once they are durable. A cut whose fdatasync fails leaves its zeros
+/// in the page cache only (marked clean, never written again) and the torn bytes on disk:
+/// the mark tells the next open to write those zeros again before new records follow.
+pub(crate) const CUT_MARK_NAME: &str = "WAL-CUT";
+/// Cut mark: magic "HOLTCUT\0", segment number, first and end file offsets of the range,
+/// CRC32C of the first 32 bytes.
+pub(crate) const CUT_MARK_MAGIC: u64 = u64::from_le_bytes(*b"HOLTCUT\0");
+pub(crate) const CUT_MARK_BYTES: usize = 36;
+
+/// A range of a segment file being zeroed (see [`CUT_MARK_NAME`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CutMark {
+    pub segment: u64,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl CutMark {
+    pub(crate) fn encode(&self) -> [u8; CUT_MARK_BYTES] {
+        let mut out = [0u8; CUT_MARK_BYTES];
+        out[0..8].copy_from_slice(&CUT_MARK_MAGIC.to_le_bytes());
+        out[8..16].copy_from_slice(&self.segment.to_le_bytes());
+        out[16..24].copy_from_slice(&self.from.to_le_bytes());
+        out[24..32].copy_from_slice(&self.to.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..32]);
+        out[32..36].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// `None` unless the bytes are a whole, intact mark.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<CutMark> {
+        let b = bytes.get(..CUT_MARK_BYTES)?;
+        let word = |r| le_word(b, r);
+        if word(0..8) != CUT_MARK_MAGIC || crc32c::crc32c(&b[..32]) != word(32..36) as u32 {
+            return None;
+        }
+        Some(CutMark { segment: word(8..16), from: word(16..24), to: word(24..32) })
+    }
+}
+
 /// The little-endian integer in `bytes[r]` (at most 8 bytes).
 fn le_word(bytes: &[u8], r: std::ops::Range<usize>) -> u64 {
     bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))

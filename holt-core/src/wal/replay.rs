@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
 use crate::format::wal::{
-    decode_record, parse_segment_name, Record, RecordError, SegmentHeader, SEGMENT_HEADER_BYTES,
+    decode_record, parse_segment_name, CutMark, Record, RecordError, SegmentHeader, CUT_MARK_BYTES,
+    CUT_MARK_NAME, SEGMENT_HEADER_BYTES,
 };
 use crate::io::Vfs;
 
@@ -66,6 +67,9 @@ pub(crate) fn replay(
     mut apply: impl FnMut(Record) -> Result<()>,
 ) -> Result<Replayed> {
     let ReplayFrom { first_segment, checkpoint_lsn, frames_lsn, synced_floor } = from;
+    // A cut an earlier open began: its zeros may not be durable.
+    let earlier_cut = read_cut_mark(vfs);
+    let mut cut_made = false;
     let mut segments: Vec<(u64, String)> = Vec::new();
     let mut stale = Vec::new();
     for name in vfs.list().map_err(io("wal list"))? {
@@ -88,7 +92,7 @@ pub(crate) fn replay(
     let mut records = 0u64;
     let mut truncated_at = None;
     let mut expect_no = first_segment;
-    // The last segment with records, where the log continues, and its bytes.
+    // The segment the log continues in, its bytes, and the end of its records in them.
     let mut continued = None;
     for (idx, (no, name)) in segments.iter().enumerate() {
         let file = vfs.open(Path::new(name), false).map_err(io("wal open"))?;
@@ -107,8 +111,13 @@ pub(crate) fn replay(
                     0,
                     format!("segment has no header, but the log was synced up to lsn {synced_floor} in it"),
                 ));
-            } else if has_nonzero(&bytes) {
-                clear_headerless(&*file, &bytes, name, checkpoint_lsn, max_record)?;
+            } else {
+                if has_nonzero(&bytes) {
+                    clear_headerless(vfs, &*file, &bytes, (*no, name), checkpoint_lsn, max_record)?;
+                    cut_made = true;
+                }
+                // The log continues here, from the segment's start.
+                continued = Some((*no, file, bytes, 0));
             }
             ended = true;
             continue;
@@ -178,7 +187,8 @@ pub(crate) fn replay(
                                 format!("{reason} in a segment that was rolled"),
                             ));
                         }
-                        cut_torn_tail(&*file, &bytes, off).map_err(io("wal truncate"))?;
+                        cut_torn_tail(vfs, &*file, *no, &bytes, off)?;
+                        cut_made = true;
                         tracing::warn!(file = %name, offset = off, reason, "cut torn log tail");
                         truncated_at = Some((name.clone(), off as u64));
                         ended = true;
@@ -188,7 +198,7 @@ pub(crate) fn replay(
             }
         }
         resume = Resume { segment: *no, base_lsn: header.base_lsn, header_written: true, next_lsn: pos };
-        continued = Some((file, bytes));
+        continued = Some((*no, file, bytes, off));
     }
     if resume.next_lsn < synced_floor {
         let name = crate::format::wal::segment_name(resume.segment);
@@ -201,24 +211,67 @@ pub(crate) fn replay(
             ),
         ));
     }
-    if let Some((file, bytes)) = continued {
-        let end =
-            SEGMENT_HEADER_BYTES + usize::try_from(resume.next_lsn - resume.base_lsn).unwrap_or(usize::MAX);
-        resync(&*file, &bytes[..end.min(bytes.len())]).map_err(io("wal resync"))?;
+    if let Some((no, file, bytes, end)) = continued {
+        // An earlier open's cut is always in the segment the log continues in: that open
+        // failed, and the first open that succeeds after it gets here before any record is
+        // appended. A mark naming another segment names one a checkpoint has since deleted.
+        let zeros = earlier_cut
+            .filter(|cut| cut.segment == no)
+            .map(|cut| cut.from.max(end as u64)..cut.to.min(bytes.len() as u64))
+            .filter(|range| !range.is_empty());
+        resync(&*file, &bytes[..end.min(bytes.len())], zeros).map_err(io("wal resync"))?;
+    }
+    if earlier_cut.is_some() || cut_made {
+        // Made durable by the directory sync that follows every replay (`recovery::open`); a
+        // mark that outlives a crash only zeros bytes past the log's end once more.
+        match vfs.remove(Path::new(CUT_MARK_NAME)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("wal cut mark remove")(e)),
+        }
     }
     Ok(Replayed { resume, stale_segments: stale, records, truncated_at })
 }
 
-/// Writes the records of the segment the log continues in again, and syncs them. What replay
-/// read may be in the page cache only: written by a process that died before syncing it, or
-/// left there, marked clean, by a failed fdatasync (Linux does not write those pages again).
-/// New records are acknowledged after these, so these must be durable first; otherwise a
-/// power cut could leave a gap before acknowledged records, or a rolled segment whose end
-/// never reached the disk. Earlier segments need nothing: a roll syncs the segment it leaves.
-fn resync(file: &dyn crate::io::VfsFile, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes the records of the segment the log continues in again (`records`: its bytes up to
+/// the end of the log) and the zeros of an earlier open's cut (`zeros`, file offsets), and
+/// syncs. What replay read may be in the page cache only: written by a process that died
+/// before syncing it, or left there, marked clean, by a failed fdatasync (Linux does not
+/// write those pages again).
+/// - New records are acknowledged after these, so these must be durable first; otherwise a
+///   power cut could leave a gap before acknowledged records, or a rolled segment whose end
+///   never reached the disk. Earlier segments need nothing: a roll syncs the segment it
+///   leaves.
+/// - The zeros of a cut whose fdatasync failed read back as zeros while the disk may still
+///   hold the torn tail. New records land at its positions with its lsns: once one ended
+///   where one of the tail's later records starts, a power cut would bring that record back,
+///   a write never acknowledged.
+fn resync(
+    file: &dyn crate::io::VfsFile,
+    records: &[u8],
+    zeros: Option<std::ops::Range<u64>>,
+) -> std::io::Result<()> {
     crate::io::failpoint("wal-resync")?;
-    file.write_all_at(bytes, 0)?;
+    if !records.is_empty() {
+        file.write_all_at(records, 0)?;
+    }
+    if let Some(range) = zeros {
+        write_zeros(file, range)?;
+    }
     file.sync_data()
+}
+
+/// Writes zeros over `range` of the file, a bounded buffer at a time.
+fn write_zeros(file: &dyn crate::io::VfsFile, range: std::ops::Range<u64>) -> std::io::Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK.min(range.end.saturating_sub(range.start)) as usize];
+    let mut at = range.start;
+    while at < range.end {
+        let n = CHUNK.min(range.end - at);
+        file.write_all_at(&zeros[..n as usize], at)?;
+        at += n;
+    }
+    Ok(())
 }
 
 /// The segment the log continues in has no header but holds bytes: writes that followed its
@@ -229,9 +282,10 @@ fn resync(file: &dyn crate::io::VfsFile, bytes: &[u8]) -> std::io::Result<()> {
 /// shares its sector and so cannot be a torn write's leftover: the header went bad after it
 /// was written, which is corruption.
 fn clear_headerless(
+    vfs: &dyn Vfs,
     file: &dyn crate::io::VfsFile,
     bytes: &[u8],
-    name: &str,
+    (segment, name): (u64, &str),
     base_lsn: u64,
     max_record: usize,
 ) -> Result<()> {
@@ -239,7 +293,7 @@ fn clear_headerless(
     if first.is_ok_and(|rec| rec.lsn == base_lsn) {
         return Err(corruption(name, 0, "segment header is zeroed but its first record is intact"));
     }
-    cut_torn_tail(file, bytes, 0).map_err(io("wal truncate"))?;
+    cut_torn_tail(vfs, file, segment, bytes, 0)?;
     tracing::warn!(file = %name, "cleared unsynced bytes from a log segment without a header");
     Ok(())
 }
@@ -270,15 +324,154 @@ fn valid_record_from(bytes: &[u8], from: usize, max_record: usize) -> Option<u64
     None
 }
 
-/// Zeroes everything from `off` to the last non-zero byte and syncs: the torn tail is gone
-/// from the file before any new record is appended at `off`.
-fn cut_torn_tail(file: &dyn crate::io::VfsFile, bytes: &[u8], off: usize) -> std::io::Result<()> {
-    crate::io::failpoint("wal-truncate")?;
+/// Zeroes everything from `off` to the last non-zero byte of `segment` and syncs: the torn
+/// tail is gone from the file before any new record is appended at `off`. The range is
+/// recorded in the cut mark first (synced, with the directory), so that if this fdatasync
+/// fails, the next open writes the zeros again (see `CUT_MARK_NAME`).
+fn cut_torn_tail(
+    vfs: &dyn Vfs,
+    file: &dyn crate::io::VfsFile,
+    segment: u64,
+    bytes: &[u8],
+    off: usize,
+) -> Result<()> {
+    crate::io::failpoint("wal-truncate").map_err(io("wal truncate"))?;
     let Some(last) = bytes.iter().rposition(|&b| b != 0) else { return Ok(()) };
     if last < off {
         return Ok(());
     }
-    let zeros = vec![0u8; last + 1 - off];
-    file.write_all_at(&zeros, off as u64)?;
-    file.sync_data()
+    let range = off as u64..last as u64 + 1;
+    write_cut_mark(vfs, CutMark { segment, from: range.start, to: range.end }).map_err(io("wal cut mark"))?;
+    write_zeros(file, range).map_err(io("wal truncate"))?;
+    file.sync_data().map_err(io("wal truncate"))
+}
+
+fn write_cut_mark(vfs: &dyn Vfs, mark: CutMark) -> std::io::Result<()> {
+    crate::io::failpoint("wal-cut-mark")?;
+    let file = vfs.open(Path::new(CUT_MARK_NAME), true)?;
+    file.write_all_at(&mark.encode(), 0)?;
+    file.sync_data()?;
+    vfs.sync_dir()
+}
+
+/// The cut an earlier open recorded and may not have finished, if its mark is intact.
+fn read_cut_mark(vfs: &dyn Vfs) -> Option<CutMark> {
+    let mut bytes = [0u8; CUT_MARK_BYTES];
+    vfs.open(Path::new(CUT_MARK_NAME), false)
+        .and_then(|f| f.read_exact_at(&mut bytes, 0))
+        .ok()
+        .and_then(|()| CutMark::decode(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Condition, Op};
+    use crate::format::wal::{encode_record, segment_name};
+    use crate::io::{Fault, FaultError, OpKind, SimFs};
+
+    const WINDOW: u64 = 4096;
+    const MAX_RECORD: usize = 4096;
+    const BASE: u64 = crate::wal::FIRST_LSN;
+
+    fn record(i: u32, lsn: u64) -> Vec<u8> {
+        let key = format!("key-{i:04}");
+        let mut out = Vec::new();
+        encode_record(
+            &[Op::Put { key: key.as_bytes(), value: b"value", condition: Condition::None }],
+            lsn,
+            &mut out,
+        );
+        out
+    }
+
+    fn from(synced_floor: u64) -> ReplayFrom {
+        ReplayFrom { first_segment: 1, checkpoint_lsn: BASE, frames_lsn: BASE, synced_floor }
+    }
+
+    /// The keys replay applies, in order.
+    fn replayed(vfs: &dyn Vfs, synced_floor: u64) -> Result<(Vec<String>, Resume)> {
+        let mut keys = Vec::new();
+        let done = replay(vfs, from(synced_floor), WINDOW, MAX_RECORD, |rec| {
+            for op in &rec.ops {
+                keys.push(String::from_utf8_lossy(op.as_op().key()).into_owned());
+            }
+            Ok(())
+        })?;
+        Ok((keys, done.resume))
+    }
+
+    /// A torn tail whose cut is zeroed but whose fdatasync fails leaves the zeros in the page
+    /// cache only (marked clean, never written again), while the disk may still hold the torn
+    /// tail's later records. A reopen in the same boot reads zeros, and new records then land
+    /// at the positions of the old ones, with the same lsns. The reopen must make the zeros
+    /// durable before appending: otherwise, after a power cut, the old records that follow the
+    /// new ones read as valid, and replay applies writes that were never acknowledged.
+    ///
+    /// `torn` is the record that went bad (its header zeroed as well when it is the first:
+    /// then the segment's header never reached the disk and the whole segment is cleared).
+    fn cut_whose_sync_failed(torn: usize) {
+        for seed in 0..16 {
+            let sim = SimFs::new(seed);
+            let name = segment_name(1);
+            let file = sim.open(Path::new(&name), true).expect("create segment");
+            file.set_len(1 << 16).expect("size segment");
+            sim.sync_dir().expect("sync directory");
+            // Eight records, all on disk; one of them was torn (its bytes went bad).
+            let mut bytes = SegmentHeader { segment: 1, base_lsn: BASE }.encode().to_vec();
+            let mut starts = Vec::new();
+            for i in 0..8u32 {
+                let lsn = BASE + (bytes.len() - SEGMENT_HEADER_BYTES) as u64;
+                starts.push(bytes.len());
+                bytes.extend_from_slice(&record(i, lsn));
+            }
+            bytes[starts[torn] + 30] ^= 0xFF;
+            if torn == 0 {
+                bytes[..SEGMENT_HEADER_BYTES].fill(0);
+            }
+            file.write_all_at(&bytes, 0).expect("write segment");
+            file.sync_data().expect("sync segment");
+            let floor = BASE + (starts[torn] - SEGMENT_HEADER_BYTES) as u64;
+            let kept: Vec<String> = (0..torn).map(|i| format!("key-{i:04}")).collect();
+
+            // The cut's fdatasync fails: open fails, the zeros stay in the page cache only.
+            sim.inject(Fault {
+                op: Some(OpKind::Sync),
+                path_contains: Some("wal-".into()),
+                nth: 1,
+                error: FaultError::Eio,
+                forever: false,
+            });
+            assert!(replayed(&*sim, floor).is_err(), "seed {seed}: the cut's failed sync must fail the open");
+            sim.kill();
+
+            // Reopened in the same boot: the page cache reads zeros after the kept records.
+            let (keys, resume) = replayed(&*sim, floor).expect("reopen");
+            assert_eq!(keys, kept, "seed {seed}");
+            assert_eq!(resume.next_lsn, floor, "seed {seed}");
+            // One new record, acknowledged (synced), exactly where the torn one was.
+            let file = sim.open(Path::new(&name), false).expect("open segment");
+            if torn == 0 {
+                file.write_all_at(&SegmentHeader { segment: 1, base_lsn: BASE }.encode(), 0).expect("header");
+            }
+            file.write_all_at(&record(100, floor), starts[torn] as u64).expect("append");
+            file.sync_data().expect("sync append");
+
+            sim.crash();
+            let (keys, _) = replayed(&*sim, floor).expect("open after the power cut");
+            let mut expected = kept.clone();
+            expected.push("key-0100".into());
+            assert_eq!(keys, expected, "seed {seed}: records never acknowledged came back");
+        }
+    }
+
+    #[test]
+    fn a_cut_whose_sync_failed_is_made_durable_before_new_records() {
+        cut_whose_sync_failed(2);
+    }
+
+    #[test]
+    fn a_cleared_segment_whose_sync_failed_is_made_durable_before_new_records() {
+        cut_whose_sync_failed(0);
+    }
 }
