@@ -24,6 +24,7 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
     let owner = ctx.owned_bucket().await?.owner;
     let upload = load_upload(ctx, bucket, key, id).await?;
     let max = parse_max(ctx, "max-parts", MAX_PARTS_LIMIT)?;
+    let requested = parse_encoding(ctx)?;
     let marker: u32 = match ctx.query.get("part-number-marker").filter(|m| !m.is_empty()) {
         None => 0,
         Some(m) => m.parse().map_err(|_| {
@@ -44,12 +45,18 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
         let m = PartMeta::decode(&e.value).ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
         parts.push((n, m));
     }
-    let key_text = if is_xml_safe(key) { key.to_owned() } else { url_encode(key) };
+    // As in the listings: encoded when asked, or when XML 1.0 cannot carry the key, and then
+    // always marked, so a client decodes exactly what was encoded.
+    let url = requested || !is_xml_safe(key);
+    let key_text = if url { url_encode(key) } else { key.to_owned() };
     let mut w = XmlWriter::new();
     w.open_root("ListPartsResult");
     w.elem("Bucket", bucket);
     w.elem("Key", &key_text);
     w.elem("UploadId", id);
+    if url {
+        w.elem("EncodingType", "url");
+    }
     w.elem_num("PartNumberMarker", u64::from(marker));
     if let Some((n, _)) = parts.last() {
         w.elem_num("NextPartNumberMarker", u64::from(*n));
