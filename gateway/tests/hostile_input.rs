@@ -122,6 +122,25 @@ async fn malformed_xml_doctype_and_oversized_deletes() {
     assert_eq!(gw.a(Method::GET, "/bkt/keep", b"").await.body, b"x");
 }
 
+/// A key with a control character can be stored (its name travels in the URL), but XML 1.0
+/// cannot carry it: a DeleteObjects body naming it, raw or as a character reference, is
+/// MalformedXML, as S3 answers, and deletes nothing; DeleteObject by URL deletes it.
+#[tokio::test]
+async fn delete_objects_refuses_control_characters() {
+    let gw = gw().await;
+    gw.put("bkt", "keep", b"x").await;
+    gw.put("bkt", "ctl\u{1}x", b"y").await;
+    for key in ["ctl\u{1}x", "ctl&#1;x", "ctl&#x1;x"] {
+        let body =
+            format!("<Delete><Object><Key>keep</Key></Object><Object><Key>{key}</Key></Object></Delete>");
+        gw.a(Method::POST, "/bkt?delete", body.as_bytes()).await.assert_error(400, "MalformedXML");
+    }
+    assert_eq!(gw.a(Method::GET, "/bkt/keep", b"").await.body, b"x");
+    assert_eq!(gw.a(Method::GET, "/bkt/ctl%01x", b"").await.body, b"y");
+    assert_eq!(gw.a(Method::DELETE, "/bkt/ctl%01x", b"").await.status, 204);
+    assert_eq!(gw.a(Method::GET, "/bkt/ctl%01x", b"").await.status, 404);
+}
+
 #[tokio::test]
 async fn content_md5_and_checksum_mismatches() {
     let gw = gw().await;

@@ -6,6 +6,7 @@
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
+use super::is_xml_safe;
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 
 /// Deepest element nesting any S3 request document needs is 3; allow some slack.
@@ -35,6 +36,18 @@ impl Element {
 
 fn malformed(msg: &str) -> S3Error {
     S3Error::with_message(S3ErrorCode::MalformedXML, msg)
+}
+
+/// XML 1.0 carries no control characters other than tab, LF and CR, raw or as character
+/// references: a document holding one is not well formed. S3 refuses such a DeleteObjects body
+/// with MalformedXML (such keys are deleted one at a time, their names in the URL), so no
+/// response document ever has to echo a key it cannot carry.
+fn refuse_non_xml_chars(text: &str) -> S3Result<()> {
+    if is_xml_safe(text) {
+        Ok(())
+    } else {
+        Err(malformed("a character XML 1.0 does not allow"))
+    }
 }
 
 fn local_name(raw: &[u8]) -> S3Result<String> {
@@ -89,6 +102,7 @@ pub fn parse(body: &[u8]) -> S3Result<Element> {
             }
             Event::Text(t) => {
                 let text = t.unescape().map_err(|_| malformed("bad character reference"))?;
+                refuse_non_xml_chars(&text)?;
                 match stack.last_mut() {
                     Some(el) => el.text.push_str(&text),
                     None if text.trim().is_empty() => {}
@@ -97,6 +111,7 @@ pub fn parse(body: &[u8]) -> S3Result<Element> {
             }
             Event::CData(t) => {
                 let text = std::str::from_utf8(&t).map_err(|_| malformed("CDATA is not UTF-8"))?;
+                refuse_non_xml_chars(text)?;
                 match stack.last_mut() {
                     Some(el) => el.text.push_str(text),
                     None => return Err(malformed("text outside the root element")),
@@ -232,6 +247,20 @@ mod tests {
     fn refuses_deep_nesting() {
         let body = "<a>".repeat(20) + &"</a>".repeat(20);
         assert_eq!(parse(body.as_bytes()).unwrap_err().code, S3ErrorCode::MalformedXML);
+    }
+
+    /// As S3 does: control characters other than tab, LF and CR are refused, raw, as decimal
+    /// or hex references, or in CDATA, and the three XML allows are kept.
+    #[test]
+    fn refuses_characters_xml_1_0_does_not_allow() {
+        for key in ["a\u{1}b", "a&#1;b", "a&#x10;b", "<![CDATA[a\u{1f}b]]>", "a\u{FFFE}b"] {
+            let body = format!("<Delete><Object><Key>{key}</Key></Object></Delete>");
+            let err = parse_delete(body.as_bytes()).expect_err(key);
+            assert_eq!(err.code, S3ErrorCode::MalformedXML, "{key}");
+        }
+        let body = b"<Delete><Object><Key>t&#9;l&#10;c&#13;</Key></Object></Delete>";
+        let parsed = parse_delete(body).expect("tab, LF and CR are XML characters");
+        assert_eq!(parsed.objects[0].key, "t\tl\nc\r");
     }
 
     #[test]
