@@ -22,7 +22,8 @@ Runs, in order, each phase at its CI size:
                list_restart_merge (races forced at named points)
   loom         RUSTFLAGS="--cfg loom" cargo test -p holt-core --release --test 'loom_*'
                (LOOM_MAX_PREEMPTIONS=3, own target dir target/loom, a release profile
-               without LTO or debug info so the build stays short; only if loom tests exist)
+               without LTO or debug info so the build stays short, with overflow checks;
+               only if loom tests exist)
   crash-soak   scripts/crash-soak.sh 200   (SIGKILL rounds; if the script exists)
   power-cut    scripts/power-cut.sh 40     (loop-mounted XFS rounds; if the script exists)
   compat       cargo test -p s3-compat-tests (real clients against a real holt-gateway)
@@ -150,9 +151,11 @@ if [ "$quick" -eq 0 ]; then
     if compgen -G "holt-core/tests/loom_*.rs" >/dev/null; then
         # The models need optimized code, not LTO or debug info: dropping those from this
         # phase's own build (it has its own target dir) shortens the build by minutes.
+        # Overflow checks stay on: arithmetic on a stale position (a head loaded before other
+        # threads moved it) panics in some interleaving instead of wrapping silently.
         run_phase loom cargo 1800 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
             CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_DEBUG=0 \
-            CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+            CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true \
             cargo test -p holt-core --release --locked --no-fail-fast --target-dir target/loom --test 'loom_*'
     else
         skip_phase loom "no holt-core/tests/loom_*.rs"

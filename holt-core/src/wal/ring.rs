@@ -323,7 +323,10 @@ impl Ring {
             // Acquire pairs with the flusher's Release store of `tail`: its zeroing of the
             // freed words happens before our stores into them.
             let tail = self.tail.load(Ordering::Acquire);
-            if head + len - tail > self.capacity_bytes {
+            // `head` may be stale (loaded before other writers reserved and the flusher
+            // drained past it): then `tail` can exceed `head + len`. Nothing is full then, and
+            // the compare-and-swap below fails and reloads `head`.
+            if (head + len).saturating_sub(tail) > self.capacity_bytes {
                 self.wait_for_space(head, len);
                 head = self.head.load(Ordering::Relaxed);
                 continue;
@@ -346,7 +349,7 @@ impl Ring {
     fn wait_for_space(&self, head: u64, len: u64) {
         self.park_while(|| {
             self.head.load(Ordering::Relaxed) == head
-                && head + len - self.tail.load(Ordering::Acquire) > self.capacity_bytes
+                && (head + len).saturating_sub(self.tail.load(Ordering::Acquire)) > self.capacity_bytes
         });
     }
 
