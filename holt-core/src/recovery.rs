@@ -19,7 +19,7 @@ use crate::format::wal::{
     decode_sync_mark, parse_segment_name, CUT_MARK_NAME, SYNC_MARK_BYTES, SYNC_MARK_NAME,
 };
 use crate::format::FrameId;
-use crate::io::Vfs;
+use crate::io::{read_head, Vfs};
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
 use crate::wal::{replay, Wal, WalConfig, FIRST_LSN};
 
@@ -73,12 +73,7 @@ fn corrupt_manifest(offset: u64, reason: &str) -> Error {
 /// The log position below which the last process found the log durable, from the sync mark
 /// file; 0 when there is none or it is damaged (it is a hint, see `SYNC_MARK_NAME`).
 fn read_sync_mark(vfs: &dyn Vfs) -> u64 {
-    let mut bytes = [0u8; SYNC_MARK_BYTES];
-    vfs.open(Path::new(SYNC_MARK_NAME), false)
-        .and_then(|f| f.read_exact_at(&mut bytes, 0))
-        .ok()
-        .and_then(|()| decode_sync_mark(&bytes))
-        .unwrap_or(0)
+    read_head::<SYNC_MARK_BYTES>(vfs, SYNC_MARK_NAME).and_then(|bytes| decode_sync_mark(&bytes)).unwrap_or(0)
 }
 
 /// Creates the first manifest of a new database. Anything left by an earlier attempt that

@@ -34,6 +34,14 @@ pub(crate) fn failpoint(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// The first `N` bytes of the file `name`: `None` when it is missing, shorter, or unreadable
+/// (for the small files read as hints: the sync and cut marks, a segment's header).
+pub(crate) fn read_head<const N: usize>(vfs: &dyn Vfs, name: &str) -> Option<[u8; N]> {
+    let mut bytes = [0u8; N];
+    vfs.open(std::path::Path::new(name), false).and_then(|f| f.read_exact_at(&mut bytes, 0)).ok()?;
+    Some(bytes)
+}
+
 /// One open file.
 #[expect(clippy::len_without_is_empty, reason = "a file's size is asked, never its emptiness")]
 pub trait VfsFile: Send + Sync {

@@ -16,7 +16,7 @@ use crate::format::wal::{
     decode_record, parse_segment_name, CutMark, Record, RecordError, SegmentHeader, CUT_MARK_BYTES,
     CUT_MARK_NAME, SEGMENT_HEADER_BYTES,
 };
-use crate::io::Vfs;
+use crate::io::{read_head, Vfs};
 
 use super::Resume;
 
@@ -69,7 +69,6 @@ pub(crate) fn replay(
     let ReplayFrom { first_segment, checkpoint_lsn, frames_lsn, synced_floor } = from;
     // A cut an earlier open began: its zeros may not be durable.
     let earlier_cut = read_cut_mark(vfs);
-    let mut cut_made = false;
     let mut segments: Vec<(u64, String)> = Vec::new();
     let mut stale = Vec::new();
     for name in vfs.list().map_err(io("wal list"))? {
@@ -114,7 +113,6 @@ pub(crate) fn replay(
             } else {
                 if has_nonzero(&bytes) {
                     clear_headerless(vfs, &*file, &bytes, (*no, name), checkpoint_lsn, max_record)?;
-                    cut_made = true;
                 }
                 // The log continues here, from the segment's start.
                 continued = Some((*no, file, bytes, 0));
@@ -188,7 +186,6 @@ pub(crate) fn replay(
                             ));
                         }
                         cut_torn_tail(vfs, &*file, *no, &bytes, off)?;
-                        cut_made = true;
                         tracing::warn!(file = %name, offset = off, reason, "cut torn log tail");
                         truncated_at = Some((name.clone(), off as u64));
                         ended = true;
@@ -221,14 +218,12 @@ pub(crate) fn replay(
             .filter(|range| !range.is_empty());
         resync(&*file, &bytes[..end.min(bytes.len())], zeros).map_err(io("wal resync"))?;
     }
-    if earlier_cut.is_some() || cut_made {
-        // Made durable by the directory sync that follows every replay (`recovery::open`); a
-        // mark that outlives a crash only zeros bytes past the log's end once more.
-        match vfs.remove(Path::new(CUT_MARK_NAME)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("wal cut mark remove")(e)),
-        }
+    // Any mark, this open's, an earlier one's, or a damaged one, is done with. The removal
+    // is made durable by the directory sync that follows every replay (`recovery::open`); a
+    // mark that outlives a crash only zeros bytes past the log's end once more.
+    let mark = Path::new(CUT_MARK_NAME);
+    if vfs.exists(mark).map_err(io("wal cut mark"))? {
+        vfs.remove(mark).map_err(io("wal cut mark remove"))?;
     }
     Ok(Replayed { resume, stale_segments: stale, records, truncated_at })
 }
@@ -299,11 +294,8 @@ fn clear_headerless(
 }
 
 fn has_header(vfs: &dyn Vfs, name: &str) -> bool {
-    let mut head = [0u8; SEGMENT_HEADER_BYTES];
-    vfs.open(Path::new(name), false)
-        .and_then(|f| f.read_exact_at(&mut head, 0))
-        .map(|()| matches!(SegmentHeader::decode(&head), Ok(Some(_))))
-        .unwrap_or(false)
+    read_head::<SEGMENT_HEADER_BYTES>(vfs, name)
+        .is_some_and(|head| matches!(SegmentHeader::decode(&head), Ok(Some(_))))
 }
 
 fn has_nonzero(bytes: &[u8]) -> bool {
@@ -356,11 +348,7 @@ fn write_cut_mark(vfs: &dyn Vfs, mark: CutMark) -> std::io::Result<()> {
 
 /// The cut an earlier open recorded and may not have finished, if its mark is intact.
 fn read_cut_mark(vfs: &dyn Vfs) -> Option<CutMark> {
-    let mut bytes = [0u8; CUT_MARK_BYTES];
-    vfs.open(Path::new(CUT_MARK_NAME), false)
-        .and_then(|f| f.read_exact_at(&mut bytes, 0))
-        .ok()
-        .and_then(|()| CutMark::decode(&bytes))
+    read_head::<CUT_MARK_BYTES>(vfs, CUT_MARK_NAME).and_then(|bytes| CutMark::decode(&bytes))
 }
 
 #[cfg(test)]
