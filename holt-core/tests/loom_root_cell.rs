@@ -12,6 +12,10 @@
 //!   a writer's swap with Release instead of AcqRel, or a slot freed and claimed with Relaxed
 //!   instead of Release/Acquire, fails two and three of these models.)
 //!
+//! `store` is `replace` with the value it hands back dropped at once, so the first invariant
+//! is also `replace`'s promise: a value it returns to the writer is one no guard can reach
+//! (the tree's path copies free the old path on that promise: `Path::put_lent`).
+//!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p holt-core --test loom_root_cell --release`
 #![cfg(loom)]
 

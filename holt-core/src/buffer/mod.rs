@@ -224,15 +224,23 @@ impl<N> FrameCell<N> {
     where
         N: FrameRoot,
     {
+        drop(self.publish_taking(root));
+    }
+    /// `publish`, returning the old root if no reader borrowed it (`RootCell::replace`).
+    pub(crate) fn publish_taking(&self, root: N) -> Option<N>
+    where
+        N: FrameRoot,
+    {
         let old = self.lead.load(Ordering::Relaxed);
         let new = root.lead().map_or(LEAD_UNKNOWN, u16::from);
         if old != new && old != LEAD_UNKNOWN {
             self.lead.store(LEAD_UNKNOWN, Ordering::Release);
         }
-        self.root.store(Some(root));
+        let replaced = self.root.replace(Some(root));
         if old != new {
             self.lead.store(new, Ordering::Release);
         }
+        replaced
     }
     /// Publishes the root of an evicted frame just read back (under the load lock, not the
     /// latch). The lead goes first: the frame's bytes are those it had when it was evicted (or

@@ -183,6 +183,13 @@ impl<T> RootCell<T> {
     /// Replaces the value. The old one is dropped here unless a reader still borrows it, in
     /// which case the last such reader drops it.
     pub(crate) fn store(&self, value: Option<T>) {
+        drop(self.replace(value));
+    }
+
+    /// Replaces the value and returns the old one if no reader borrowed it at the swap: the
+    /// caller then owns it, and no reader can reach it any more. `None` if the cell was
+    /// empty, or if a reader still borrows the old value: the last such reader drops it.
+    pub(crate) fn replace(&self, value: Option<T>) -> Option<T> {
         let new = match value {
             Some(value) => self.claim(value),
             None => 0,
@@ -191,11 +198,12 @@ impl<T> RootCell<T> {
         // word (Release) happen before the old holder is freed below.
         let old = self.word.swap(new, Ordering::AcqRel);
         let tag = old & PTR_MASK;
-        if tag != 0 {
-            // SAFETY: `tag` was the cell's holder: alive until its counter reaches zero, which
-            // needs this add.
-            unsafe { self.settle(tag, (old >> PTR_BITS) as i32) };
+        if tag == 0 {
+            return None;
         }
+        // SAFETY: `tag` was the cell's holder: alive until its counter reaches zero, which
+        // needs this add.
+        unsafe { self.settle(tag, (old >> PTR_BITS) as i32) }
     }
 
     /// A holder for `value`: a free inline slot if there is one, else a boxed holder.
@@ -220,30 +228,30 @@ impl<T> RootCell<T> {
         addr
     }
 
-    /// Adds `delta` to a holder the cell no longer names, freeing it if that brings its
-    /// counter to zero.
+    /// Adds `delta` to a holder the cell no longer names; if that brings its counter to
+    /// zero, frees the holder and returns its value.
     ///
     /// # Safety
     /// The holder `tag` names must be alive: either the caller is the writer that swapped it
     /// out (adding the count it swapped out), or a reader with a borrow on it (adding -1).
-    unsafe fn settle(&self, tag: u64, delta: i32) {
+    unsafe fn settle(&self, tag: u64, delta: i32) -> Option<T> {
         let holder = self.holder(tag);
         // SAFETY: alive per the contract.
         let before = unsafe { (*holder).borrows.fetch_add(delta, Ordering::AcqRel) };
         if before + delta != 0 {
-            return;
+            return None;
         }
         // The counter reached zero: the writer's add and every borrower's give-back have all
         // happened (module invariants), so nobody else can reach the holder.
         // SAFETY: as above, this thread is the holder's only user now.
         unsafe {
             if (*holder).state.load(Ordering::Relaxed) == BOXED {
-                drop(Box::from_raw(holder as *mut Holder<T>));
+                Box::from_raw(holder as *mut Holder<T>).value.with_mut(|v| (*v).take())
             } else {
                 let value = (*holder).value.with_mut(|v| (*v).take());
                 // Release: the take above happens before the next claim writes the slot.
                 (*holder).state.store(FREE, Ordering::Release);
-                drop(value);
+                value
             }
         }
     }
@@ -257,7 +265,7 @@ impl<T> RootCell<T> {
                 // The holder was swapped out: its writer counted this borrow into it.
                 if tag != 0 {
                     // SAFETY: this borrow keeps the holder alive until this call.
-                    unsafe { self.settle(tag, -1) };
+                    drop(unsafe { self.settle(tag, -1) });
                 }
                 return;
             }

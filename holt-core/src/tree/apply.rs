@@ -8,6 +8,7 @@ use std::sync::Arc;
 use smallvec::{smallvec, SmallVec};
 
 use super::node::{first_own_byte, Cell, Footprint, Node};
+use super::write::Change;
 use super::{split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
@@ -333,19 +334,31 @@ impl Tree {
     fn publish(&self, work: impl Iterator<Item = Working>) -> Result<Vec<Arc<Cell>>> {
         let mut small = Vec::new();
         for w in work.filter(|w| w.changed) {
-            let size = w.cell.size().grown(w.size_delta);
-            w.cell.set_size(size);
-            w.cell.publish(w.root);
-            w.cell.mark_dirty();
-            self.pool.resized(w.size_delta.memory as i64);
-            if size.encoded > self.frame_budget_bytes {
-                self.split_oversized(&w.cell)?;
-            }
-            if w.cell.size_bytes() < self.frame_budget_bytes / 4 && w.cell.id != self.root.id {
+            let root = w.root;
+            if self.publish_frame(&w.cell, w.size_delta, |cell| cell.publish(root))? {
                 small.push(w.cell);
             }
         }
         Ok(small)
+    }
+
+    /// `publish` for one frame whose new root `store` publishes; whether the frame is left
+    /// small enough to be a merge candidate.
+    fn publish_frame(
+        &self,
+        cell: &Arc<Cell>,
+        size_delta: Footprint,
+        store: impl FnOnce(&Cell),
+    ) -> Result<bool> {
+        let size = cell.size().grown(size_delta);
+        cell.set_size(size);
+        store(cell);
+        cell.mark_dirty();
+        self.pool.resized(size_delta.memory as i64);
+        if size.encoded > self.frame_budget_bytes {
+            self.split_oversized(cell)?;
+        }
+        Ok(cell.size_bytes() < self.frame_budget_bytes / 4 && cell.id != self.root.id)
     }
 
     /// A batch of one op: the steps of `apply_latched` for a single frame, with one walk
@@ -385,35 +398,53 @@ impl Tree {
             fail::fail_point!("apply-before-gate");
             let gate = self.gate.read();
             let seq = log()?;
-            let change = match op {
-                Op::Put { value, .. } => path.put(key, value, seq),
-                Op::Delete { .. } => path.delete(key),
+            let (existed, small) = match op {
+                // A put always changes the root. Its path copy lends the siblings' counts
+                // (`Path::put_lent`): the loan is paid once the new root is published.
+                Op::Put { value, .. } => {
+                    let lent = path.put_lent(key, value, seq);
+                    // The old root's count the loan holds is the only one besides the cell's.
+                    drop(root);
+                    let Change { existed, size_delta, .. } = *lent.change();
+                    self.count_keys(op, existed);
+                    cell.record_change(&key[depth..]);
+                    let small = self.publish_frame(&cell, size_delta, |cell| {
+                        lent.publish(|root| cell.publish_taking(root))
+                    })?;
+                    (existed, small)
+                }
+                Op::Delete { .. } => {
+                    let change = path.delete(key);
+                    self.count_keys(op, change.existed);
+                    let changed = !change.root.same(&root);
+                    if changed {
+                        cell.record_change(&key[depth..]);
+                    }
+                    drop(root);
+                    let existed = change.existed;
+                    let small = changed
+                        && self.publish_frame(&cell, change.size_delta, |cell| cell.publish(change.root))?;
+                    (existed, small)
+                }
             };
-            let key_delta = key_count_change(op, change.existed);
-            // An overwrite leaves the count alone: no write to a line every writer shares.
-            if key_delta != 0 {
-                self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
-            }
-            let existed = change.existed;
-            let changed = !change.root.same(&root);
-            if changed {
-                cell.record_change(&key[depth..]);
-            }
-            drop(root);
-            let work = Working {
-                cell: Arc::clone(&cell),
-                root: change.root,
-                size_delta: change.size_delta,
-                changed,
-            };
-            let small = self.publish(std::iter::once(work))?;
             drop(gate);
             drop(latch);
             fail::fail_point!("apply-before-merges");
-            for cell in small {
+            if small {
                 self.try_merge(&cell)?;
             }
             return Ok(Some(ApplyOutcome { version: seq, existed: smallvec![existed] }));
+        }
+    }
+}
+
+impl Tree {
+    /// Counts the key `op` added or removed (`existed`: whether it was present).
+    fn count_keys(&self, op: &Op<'_>, existed: bool) {
+        let delta = key_count_change(op, existed);
+        // An overwrite leaves the count alone: no write to a line every writer shares.
+        if delta != 0 {
+            self.keys.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

@@ -272,6 +272,32 @@ fn copy_slots<const N: usize>(
     })
 }
 
+/// Slots `..len` of `ptrs` copied bit for bit, without taking a count on any child, the rest
+/// empty, except `slot`, which takes `node`: the copy and `ptrs` then hold each child on one
+/// count between them (see `Inner::with_child_lent`).
+///
+/// # Safety
+/// The caller takes on `Inner::with_child_lent`'s contract for the copy.
+#[expect(unsafe_code, reason = "a path copy lends the siblings' counts instead of taking them")]
+unsafe fn lend_slots<const N: usize>(
+    ptrs: &[Option<Node>; N],
+    len: usize,
+    slot: usize,
+    node: Node,
+) -> [Option<Node>; N] {
+    let mut node = Some(node);
+    std::array::from_fn(|i| {
+        if i == slot {
+            node.take()
+        } else if i < len {
+            // SAFETY: a bitwise copy of a live slot; the contract settles who drops it.
+            unsafe { std::ptr::read(&ptrs[i]) }
+        } else {
+            None
+        }
+    })
+}
+
 impl<const N: usize> Clone for Sorted<N> {
     fn clone(&self) -> Self {
         Sorted { keys: self.keys, len: self.len, ptrs: copy_slots(&self.ptrs, usize::from(self.len), None) }
@@ -371,6 +397,15 @@ pub(crate) trait Slots: Clone + Sized {
     fn slot_of(&self, b: u8) -> Option<usize>;
     /// A copy with `slot` (in use) holding `node` instead of its child.
     fn with_slot(&self, slot: usize, node: Node) -> Self;
+    /// `with_slot` with the other children lent, not counted (`lend_slots`).
+    ///
+    /// # Safety
+    /// As `lend_slots`.
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    unsafe fn with_slot_lent(&self, slot: usize, node: Node) -> Self;
+    /// Takes the child out of `slot`, leaving it empty (only on a node about to be freed:
+    /// an empty slot in use breaks the layout's invariants).
+    fn take_slot(&mut self, slot: usize) -> Option<Node>;
     fn children(&self) -> Children<'_>;
 }
 
@@ -389,6 +424,15 @@ impl<const N: usize> Slots for Sorted<N> {
     fn with_slot(&self, slot: usize, node: Node) -> Self {
         let ptrs = copy_slots(&self.ptrs, usize::from(self.len), Some((slot, node)));
         Sorted { keys: self.keys, len: self.len, ptrs }
+    }
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    unsafe fn with_slot_lent(&self, slot: usize, node: Node) -> Self {
+        // SAFETY: passed on to the caller.
+        let ptrs = unsafe { lend_slots(&self.ptrs, usize::from(self.len), slot, node) };
+        Sorted { keys: self.keys, len: self.len, ptrs }
+    }
+    fn take_slot(&mut self, slot: usize) -> Option<Node> {
+        self.ptrs[slot].take()
     }
     #[inline]
     fn children(&self) -> Children<'_> {
@@ -413,6 +457,15 @@ impl Slots for Indexed {
         let ptrs = copy_slots(&self.ptrs, usize::from(self.len), Some((slot, node)));
         Indexed { index: self.index, len: self.len, ptrs }
     }
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    unsafe fn with_slot_lent(&self, slot: usize, node: Node) -> Self {
+        // SAFETY: passed on to the caller.
+        let ptrs = unsafe { lend_slots(&self.ptrs, usize::from(self.len), slot, node) };
+        Indexed { index: self.index, len: self.len, ptrs }
+    }
+    fn take_slot(&mut self, slot: usize) -> Option<Node> {
+        self.ptrs[slot].take()
+    }
     #[inline]
     fn children(&self) -> Children<'_> {
         Children::Indexed { index: &self.index, ptrs: &self.ptrs[..usize::from(self.len)] }
@@ -433,6 +486,14 @@ impl Slots for Direct {
     fn with_slot(&self, slot: usize, node: Node) -> Self {
         Direct { len: self.len, ptrs: copy_slots(&self.ptrs, 256, Some((slot, node))) }
     }
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    unsafe fn with_slot_lent(&self, slot: usize, node: Node) -> Self {
+        // SAFETY: passed on to the caller.
+        Direct { len: self.len, ptrs: unsafe { lend_slots(&self.ptrs, 256, slot, node) } }
+    }
+    fn take_slot(&mut self, slot: usize) -> Option<Node> {
+        self.ptrs[slot].take()
+    }
     #[inline]
     fn children(&self) -> Children<'_> {
         Children::Direct { len: self.len, ptrs: &self.ptrs }
@@ -449,6 +510,27 @@ impl<S: Slots> Body<S> {
     fn with_head(&self, head: Head) -> Shared<Body<S>> {
         Shared::new(Body { head, slots: self.slots.clone() })
     }
+    /// `replaced` with the other children lent (`lend_slots`); the head is cloned.
+    ///
+    /// # Safety
+    /// As `lend_slots`.
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    unsafe fn replaced_lent(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>> {
+        // SAFETY: passed on to the caller.
+        let slots = unsafe { self.slots.with_slot_lent(slot, node) };
+        Shared::new(Body { head: Head { lead, ..self.head.clone() }, slots })
+    }
+}
+
+/// Frees the node `body` if `body` holds its last count, dropping its head but none of its
+/// children except the one under `b`, which is returned (see `Inner::release_lent`).
+fn release_body<S: Slots>(body: Shared<Body<S>>, b: u8) -> Result<Option<Node>, Shared<Body<S>>> {
+    let Body { head, mut slots } = Shared::try_unwrap(body)?;
+    let child = slots.slot_of(b).and_then(|slot| slots.take_slot(slot));
+    drop(head);
+    // The other children's counts now belong to the copy that borrowed them.
+    std::mem::forget(slots);
+    Ok(child)
 }
 
 /// The first of `node`'s own bytes, if it has one; for a link, the linked frame's root's as
@@ -679,6 +761,56 @@ impl Inner {
         entries.insert(entries.partition_point(|e| e.0 < b), (b, node));
         let kind = next_kind(self.kind(), entries.len());
         Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(lead))
+    }
+    /// `with_child(b, node)` for an existing child `b`, with the other children *lent*: the
+    /// copy holds them without taking their counts, so the two nodes share one count per
+    /// child until the loan is paid, by exactly one of
+    /// - `release_lent(b)` on `self` once nobody else can reach it: `self` is freed and its
+    ///   counts pass to the copy (the write path's usual case: nothing takes or drops a count
+    ///   on the siblings, ~30% of a random overwrite's time when it did);
+    /// - `settle_lent(b)` on `self` while it is alive: the copy gets counts of its own.
+    ///
+    /// `None` if `b` is not a child (nothing is built).
+    ///
+    /// # Safety
+    /// Until one of the two is called, neither `self` nor the copy may be dropped, and none of
+    /// their children's counts may be dropped through them.
+    #[expect(unsafe_code, reason = "see lend_slots")]
+    pub(crate) unsafe fn with_child_lent(&self, b: u8, node: Node) -> Option<Inner> {
+        let slot = each_layout!(self, body => body.slots.slot_of(b))?;
+        let lead = self.lead_with(true, &node);
+        // SAFETY: passed on to the caller.
+        Some(same_layout!(self, body => unsafe { body.replaced_lent(slot, node, lead) }))
+    }
+    /// Pays a loan taken by `with_child_lent(b, ..)` while `self` stays alive: takes a count
+    /// on every child but `b` for the copy.
+    pub(crate) fn settle_lent(&self, b: u8) {
+        for (k, child) in self.children().iter() {
+            if k != b {
+                std::mem::forget(child.clone());
+            }
+        }
+    }
+    /// Pays a loan taken by `with_child_lent(b, ..)` by freeing `self`, if this is its last
+    /// count: its children's counts (all but `b`'s) pass to the copy, and child `b` is
+    /// returned with its count. `Err(self)` if another count on `self` exists; the caller
+    /// then settles instead.
+    pub(crate) fn release_lent(self, b: u8) -> Result<Option<Node>, Inner> {
+        match self {
+            Inner::S2(x) => release_body(x, b).map_err(Inner::S2),
+            Inner::S4(x) => release_body(x, b).map_err(Inner::S4),
+            Inner::S6(x) => release_body(x, b).map_err(Inner::S6),
+            Inner::S8(x) => release_body(x, b).map_err(Inner::S8),
+            Inner::S11(x) => release_body(x, b).map_err(Inner::S11),
+            Inner::S16(x) => release_body(x, b).map_err(Inner::S16),
+            Inner::N48(x) => release_body(x, b).map_err(Inner::N48),
+            Inner::N256(x) => release_body(x, b).map_err(Inner::N256),
+        }
+    }
+    /// The counts on this node's allocation (tests check that path copies pay their loans).
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
+        each_layout!(self, b => Shared::count(b))
     }
     /// The same node without child `b`. (`lead` still holds for the children left.)
     pub(crate) fn without_child(&self, b: u8) -> Inner {

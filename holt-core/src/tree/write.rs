@@ -139,9 +139,63 @@ impl Path<'_> {
 
     /// Stores `value` under `key` (the key `descend` walked).
     pub(super) fn put(self, key: &[u8], value: &[u8], version: u64) -> Change {
+        let (replacement, mut delta, existed) = self.put_bottom(key, value, version);
+        let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
+        delta += path_delta;
+        let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
+        Change { root, size_delta: delta, existed }
+    }
+
+    /// `put`, with the path copy's siblings lent by the old path instead of counted
+    /// (`Inner::with_child_lent`). The loan is paid when the result is published
+    /// (`LentRoot::publish`) or dropped; the result holds a count on the frame root the path
+    /// was walked from, so the caller drops its own before publishing (a second count on
+    /// the old root makes the loan be paid by settling, which takes every count a counted
+    /// copy would have).
+    pub(super) fn put_lent(self, key: &[u8], value: &[u8], version: u64) -> LentRoot {
+        let old = self.root;
+        let (replacement, mut delta, existed) = self.put_bottom(key, value, version);
+        // A copy that `normalize` would change (never in a tree that keeps the node
+        // invariants) takes the counted path. Checked before anything is built, so that no
+        // copy lending counts is ever dropped half built.
+        let lendable = self.steps.iter().all(|&(inner, b)| {
+            (inner.children().len() >= 2 || inner.terminal().is_some()) && inner.children().get(b).is_some()
+        });
+        if !lendable {
+            let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
+            delta += path_delta;
+            let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
+            return LentRoot {
+                old: Some(old.clone()),
+                path: SmallVec::new(),
+                lent: false,
+                change: Some(Change { root, size_delta: delta, existed }),
+            };
+        }
+        let mut current = replacement;
+        for &(inner, b) in self.steps.iter().rev() {
+            // SAFETY: the copy is returned inside a `LentRoot`, which pays the loan exactly
+            // once (published or dropped), with the old path kept alive by its `old` count.
+            #[expect(unsafe_code, reason = "the path copy lends its siblings' counts")]
+            let copy = unsafe { inner.with_child_lent(b, current) }.expect("checked above: child `b` exists");
+            delta += copy.footprint() - inner.footprint();
+            current = Node::Inner(copy);
+        }
+        let path = self.steps.iter().map(|&(_, b)| b).collect();
+        LentRoot {
+            old: Some(old.clone()),
+            path,
+            lent: true,
+            change: Some(Change { root: current, size_delta: delta, existed }),
+        }
+    }
+
+    /// The node that replaces the one the path stops at when `key` is put, the footprint
+    /// change at that level, and whether the key existed.
+    fn put_bottom(&self, key: &[u8], value: &[u8], version: u64) -> (Node, Footprint, bool) {
         let rest = &key[self.depth..];
         let new_leaf = |suffix: &[u8]| Leaf::new(suffix, value, version);
-        let (replacement, mut delta, existed): (Node, Footprint, bool) = match self.node {
+        let (replacement, delta, existed): (Node, Footprint, bool) = match self.node {
             Node::Leaf(old) => {
                 let old_len = old.footprint();
                 if old.suffix() == rest {
@@ -222,10 +276,7 @@ impl Path<'_> {
             }
             Node::Link(_) => unreachable!("descend never stops at a link"),
         };
-        let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
-        delta += path_delta;
-        let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
-        Change { root, size_delta: delta, existed }
+        (replacement, delta, existed)
     }
 
     /// Removes `key` (the key `descend` walked); a missing key leaves the root as it was.
@@ -265,6 +316,87 @@ impl Path<'_> {
     }
 }
 
+/// A put's new frame root whose path copy borrowed its siblings' counts from the old root's
+/// path (`Path::put_lent`), until the loan is paid: by `publish`, or by the drop of a
+/// `LentRoot` never published (an unwinding writer), which settles it.
+pub(super) struct LentRoot {
+    /// A count on the old root, which keeps the lent children alive until the loan is paid.
+    old: Option<Node>,
+    /// The child bytes the path took from the old root, one per copied node.
+    path: SmallVec<[u8; 16]>,
+    /// Whether the copy lent anything (a copy that took the counted path did not).
+    lent: bool,
+    /// Taken by `publish`.
+    change: Option<Change>,
+}
+
+impl LentRoot {
+    pub(super) fn change(&self) -> &Change {
+        self.change.as_ref().expect("not yet published")
+    }
+
+    /// Publishes the new root with `store`, which returns the old root if it took it back
+    /// from every reader (`RootCell::replace`), and pays the loan: with the old root taken
+    /// back and no other count on a node of the old path, that path is freed without
+    /// touching its siblings' counts (they pass to the copy); from the first node that
+    /// someone else still holds (a reader's clone, a checkpoint's capture), and for the whole
+    /// path if a reader still borrows the old root, the copy takes counts of its own.
+    pub(super) fn publish(mut self, store: impl FnOnce(Node) -> Option<Node>) {
+        let change = self.change.take().expect("published once");
+        let old = store(change.root);
+        if !std::mem::replace(&mut self.lent, false) {
+            return;
+        }
+        let ours = self.old.take().expect("held until paid");
+        match old {
+            Some(old) if old.same(&ours) => {
+                // Ours and the cell's were two counts on the old root: leave one.
+                drop(ours);
+                release_lent(old, &self.path);
+            }
+            // Still borrowed (or, never under the latch, another root): settle through ours.
+            _ => settle_lent(&ours, &self.path),
+        }
+    }
+}
+
+impl Drop for LentRoot {
+    fn drop(&mut self) {
+        if let (true, Some(old)) = (self.lent, &self.old) {
+            settle_lent(old, &self.path);
+        }
+    }
+}
+
+/// Pays a path copy's loan by freeing the old path from `old` down (`Inner::release_lent`)
+/// while this is its only count, then settling the rest of it; drops the node the write
+/// replaced at its end.
+fn release_lent(old: Node, path: &[u8]) {
+    let mut node = old;
+    for (i, &b) in path.iter().enumerate() {
+        let Node::Inner(inner) = node else { unreachable!("a path copy's steps are inner nodes") };
+        match inner.release_lent(b) {
+            Ok(child) => node = child.expect("the path's child"),
+            Err(inner) => {
+                let held = Node::Inner(inner);
+                settle_lent(&held, &path[i..]);
+                return;
+            }
+        }
+    }
+}
+
+/// Pays a path copy's loan while the old path stays alive: every node on it takes counts on
+/// its children for the copy (`Inner::settle_lent`).
+fn settle_lent(old: &Node, path: &[u8]) {
+    let mut node = old;
+    for &b in path {
+        let Node::Inner(inner) = node else { unreachable!("a path copy's steps are inner nodes") };
+        inner.settle_lent(b);
+        node = inner.children().get(b).expect("the path's child");
+    }
+}
+
 /// Stores `value` under `key`; `root` starts at `key[depth..]`.
 pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: u64) -> Result<Change> {
     Ok(descend(root, key, depth).ok_or_else(stray_link)?.put(key, value, version))
@@ -289,6 +421,102 @@ mod tests {
             out.extend(all.iter().cloned());
         }
         out
+    }
+
+    /// Every node under `root` holds one count, and `root` itself `root_counts`: a path
+    /// copy's loan paid twice would leave a count too few (a node freed under a reader), one
+    /// never paid a count too many (a leak).
+    fn assert_single_counts(node: &Node, counts: usize) {
+        match node {
+            Node::Leaf(l) => assert_eq!(Shared::count(l), counts, "leaf {:?}", l.suffix()),
+            Node::Inner(inner) => {
+                assert_eq!(inner.count(), counts, "inner node {:?}", inner.prefix());
+                if let Some(t) = inner.terminal() {
+                    assert_eq!(Shared::count(t), 1, "terminal under {:?}", inner.prefix());
+                }
+                for (_, child) in inner.children().iter() {
+                    assert_single_counts(child, 1);
+                }
+            }
+            Node::Link(_) => unreachable!("no links in these frames"),
+        }
+    }
+
+    /// Keys and the values a frame holds.
+    type Contents = std::collections::HashMap<Vec<u8>, Vec<u8>>;
+
+    fn value_of(root: &Node, key: &[u8]) -> Option<Vec<u8>> {
+        match walk_frame(root, key, 0) {
+            Walk::Here(leaf) => leaf.map(|l| l.value().to_vec()),
+            Walk::Link(..) => unreachable!(),
+        }
+    }
+
+    /// Puts whose path copies lend their siblings' counts (`Path::put_lent`), published every
+    /// way the cell can answer: the old root handed back with no other count on its path
+    /// (freed, its counts passed on), handed back while a reader holds a clone of a node on
+    /// the path, kept by a reader that still borrows it, and never published (an unwinding
+    /// writer). Old roots kept by readers read exactly what they held, and once the readers
+    /// are gone every node holds exactly one count.
+    #[test]
+    fn lent_path_copies_pay_their_loans_once() {
+        let all = keys(b"a/\0", 4);
+        let mut root = Node::Inner(Inner::empty());
+        let mut want: Contents = Default::default();
+        for (i, key) in all.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+            root = put(&root, key, 0, &[i as u8], 1).expect("put").root;
+            want.insert(key.clone(), vec![i as u8]);
+        }
+        assert_single_counts(&root, 1);
+        for round in 0..3u8 {
+            // Old roots a reader still borrows, with what they held; clones of path nodes.
+            let mut borrowed: Vec<(Node, Contents)> = Vec::new();
+            let mut clones: Vec<Node> = Vec::new();
+            for (i, key) in all.iter().enumerate().filter(|(i, _)| i % 2 == usize::from(round % 2)) {
+                let value = vec![round, i as u8];
+                let path = descend(&root, key, 0).expect("no links");
+                let scenario = (i / 2) % 4;
+                if scenario == 2 {
+                    // A reader's clone of the second node on the key's path, if there is one.
+                    if let Some(&(inner, _)) = path.steps.get(1) {
+                        clones.push(Node::Inner(inner.clone()));
+                    }
+                }
+                let lent = path.put_lent(key, &value, 2);
+                match scenario {
+                    0 | 2 => lent.publish(|new| Some(std::mem::replace(&mut root, new))),
+                    1 => {
+                        let old = std::mem::replace(&mut root, Node::Inner(Inner::empty()));
+                        let held = want.clone();
+                        lent.publish(|new| {
+                            root = new;
+                            None
+                        });
+                        borrowed.push((old, held));
+                    }
+                    _ => {
+                        drop(lent);
+                        continue;
+                    }
+                }
+                want.insert(key.clone(), value);
+                for (old, held) in &borrowed {
+                    for k in all.iter().step_by(7) {
+                        assert_eq!(value_of(old, k), held.get(k).cloned(), "an old root changed at {k:?}");
+                    }
+                }
+            }
+            for k in &all {
+                assert_eq!(value_of(&root, k), want.get(k).cloned(), "round {round}, key {k:?}");
+            }
+            for (old, held) in borrowed.drain(..) {
+                for k in &all {
+                    assert_eq!(value_of(&old, k), held.get(k).cloned(), "an old root changed at {k:?}");
+                }
+            }
+            drop(clones);
+            assert_single_counts(&root, 1);
+        }
     }
 
     /// The version a write's condition is checked against is the one a lookup finds: a
