@@ -1,5 +1,7 @@
 //! The nodes of the adaptive radix tree. Every node is immutable once published and shared
 //! through reference-counted allocations (`Shared`); a write copies the path from its frame's root to the change.
+//! A single put's copy lends its siblings' counts instead of taking them
+//! (`Inner::with_child_lent`, paid back by `release_lent` or `settle_lent`).
 //!
 //! Invariants (checked by `Tree::check_invariants` in tests):
 //! - An inner node stores its whole compressed prefix (pessimistic path compression).
