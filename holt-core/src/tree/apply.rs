@@ -399,8 +399,9 @@ impl Tree {
             let gate = self.gate.read();
             let seq = log()?;
             let (existed, small) = match op {
-                // A put always changes the root. Its path copy lends the siblings' counts
-                // (`Path::put_lent`): the loan is paid once the new root is published.
+                // A put always changes the root. Its path copy (a delete's too) lends the
+                // siblings' counts (`Path::put_lent`): the loan is paid once the new root is
+                // published.
                 Op::Put { value, .. } => {
                     let lent = path.put_lent(key, value, seq);
                     // The old root's count the loan holds is the only one besides the cell's.
@@ -414,16 +415,17 @@ impl Tree {
                     (existed, small)
                 }
                 Op::Delete { .. } => {
-                    let change = path.delete(key);
-                    self.count_keys(op, change.existed);
-                    let changed = !change.root.same(&root);
-                    if changed {
-                        cell.record_change(&key[depth..]);
-                    }
+                    let lent = path.delete_lent(key);
+                    let Change { existed, size_delta, .. } = *lent.change();
+                    self.count_keys(op, existed);
+                    let changed = !lent.change().root.same(&root);
                     drop(root);
-                    let existed = change.existed;
-                    let small = changed
-                        && self.publish_frame(&cell, change.size_delta, |cell| cell.publish(change.root))?;
+                    let small = changed && {
+                        cell.record_change(&key[depth..]);
+                        self.publish_frame(&cell, size_delta, |cell| {
+                            lent.publish(|root| cell.publish_taking(root))
+                        })?
+                    };
                     (existed, small)
                 }
             };

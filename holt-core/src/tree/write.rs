@@ -153,41 +153,26 @@ impl Path<'_> {
     /// the old root makes the loan be paid by settling, which takes every count a counted
     /// copy would have).
     pub(super) fn put_lent(self, key: &[u8], value: &[u8], version: u64) -> LentRoot {
-        let old = self.root;
-        let (replacement, mut delta, existed) = self.put_bottom(key, value, version);
-        // A copy that `normalize` would change (never in a tree that keeps the node
-        // invariants) takes the counted path. Checked before anything is built, so that no
-        // copy lending counts is ever dropped half built.
-        let lendable = self.steps.iter().all(|&(inner, b)| {
-            (inner.children().len() >= 2 || inner.terminal().is_some()) && inner.children().get(b).is_some()
-        });
-        if !lendable {
-            let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
-            delta += path_delta;
-            let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
-            return LentRoot {
-                old: Some(old.clone()),
-                path: SmallVec::new(),
-                lent: false,
-                change: Some(Change { root, size_delta: delta, existed }),
-            };
-        }
-        let mut current = replacement;
-        for &(inner, b) in self.steps.iter().rev() {
-            // SAFETY: the copy is returned inside a `LentRoot`, which pays the loan exactly
-            // once (published or dropped), with the old path kept alive by its `old` count.
-            #[expect(unsafe_code, reason = "the path copy lends its siblings' counts")]
-            let copy = unsafe { inner.with_child_lent(b, current) }.expect("checked above: child `b` exists");
-            delta += copy.footprint() - inner.footprint();
-            current = Node::Inner(copy);
-        }
-        let path = self.steps.iter().map(|&(_, b)| b).collect();
-        LentRoot {
-            old: Some(old.clone()),
-            path,
-            lent: true,
-            change: Some(Change { root: current, size_delta: delta, existed }),
-        }
+        let (replacement, delta, existed) = self.put_bottom(key, value, version);
+        let (new_root, path_delta, lent) = rebuild_lent(&self.steps, Some(replacement));
+        let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
+        LentRoot::new(
+            self.root,
+            &self.steps[..lent],
+            Change { root, size_delta: delta + path_delta, existed },
+        )
+    }
+
+    /// `delete`, lending counts like `put_lent` on the part of the path above the nodes the
+    /// delete reshapes (those are copied with counts, as `delete` copies them).
+    pub(super) fn delete_lent(self, key: &[u8]) -> LentRoot {
+        let Some((replacement, delta)) = self.delete_bottom(key) else {
+            let unchanged = Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false };
+            return LentRoot::new(self.root, &[], unchanged);
+        };
+        let (new_root, path_delta, lent) = rebuild_lent(&self.steps, replacement);
+        let change = finish_delete(new_root, delta + path_delta);
+        LentRoot::new(self.root, &self.steps[..lent], change)
     }
 
     /// The node that replaces the one the path stops at when `key` is put, the footprint
@@ -281,43 +266,96 @@ impl Path<'_> {
 
     /// Removes `key` (the key `descend` walked); a missing key leaves the root as it was.
     pub(super) fn delete(self, key: &[u8]) -> Change {
-        let unchanged = || Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false };
+        let Some((replacement, delta)) = self.delete_bottom(key) else {
+            return Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false };
+        };
+        let (new_root, path_delta) = rebuild(&self.steps, replacement);
+        finish_delete(new_root, delta + path_delta)
+    }
+
+    /// What replaces the node the path stops at when `key` is deleted (`None`: removed) and
+    /// the footprint change at that level; `None` if the key is absent.
+    fn delete_bottom(&self, key: &[u8]) -> Option<(Option<Node>, Footprint)> {
         let rest = &key[self.depth..];
-        // The replacement of the node (None: removed) and the size change at that level.
-        let (replacement, mut delta): (Option<Node>, Footprint) = match self.node {
-            Node::Leaf(leaf) => {
-                if leaf.suffix() != rest {
-                    return unchanged();
-                }
-                (None, -leaf.footprint())
-            }
+        match self.node {
+            Node::Leaf(leaf) => (leaf.suffix() == rest).then(|| (None, -leaf.footprint())),
             Node::Inner(inner) => {
                 if inner.prefix() != rest || inner.terminal().is_none() {
                     // The key leaves the prefix, or its child is missing, or no terminal.
-                    return unchanged();
+                    return None;
                 }
                 let (n, absorbed) = normalize(inner.with_terminal(None));
                 let d = footprint_of(&n) - inner.footprint() - absorbed;
-                (n, d)
+                Some((n, d))
             }
             Node::Link(_) => unreachable!("descend never stops at a link"),
-        };
-        let (new_root, path_delta) = rebuild(&self.steps, replacement);
-        delta += path_delta;
-        let root = match new_root {
-            Some(r) => r,
-            None => {
-                let empty = Node::Inner(Inner::empty());
-                delta += empty.footprint();
-                empty
-            }
-        };
-        Change { root, size_delta: delta, existed: true }
+        }
     }
 }
 
-/// A put's new frame root whose path copy borrowed its siblings' counts from the old root's
-/// path (`Path::put_lent`), until the loan is paid: by `publish`, or by the drop of a
+/// A deleted key's change, given the rebuilt root (`None`: the frame is empty now) and the
+/// footprint change so far.
+fn finish_delete(new_root: Option<Node>, mut delta: Footprint) -> Change {
+    let root = match new_root {
+        Some(r) => r,
+        None => {
+            let empty = Node::Inner(Inner::empty());
+            delta += empty.footprint();
+            empty
+        }
+    };
+    Change { root, size_delta: delta, existed: true }
+}
+
+/// `rebuild`, lending counts on the upper part of the path: from the bottom up, nodes are
+/// copied with counts (and normalized) until the node built is a replacement of an existing
+/// child in a node `normalize` leaves alone; that node and every one above it are copied
+/// with `Inner::with_child_lent`. Returns the new root, the footprint change of the copies,
+/// and how many steps (from the root) lend.
+fn rebuild_lent(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<Node>, Footprint, usize) {
+    // Copying a node with `b` replaced keeps its children: `normalize` changes it only if
+    // it has one child and no terminal, which the invariants allow for links alone.
+    let lendable = |inner: &Inner, b: u8| {
+        (inner.children().len() >= 2 || inner.terminal().is_some()) && inner.children().get(b).is_some()
+    };
+    let mut current = bottom;
+    let mut delta = Footprint::ZERO;
+    let mut lent = steps.len();
+    while lent > 0 {
+        let (inner, b) = steps[lent - 1];
+        if current.is_some() && lendable(inner, b) {
+            break;
+        }
+        let copy = match current {
+            Some(node) => inner.with_child(b, node),
+            None => inner.without_child(b),
+        };
+        let (node, absorbed) = normalize(copy);
+        delta += footprint_of(&node) - inner.footprint() - absorbed;
+        current = node;
+        lent -= 1;
+    }
+    // Checked before anything is built, so that no copy lending counts is ever dropped half
+    // built. (Never false in a tree that keeps the node invariants.)
+    if !steps[..lent].iter().all(|&(inner, b)| lendable(inner, b)) {
+        let (root, path_delta) = rebuild(&steps[..lent], current);
+        return (root, delta + path_delta, 0);
+    }
+    for &(inner, b) in steps[..lent].iter().rev() {
+        let node = current.take().expect("a lent step replaces a child");
+        // SAFETY: the caller hands the copy to a `LentRoot` (`LentRoot::new` with these
+        // steps), which pays the loan exactly once, published or dropped, with the old path
+        // kept alive by its count on the old root.
+        #[expect(unsafe_code, reason = "the path copy lends its siblings' counts")]
+        let copy = unsafe { inner.with_child_lent(b, node) }.expect("checked above: child `b` exists");
+        delta += copy.footprint() - inner.footprint();
+        current = Some(Node::Inner(copy));
+    }
+    (current, delta, lent)
+}
+
+/// A write's new frame root whose path copy borrowed its siblings' counts from the old
+/// root's path (`Path::put_lent`, `Path::delete_lent`), until the loan is paid: by `publish`, or by the drop of a
 /// `LentRoot` never published (an unwinding writer), which settles it.
 pub(super) struct LentRoot {
     /// A count on the old root, which keeps the lent children alive until the loan is paid.
@@ -331,6 +369,17 @@ pub(super) struct LentRoot {
 }
 
 impl LentRoot {
+    /// The change of a write whose copy lent counts on the steps `lent` (from the old root
+    /// `old` down; none if empty).
+    fn new(old: &Node, lent: &[(&Inner, u8)], change: Change) -> LentRoot {
+        LentRoot {
+            old: Some(old.clone()),
+            path: lent.iter().map(|&(_, b)| b).collect(),
+            lent: !lent.is_empty(),
+            change: Some(change),
+        }
+    }
+
     pub(super) fn change(&self) -> &Change {
         self.change.as_ref().expect("not yet published")
     }
@@ -369,8 +418,8 @@ impl Drop for LentRoot {
 }
 
 /// Pays a path copy's loan by freeing the old path from `old` down (`Inner::release_lent`)
-/// while this is its only count, then settling the rest of it; drops the node the write
-/// replaced at its end.
+/// while this is its only count, then settling the rest of it; drops the old node below the
+/// lent steps (the write's copy of it took counts of its own, or it is gone).
 fn release_lent(old: Node, path: &[u8]) {
     let mut node = old;
     for (i, &b) in path.iter().enumerate() {
@@ -452,11 +501,11 @@ mod tests {
         }
     }
 
-    /// Puts whose path copies lend their siblings' counts (`Path::put_lent`), published every
-    /// way the cell can answer: the old root handed back with no other count on its path
-    /// (freed, its counts passed on), handed back while a reader holds a clone of a node on
-    /// the path, kept by a reader that still borrows it, and never published (an unwinding
-    /// writer). Old roots kept by readers read exactly what they held, and once the readers
+    /// Puts and deletes whose path copies lend their siblings' counts (`Path::put_lent`,
+    /// `delete_lent`), published every way the cell can answer: the old root handed back
+    /// with no other count on its path (freed, its counts passed on), handed back while a
+    /// reader holds a clone of a node on the path, kept by a reader that still borrows it,
+    /// and never published (an unwinding writer). Old roots kept by readers read exactly what they held, and once the readers
     /// are gone every node holds exactly one count.
     #[test]
     fn lent_path_copies_pay_their_loans_once() {
@@ -468,7 +517,7 @@ mod tests {
             want.insert(key.clone(), vec![i as u8]);
         }
         assert_single_counts(&root, 1);
-        for round in 0..3u8 {
+        for round in 0..4u8 {
             // Old roots a reader still borrows, with what they held; clones of path nodes.
             let mut borrowed: Vec<(Node, Contents)> = Vec::new();
             let mut clones: Vec<Node> = Vec::new();
@@ -482,7 +531,12 @@ mod tests {
                         clones.push(Node::Inner(inner.clone()));
                     }
                 }
-                let lent = path.put_lent(key, &value, 2);
+                let delete = (i + usize::from(round)) % 3 == 0;
+                let lent = if delete { path.delete_lent(key) } else { path.put_lent(key, &value, 2) };
+                if delete && !want.contains_key(key) {
+                    assert!(lent.change().root.same(&root), "deleting an absent key changed the root");
+                    continue;
+                }
                 match scenario {
                     0 | 2 => lent.publish(|new| Some(std::mem::replace(&mut root, new))),
                     1 => {
@@ -499,7 +553,11 @@ mod tests {
                         continue;
                     }
                 }
-                want.insert(key.clone(), value);
+                if delete {
+                    want.remove(key);
+                } else {
+                    want.insert(key.clone(), value);
+                }
                 for (old, held) in &borrowed {
                     for k in all.iter().step_by(7) {
                         assert_eq!(value_of(old, k), held.get(k).cloned(), "an old root changed at {k:?}");
