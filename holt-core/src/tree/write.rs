@@ -355,8 +355,9 @@ fn rebuild_lent(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<Node>, 
 }
 
 /// A write's new frame root whose path copy borrowed its siblings' counts from the old
-/// root's path (`Path::put_lent`, `Path::delete_lent`), until the loan is paid: by `publish`, or by the drop of a
-/// `LentRoot` never published (an unwinding writer), which settles it.
+/// root's path (`Path::put_lent`, `Path::delete_lent`), until the loan is paid: by
+/// `publish`, or by the drop of a `LentRoot` never published (an unwinding writer), which
+/// settles it.
 pub(super) struct LentRoot {
     /// A count on the old root, which keeps the lent children alive until the loan is paid.
     old: Option<Node>,
@@ -472,7 +473,7 @@ mod tests {
         out
     }
 
-    /// Every node under `root` holds one count, and `root` itself `root_counts`: a path
+    /// Every node under `node` holds one count, and `node` itself `counts`: a path
     /// copy's loan paid twice would leave a count too few (a node freed under a reader), one
     /// never paid a count too many (a leak).
     fn assert_single_counts(node: &Node, counts: usize) {
