@@ -398,36 +398,20 @@ impl Tree {
             fail::fail_point!("apply-before-gate");
             let gate = self.gate.read();
             let seq = log()?;
-            let (existed, small) = match op {
-                // A put always changes the root. Its path copy (a delete's too) lends the
-                // siblings' counts (`Path::put_lent`): the loan is paid once the new root is
-                // published.
-                Op::Put { value, .. } => {
-                    let lent = path.put_lent(key, value, seq);
-                    // The old root's count the loan holds is the only one besides the cell's.
-                    drop(root);
-                    let Change { existed, size_delta, .. } = *lent.change();
-                    self.count_keys(op, existed);
-                    cell.record_change(&key[depth..]);
-                    let small = self.publish_frame(&cell, size_delta, |cell| {
-                        lent.publish(|root| cell.publish_taking(root))
-                    })?;
-                    (existed, small)
-                }
-                Op::Delete { .. } => {
-                    let lent = path.delete_lent(key);
-                    let Change { existed, size_delta, .. } = *lent.change();
-                    self.count_keys(op, existed);
-                    let changed = !lent.change().root.same(&root);
-                    drop(root);
-                    let small = changed && {
-                        cell.record_change(&key[depth..]);
-                        self.publish_frame(&cell, size_delta, |cell| {
-                            lent.publish(|root| cell.publish_taking(root))
-                        })?
-                    };
-                    (existed, small)
-                }
+            // The path copy lends the siblings' counts (`Path::put_lent`): the loan is paid
+            // once the new root is published.
+            let lent = match op {
+                Op::Put { value, .. } => path.put_lent(key, value, seq),
+                Op::Delete { .. } => path.delete_lent(key),
+            };
+            let Change { existed, size_delta, .. } = *lent.change();
+            self.count_keys(op, existed);
+            let changed = !lent.change().root.same(&root);
+            // The old root's count the loan holds is then the only one besides the cell's.
+            drop(root);
+            let small = changed && {
+                cell.record_change(&key[depth..]);
+                self.publish_frame(&cell, size_delta, |cell| lent.publish(|root| cell.publish_taking(root)))?
             };
             drop(gate);
             drop(latch);

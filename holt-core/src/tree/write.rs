@@ -67,15 +67,23 @@ pub(super) fn rebuild(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<N
     let mut current = bottom;
     let mut delta = Footprint::ZERO;
     for &(inner, b) in steps.iter().rev() {
-        let copy = match current {
-            Some(node) => inner.with_child(b, node),
-            None => inner.without_child(b),
-        };
-        let (node, absorbed) = normalize(copy);
-        delta += footprint_of(&node) - inner.footprint() - absorbed;
+        let (node, d) = copy_step(inner, b, current);
+        delta += d;
         current = node;
     }
     (current, delta)
+}
+
+/// One step of `rebuild`: `inner` with child `b` set to `child` (`None` removes it),
+/// normalized, and the footprint change of the copy.
+fn copy_step(inner: &Inner, b: u8, child: Option<Node>) -> (Option<Node>, Footprint) {
+    let copy = match child {
+        Some(node) => inner.with_child(b, node),
+        None => inner.without_child(b),
+    };
+    let (node, absorbed) = normalize(copy);
+    let delta = footprint_of(&node) - inner.footprint() - absorbed;
+    (node, delta)
 }
 
 /// The inner nodes a write passes through in its frame, with the child byte taken at each:
@@ -326,12 +334,8 @@ fn rebuild_lent(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<Node>, 
         if current.is_some() && lendable(inner, b) {
             break;
         }
-        let copy = match current {
-            Some(node) => inner.with_child(b, node),
-            None => inner.without_child(b),
-        };
-        let (node, absorbed) = normalize(copy);
-        delta += footprint_of(&node) - inner.footprint() - absorbed;
+        let (node, d) = copy_step(inner, b, current);
+        delta += d;
         current = node;
         lent -= 1;
     }
@@ -361,10 +365,9 @@ fn rebuild_lent(steps: &[(&Inner, u8)], bottom: Option<Node>) -> (Option<Node>, 
 pub(super) struct LentRoot {
     /// A count on the old root, which keeps the lent children alive until the loan is paid.
     old: Option<Node>,
-    /// The child bytes the path took from the old root, one per copied node.
+    /// The child bytes the path took from the old root, one per node copied with lent
+    /// counts (empty: nothing was lent).
     path: SmallVec<[u8; 16]>,
-    /// Whether the copy lent anything (a copy that took the counted path did not).
-    lent: bool,
     /// Taken by `publish`.
     change: Option<Change>,
 }
@@ -376,7 +379,6 @@ impl LentRoot {
         LentRoot {
             old: Some(old.clone()),
             path: lent.iter().map(|&(_, b)| b).collect(),
-            lent: !lent.is_empty(),
             change: Some(change),
         }
     }
@@ -394,9 +396,10 @@ impl LentRoot {
     pub(super) fn publish(mut self, store: impl FnOnce(Node) -> Option<Node>) {
         let change = self.change.take().expect("published once");
         let old = store(change.root);
-        if !std::mem::replace(&mut self.lent, false) {
+        if self.path.is_empty() {
             return;
         }
+        // Taken: the loan is paid here, not again on drop.
         let ours = self.old.take().expect("held until paid");
         match old {
             Some(old) if old.same(&ours) => {
@@ -412,7 +415,8 @@ impl LentRoot {
 
 impl Drop for LentRoot {
     fn drop(&mut self) {
-        if let (true, Some(old)) = (self.lent, &self.old) {
+        // `old` is still held only if `publish` did not pay the loan.
+        if let Some(old) = &self.old {
             settle_lent(old, &self.path);
         }
     }
