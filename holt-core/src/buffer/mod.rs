@@ -23,7 +23,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
+use crate::format::delta::{read_entry, write_entry, DeltaEntry};
 use crate::format::frame::STORE_ALIGN_BYTES;
+use crate::format::node::RecordReader;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::sync::root_cell::RootCell;
 
@@ -109,39 +111,38 @@ pub(crate) struct FrameCell<N> {
     image_reads: AtomicU32,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
-    /// The keys written since the last capture, for the next checkpoint's delta.
+    /// The changes written since the last capture, for the next checkpoint's delta.
     changes: Mutex<ChangeLog>,
 }
 
-/// The keys a frame's writes changed since the last checkpoint captured it (relative to the
-/// frame: the bytes after its parent's child byte), so the checkpoint can write a delta
-/// instead of the whole frame. `whole` means a delta cannot say what changed (a split, a
-/// merge, a new frame, too many keys for a delta to pay, or a failed checkpoint that lost
-/// the keys it had taken): the next checkpoint writes the whole frame.
+/// What a frame's writes changed since the last checkpoint captured it: each write's key
+/// (relative to the frame: the bytes after its parent's child byte) with the value and
+/// version it stored, or its deletion, so the checkpoint can write a delta instead of the
+/// whole frame without looking the keys up again. `whole` means a delta cannot say what
+/// changed (a split, a merge, a new frame, too many changes for a delta to pay, or a failed
+/// checkpoint that lost the changes it had taken): the next checkpoint writes the whole
+/// frame.
 #[derive(Debug, Default)]
 pub(crate) struct ChangeLog {
     pub whole: bool,
-    /// Keys, each as a little-endian u16 length and its bytes, in the order written
-    /// (duplicates included): one buffer, so recording a key costs no allocation.
-    pub keys: Vec<u8>,
+    /// Entries in a delta's entry encoding (`format::delta::write_entry`), in the order
+    /// written, duplicates included: one buffer, so recording a change costs no allocation.
+    pub entries: Vec<u8>,
 }
 
 impl ChangeLog {
-    /// Every key recorded, in the order written.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = &self.keys[..];
-        std::iter::from_fn(move || {
-            let (len, tail) = rest.split_first_chunk::<2>()?;
-            let (key, tail) = tail.split_at_checked(usize::from(u16::from_le_bytes(*len)))?;
-            rest = tail;
-            Some(key)
-        })
+    /// Every change recorded, in the order written.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = DeltaEntry<'_>> {
+        let mut reader = RecordReader::new(&self.entries);
+        // Written by `record_change` alone: the first unreadable entry (never met) ends it.
+        std::iter::from_fn(move || if reader.is_at_end() { None } else { read_entry(&mut reader).ok() })
     }
 }
 
 /// A frame's change log gives up (the frame is written whole) past this fraction of the
-/// frame's encoded size: a delta that large would save little, and the log is memory.
-const CHANGE_LOG_FRACTION: usize = 8;
+/// frame's encoded size: the checkpoint writes no delta larger than a quarter of the frame
+/// (`checkpoint::DELTA_CHAIN_FRACTION`), and the log is memory.
+const CHANGE_LOG_FRACTION: usize = 4;
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
@@ -274,31 +275,29 @@ impl<N> FrameCell<N> {
     pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
         *self.parent.lock() = Arc::downgrade(parent);
     }
-    /// Records that a write changed `key` (relative to the frame), under the write gate.
-    pub(crate) fn record_change(&self, key: &[u8]) {
+    /// Records what a write did to its key (relative to the frame), under the write gate and
+    /// before the write is published: the last entry for a key is the key's state in any
+    /// root a checkpoint captures with the log.
+    pub(crate) fn record_change(&self, change: &DeltaEntry<'_>) {
         let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES);
         let mut log = self.changes.lock();
         if log.whole {
             return;
         }
-        if log.keys.len() + 2 + key.len() > limit {
-            *log = ChangeLog { whole: true, keys: Vec::new() };
-            return;
+        write_entry(&mut log.entries, change);
+        if log.entries.len() > limit {
+            *log = ChangeLog { whole: true, entries: Vec::new() };
         }
-        log.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        log.keys.extend_from_slice(key);
     }
     /// The frame changed in a way a delta cannot describe: the next checkpoint writes it whole.
     pub(crate) fn rewrite_whole(&self) {
-        *self.changes.lock() = ChangeLog { whole: true, keys: Vec::new() };
+        *self.changes.lock() = ChangeLog { whole: true, entries: Vec::new() };
     }
     /// Takes the change log for a checkpoint's capture (under the exclusive write gate).
     pub(crate) fn take_changes(&self) -> ChangeLog {
         std::mem::take(&mut *self.changes.lock())
     }
 }
-
-const _: () = assert!(crate::api::KEY_LEN_MAX <= u16::MAX as usize, "change log lengths are u16");
 
 /// The cache of frames: memory budget, clock ring, and the source evicted frames come from.
 pub(crate) struct BufferPool<N> {

@@ -49,15 +49,8 @@ impl DeltaWriter {
         DeltaWriter { buf: frame::start_frame(capacity_hint), entries: 0 }
     }
 
-    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], version: u64) {
-        write_leaf(&mut self.buf, key, value, version);
-        self.entries += 1;
-    }
-
-    pub(crate) fn delete(&mut self, key: &[u8]) {
-        self.buf.push(TAG_DELETE);
-        put_varint(&mut self.buf, key.len() as u64);
-        self.buf.extend_from_slice(key);
+    pub(crate) fn push(&mut self, entry: &DeltaEntry<'_>) {
+        write_entry(&mut self.buf, entry);
         self.entries += 1;
     }
 
@@ -97,26 +90,7 @@ impl<'a> DeltaView<'a> {
         let shift = |e: RecordError| RecordError { offset: at(e.offset), ..e };
         while !reader.is_at_end() {
             let start = reader.position();
-            let entry = if self.body[start] == TAG_DELETE {
-                reader.byte().map_err(shift)?;
-                let len = reader.length(KEY_LEN_MAX, "delete key length").map_err(shift)?;
-                DeltaEntry::Delete { key: reader.slice(len).map_err(shift)? }
-            } else {
-                match reader.next_record().map_err(shift)? {
-                    Record::Leaf { suffix, value, version } => {
-                        DeltaEntry::Put { key: suffix, value, version }
-                    }
-                    _ => {
-                        return Err(RecordError {
-                            offset: at(start),
-                            reason: format!(
-                                "delta entry tag {:#04x} is neither put nor delete",
-                                self.body[start]
-                            ),
-                        })
-                    }
-                }
-            };
+            let entry = read_entry(&mut reader).map_err(shift)?;
             if out.last().is_some_and(|last| last.key() >= entry.key()) {
                 return Err(RecordError {
                     offset: at(start),
@@ -135,6 +109,37 @@ impl<'a> DeltaView<'a> {
     }
 }
 
+/// Appends `entry` in a delta's entry encoding (also the encoding of a frame's change log,
+/// `buffer::ChangeLog`).
+pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
+    match *entry {
+        DeltaEntry::Put { key, value, version } => write_leaf(out, key, value, version),
+        DeltaEntry::Delete { key } => {
+            out.push(TAG_DELETE);
+            put_varint(out, key.len() as u64);
+            out.extend_from_slice(key);
+        }
+    }
+}
+
+/// Reads the entry at `reader`'s position (error offsets are the reader's).
+pub(crate) fn read_entry<'a>(reader: &mut RecordReader<'a>) -> Result<DeltaEntry<'a>, RecordError> {
+    let start = reader.position();
+    let tag = reader.peek();
+    if tag == Some(TAG_DELETE) {
+        reader.byte()?;
+        let len = reader.length(KEY_LEN_MAX, "delete key length")?;
+        return Ok(DeltaEntry::Delete { key: reader.slice(len)? });
+    }
+    match reader.next_record()? {
+        Record::Leaf { suffix, value, version } => Ok(DeltaEntry::Put { key: suffix, value, version }),
+        _ => Err(RecordError {
+            offset: start,
+            reason: format!("delta entry tag {:#04x} is neither put nor delete", tag.unwrap_or_default()),
+        }),
+    }
+}
+
 const _: () = assert!(TAG_DELETE != TAG_LEAF);
 
 #[cfg(test)]
@@ -143,9 +148,9 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let mut w = DeltaWriter::new(64);
-        w.put(b"", b"root value", 7);
-        w.delete(b"a/1");
-        w.put(b"a/2", b"v", 9);
+        w.push(&DeltaEntry::Put { key: b"", value: b"root value", version: 7 });
+        w.push(&DeltaEntry::Delete { key: b"a/1" });
+        w.push(&DeltaEntry::Put { key: b"a/2", value: b"v", version: 9 });
         w.finish(FrameId(4), 2).unwrap()
     }
 
@@ -177,14 +182,14 @@ mod tests {
     #[test]
     fn unordered_or_miscounted_entries_are_refused() {
         let mut w = DeltaWriter::new(64);
-        w.put(b"b", b"", 1);
-        w.delete(b"a");
+        w.push(&DeltaEntry::Put { key: b"b", value: b"", version: 1 });
+        w.push(&DeltaEntry::Delete { key: b"a" });
         let bytes = w.finish(FrameId(1), 1).unwrap();
         let err = open(&bytes, FrameId(1)).unwrap().entries().unwrap_err();
         assert!(err.reason.contains("ascending"), "{err:?}");
 
         let mut w = DeltaWriter::new(64);
-        w.delete(b"a");
+        w.push(&DeltaEntry::Delete { key: b"a" });
         w.entries = 2;
         let bytes = w.finish(FrameId(1), 1).unwrap();
         assert!(open(&bytes, FrameId(1)).unwrap().entries().is_err());

@@ -284,6 +284,11 @@ impl<'a> RecordReader<'a> {
         self.pos == self.bytes.len()
     }
 
+    /// The next byte, not consumed.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
     fn error(&self, offset: usize, reason: impl Into<String>) -> RecordError {
         RecordError { offset, reason: reason.into() }
     }

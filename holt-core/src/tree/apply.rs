@@ -12,6 +12,7 @@ use super::write::Change;
 use super::{split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
+use crate::format::delta::DeltaEntry;
 use crate::format::FrameId;
 use crate::sync::Latched;
 
@@ -304,7 +305,7 @@ impl Tree {
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
-                w.cell.record_change(&op.key()[*depth..]);
+                w.cell.record_change(&change_entry(op, *depth, seq));
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -410,7 +411,7 @@ impl Tree {
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
             let small = changed && {
-                cell.record_change(&key[depth..]);
+                cell.record_change(&change_entry(op, depth, seq));
                 self.publish_frame(&cell, size_delta, |cell| lent.publish(|root| cell.publish_taking(root)))?
             };
             drop(gate);
@@ -439,6 +440,15 @@ impl Tree {
 /// first byte of the frame's root `root` (see `parents_needed`).
 fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
     first_own_byte(root).is_some_and(|lead| key.get(depth) != Some(&lead))
+}
+
+/// What `op`, applied at version `version` to a frame its key enters at `depth`, did to
+/// the frame: its change log's entry.
+fn change_entry<'a>(op: &Op<'a>, depth: usize, version: u64) -> DeltaEntry<'a> {
+    match *op {
+        Op::Put { key, value, .. } => DeltaEntry::Put { key: &key[depth..], value, version },
+        Op::Delete { key, .. } => DeltaEntry::Delete { key: &key[depth..] },
+    }
 }
 
 /// How an op that found its key present (`existed`) or not changes the tree's key count.

@@ -86,10 +86,11 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Encodes the delta that takes frame `id` from its state on disk to `root`, given the keys
-/// written since (`changes`, relative to the frame): each key's value in `root`, or its
-/// deletion. `None` when a delta cannot or should not stand in for the whole frame: the log
-/// gave up (`whole`), or the delta would exceed `max_bytes`.
+/// Encodes the delta that takes frame `id` from its state on disk to `root`, given the
+/// changes written since (`changes`, relative to the frame): for each key, its last entry,
+/// which is the key's state in `root` (the log and the root are captured together). `None`
+/// when a delta cannot or should not stand in for the whole frame: the log gave up
+/// (`whole`), or the delta would exceed `max_bytes`.
 pub(crate) fn encode_delta(
     id: FrameId,
     root: &Node,
@@ -100,23 +101,30 @@ pub(crate) fn encode_delta(
     if changes.whole {
         return None;
     }
-    let mut keys: Vec<&[u8]> = changes.iter().collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut delta = DeltaWriter::new(keys.iter().map(|k| k.len() + 80).sum::<usize>().min(max_bytes));
-    for key in keys {
-        match walk_frame(root, key, 0) {
-            Walk::Here(Some(leaf)) => delta.put(key, leaf.value(), leaf.version()),
-            Walk::Here(None) => delta.delete(key),
-            // The key now lives in another frame: only a split does that, and a split
-            // makes the frame be written whole. Written whole anyway, to be safe.
-            Walk::Link(..) => return None,
-        }
+    // Newest first within a key, so that `dedup` keeps each key's last entry.
+    let mut entries: Vec<(usize, DeltaEntry<'_>)> = changes.iter().enumerate().collect();
+    entries.sort_unstable_by(|(i, a), (j, b)| a.key().cmp(b.key()).then(j.cmp(i)));
+    entries.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
+    let mut delta = DeltaWriter::new(changes.entries.len().min(max_bytes));
+    for (_, entry) in &entries {
+        debug_assert_eq!(state_in(root, entry.key()), Some(entry.clone()), "change log and root disagree");
+        delta.push(entry);
         if delta.len() > max_bytes {
             return None;
         }
     }
     delta.finish(id, chain_index).ok()
+}
+
+/// `key`'s state in the frame `root` as a delta entry; `None` if the key now lives in another
+/// frame (only a split moves keys out, and a split makes the frame be written whole). Only
+/// debug builds look (every test checks the change log against the root this way).
+fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
+    match walk_frame(root, key, 0) {
+        Walk::Here(Some(leaf)) => Some(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() }),
+        Walk::Here(None) => Some(DeltaEntry::Delete { key }),
+        Walk::Link(..) => None,
+    }
 }
 
 /// Applies frame `id`'s deltas, in order, to `root` (the frame's decoded image); returns the
