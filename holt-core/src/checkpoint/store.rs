@@ -132,7 +132,11 @@ impl FrameStore {
             .map(|w| match &w.images[..] {
                 [one] => std::borrow::Cow::Borrowed(&one[..stored_len(one)]),
                 many => {
-                    std::borrow::Cow::Owned(many.iter().flat_map(|i| &i[..stored_len(i)]).copied().collect())
+                    let mut packed = Vec::with_capacity(many.iter().map(|i| stored_len(i)).sum());
+                    for image in many {
+                        packed.extend_from_slice(&image[..stored_len(image)]);
+                    }
+                    std::borrow::Cow::Owned(packed)
                 }
             })
             .collect();
