@@ -408,6 +408,9 @@ pub(crate) trait Slots: Clone + Sized {
     /// Takes the child out of `slot`, leaving it empty (only on a node about to be freed:
     /// an empty slot in use breaks the layout's invariants).
     fn take_slot(&mut self, slot: usize) -> Option<Node>;
+    /// Empties every slot without dropping its child (their counts belong to a copy that
+    /// borrowed them), leaving no children: only on a node about to be freed or kept spare.
+    fn forget_children(&mut self);
     fn children(&self) -> Children<'_>;
 }
 
@@ -435,6 +438,10 @@ impl<const N: usize> Slots for Sorted<N> {
     }
     fn take_slot(&mut self, slot: usize) -> Option<Node> {
         self.ptrs[slot].take()
+    }
+    fn forget_children(&mut self) {
+        self.ptrs[..usize::from(self.len)].iter_mut().for_each(|p| std::mem::forget(p.take()));
+        self.len = 0;
     }
     #[inline]
     fn children(&self) -> Children<'_> {
@@ -468,6 +475,11 @@ impl Slots for Indexed {
     fn take_slot(&mut self, slot: usize) -> Option<Node> {
         self.ptrs[slot].take()
     }
+    fn forget_children(&mut self) {
+        self.ptrs[..usize::from(self.len)].iter_mut().for_each(|p| std::mem::forget(p.take()));
+        self.index = [0; 256];
+        self.len = 0;
+    }
     #[inline]
     fn children(&self) -> Children<'_> {
         Children::Indexed { index: &self.index, ptrs: &self.ptrs[..usize::from(self.len)] }
@@ -496,9 +508,113 @@ impl Slots for Direct {
     fn take_slot(&mut self, slot: usize) -> Option<Node> {
         self.ptrs[slot].take()
     }
+    fn forget_children(&mut self) {
+        self.ptrs.iter_mut().for_each(|p| std::mem::forget(p.take()));
+        self.len = 0;
+    }
     #[inline]
     fn children(&self) -> Children<'_> {
         Children::Direct { len: self.len, ptrs: &self.ptrs }
+    }
+}
+
+/// Allocations of nodes a single-op write freed (`Inner::release_lent`), kept for the next
+/// path copy on the same thread (`new_shared`): the memory of the path a write just walked
+/// and replaced is in this core's cache, where a fresh allocation, on a heap that a
+/// million-key tree has scattered its frees over, is usually a miss (and the allocator's slow
+/// path: a page with free blocks to find). A kept allocation holds an emptied node (no
+/// children, no terminal), so dropping one frees nothing else.
+#[derive(Default)]
+struct Spares {
+    s2: Vec<Shared<Body<Sorted<2>>>>,
+    s4: Vec<Shared<Body<Sorted<4>>>>,
+    s6: Vec<Shared<Body<Sorted<6>>>>,
+    s8: Vec<Shared<Body<Sorted<8>>>>,
+    s11: Vec<Shared<Body<Sorted<11>>>>,
+    s16: Vec<Shared<Body<Sorted<16>>>>,
+    n48: Vec<Shared<Body<Indexed>>>,
+    n256: Vec<Shared<Body<Direct>>>,
+    leaves: Vec<Shared<Leaf>>,
+}
+
+/// Most allocations kept per node type and thread (a path is ~5 nodes; 9 types × 16 is at
+/// most ~90 KB a thread, most of it N256 nodes, which paths rarely hold). Nothing kept holds
+/// heap bytes of its own: a prefix or value too long to be inline is dropped first.
+const SPARES_MAX: usize = 16;
+
+thread_local! {
+    static SPARES: std::cell::RefCell<Spares> = std::cell::RefCell::new(Spares::default());
+}
+
+/// A node type `Spares` keeps.
+trait Spare: Sized {
+    fn stack(spares: &mut Spares) -> &mut Vec<Shared<Self>>;
+}
+
+macro_rules! spare {
+    ($($t:ty => $field:ident),* $(,)?) => {
+        $(impl Spare for $t {
+            fn stack(spares: &mut Spares) -> &mut Vec<Shared<Self>> {
+                &mut spares.$field
+            }
+        })*
+    };
+}
+
+spare!(
+    Body<Sorted<2>> => s2,
+    Body<Sorted<4>> => s4,
+    Body<Sorted<6>> => s6,
+    Body<Sorted<8>> => s8,
+    Body<Sorted<11>> => s11,
+    Body<Sorted<16>> => s16,
+    Body<Indexed> => n48,
+    Body<Direct> => n256,
+    Leaf => leaves,
+);
+
+/// `Shared::new(value)`, in an allocation this thread kept spare if it has one.
+fn new_shared<T: Spare>(value: T) -> Shared<T> {
+    let spare = SPARES.try_with(|s| T::stack(&mut s.borrow_mut()).pop()).ok().flatten();
+    match spare {
+        Some(mut arc) => match Shared::get_mut(&mut arc) {
+            Some(slot) => {
+                // Drops the emptied node it held: nothing below it.
+                *slot = value;
+                arc
+            }
+            None => Shared::new(value),
+        },
+        None => Shared::new(value),
+    }
+}
+
+/// Keeps `arc`'s allocation for `new_shared` if `arc` is its only count and there is room;
+/// else drops it. An inner node must have been emptied (`Slots::forget_children`, no
+/// terminal).
+fn keep_spare<T: Spare>(mut arc: Shared<T>) {
+    if Shared::get_mut(&mut arc).is_none() {
+        return;
+    }
+    let _ = SPARES.try_with(|s| {
+        let mut spares = s.borrow_mut();
+        let stack = T::stack(&mut spares);
+        if stack.len() < SPARES_MAX {
+            stack.push(arc);
+        }
+    });
+}
+
+/// `Shared::new(leaf)`, in a spare allocation if this thread kept one.
+pub(crate) fn shared_leaf(leaf: Leaf) -> Shared<Leaf> {
+    new_shared(leaf)
+}
+
+/// Keeps the allocation of a leaf a write replaced, if nothing else holds it (and its bytes
+/// are inline).
+pub(crate) fn keep_spare_leaf(leaf: Shared<Leaf>) {
+    if matches!(leaf.bytes, LeafBytes::Inline { .. }) {
+        keep_spare(leaf);
     }
 }
 
@@ -517,21 +633,31 @@ impl<S: Slots> Body<S> {
     /// # Safety
     /// As `lend_slots`.
     #[expect(unsafe_code, reason = "see lend_slots")]
-    unsafe fn replaced_lent(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>> {
+    unsafe fn replaced_lent(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>>
+    where
+        Body<S>: Spare,
+    {
         // SAFETY: passed on to the caller.
         let slots = unsafe { self.slots.with_slot_lent(slot, node) };
-        Shared::new(Body { head: Head { lead, ..self.head.clone() }, slots })
+        new_shared(Body { head: Head { lead, ..self.head.clone() }, slots })
     }
 }
 
 /// Frees the node `body` if `body` holds its last count, dropping its head but none of its
 /// children except the one under `b`, which is returned (see `Inner::release_lent`).
-fn release_body<S: Slots>(body: Shared<Body<S>>, b: u8) -> Result<Option<Node>, Shared<Body<S>>> {
-    let Body { head, mut slots } = Shared::try_unwrap(body)?;
-    let child = slots.slot_of(b).and_then(|slot| slots.take_slot(slot));
-    drop(head);
+fn release_body<S: Slots>(mut body: Shared<Body<S>>, b: u8) -> Result<Option<Node>, Shared<Body<S>>>
+where
+    Body<S>: Spare,
+{
+    let Some(node) = Shared::get_mut(&mut body) else { return Err(body) };
+    let child = node.slots.slot_of(b).and_then(|slot| node.slots.take_slot(slot));
     // The other children's counts now belong to the copy that borrowed them.
-    std::mem::forget(slots);
+    node.slots.forget_children();
+    node.head.terminal = None;
+    if matches!(node.head.prefix, Prefix::Heap(_)) {
+        node.head.prefix = Prefix::new(&[]);
+    }
+    keep_spare(body);
     Ok(child)
 }
 
@@ -688,7 +814,7 @@ impl Inner {
     }
 
     /// The address of this node's allocation.
-    fn address(&self) -> *const u8 {
+    pub(crate) fn address(&self) -> *const u8 {
         each_layout!(self, b => Shared::as_ptr(b).cast::<u8>())
     }
     #[inline]

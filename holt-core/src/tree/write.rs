@@ -7,7 +7,7 @@
 
 use smallvec::SmallVec;
 
-use super::node::{Footprint, Inner, Leaf, Node, Shared};
+use super::node::{keep_spare_leaf, shared_leaf, Footprint, Inner, Leaf, Node, Shared};
 use crate::error::{Error, Location, Result};
 
 /// The result of one write inside a frame.
@@ -194,7 +194,7 @@ impl Path<'_> {
                 if old.suffix() == rest {
                     let leaf = new_leaf(rest);
                     let d = leaf.footprint() - old_len;
-                    (Node::Leaf(Shared::new(leaf)), d, true)
+                    (Node::Leaf(shared_leaf(leaf)), d, true)
                 } else {
                     // Two keys diverge (or one ends) inside the old leaf's suffix: a new inner node.
                     let s = old.suffix();
@@ -438,6 +438,10 @@ fn release_lent(old: Node, path: &[u8]) {
             }
         }
     }
+    // An overwritten leaf: its allocation may serve the next write's leaf.
+    if let Node::Leaf(leaf) = node {
+        keep_spare_leaf(leaf);
+    }
 }
 
 /// Pays a path copy's loan while the old path stays alive: every node on it takes counts on
@@ -504,6 +508,53 @@ mod tests {
             Walk::Here(leaf) => leaf.map(|l| l.value().to_vec()),
             Walk::Link(..) => unreachable!(),
         }
+    }
+
+    /// A single put's copy is built in the allocations the previous put's loan freed on
+    /// this thread (`node::Spares`): the overwritten leaf's and the old path's.
+    #[test]
+    fn path_copies_reuse_what_a_paid_loan_freed() {
+        let all = keys(b"ab", 3);
+        let mut root = Node::Inner(Inner::empty());
+        for key in &all {
+            root = put(&root, key, 0, b"v", 1).expect("put").root;
+        }
+        let addresses = |root: &Node, key: &[u8]| -> (*const u8, *const u8) {
+            let Node::Inner(top) = root else { panic!("an inner root") };
+            let leaf = match walk_frame(root, key, 0) {
+                Walk::Here(Some(leaf)) => (leaf as *const Leaf).cast::<u8>(),
+                _ => panic!("{key:?} is stored"),
+            };
+            (top.address(), leaf)
+        };
+        // Two leaves on paths of the same shape: "aaa" and "bbb".
+        let (first, second) = (&all[6], &all[all.len() - 1]);
+        assert_eq!((&first[..], &second[..]), (&b"aaa"[..], &b"bbb"[..]));
+        let (old_root, old_leaf) = addresses(&root, first);
+        let lent = descend(&root, first, 0).expect("no links").put_lent(first, b"w", 2);
+        lent.publish(|new| Some(std::mem::replace(&mut root, new)));
+        // Freed and kept: the next copy of a root of the same layout and the next leaf, not
+        // the next allocations of their sizes (which a plain allocator would hand them to).
+        let decoy_leaf = Shared::new(Leaf::new(b"", b"w", 9));
+        // As many nodes of the path's layout as the first put freed (the path's three).
+        let decoy_nodes: Vec<Inner> = (0..3)
+            .map(|_| {
+                let child = || Node::Leaf(decoy_leaf.clone());
+                Inner::new(
+                    &[],
+                    None,
+                    crate::format::node::InnerKind::N4,
+                    vec![(b'a', child()), (b'b', child())],
+                )
+            })
+            .collect();
+        let lent = descend(&root, second, 0).expect("no links").put_lent(second, b"w", 3);
+        lent.publish(|new| Some(std::mem::replace(&mut root, new)));
+        assert_eq!(addresses(&root, second), (old_root, old_leaf));
+        assert!(decoy_nodes.iter().all(|n| n.address() != old_root));
+        assert_ne!((&*decoy_leaf as *const Leaf).cast::<u8>(), old_leaf);
+        assert_eq!(value_of(&root, first), Some(b"w".to_vec()));
+        assert_single_counts(&root, 1);
     }
 
     /// Puts and deletes whose path copies lend their siblings' counts (`Path::put_lent`,
