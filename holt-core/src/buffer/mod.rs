@@ -23,9 +23,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
-use crate::format::delta::{read_entry, write_entry, DeltaEntry};
 use crate::format::frame::STORE_ALIGN_BYTES;
-use crate::format::node::RecordReader;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::sync::root_cell::RootCell;
 
@@ -112,30 +110,57 @@ pub(crate) struct FrameCell<N> {
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
     /// The changes written since the last capture, for the next checkpoint's delta.
-    changes: Mutex<ChangeLog>,
+    changes: Mutex<ChangeLog<N>>,
 }
 
 /// What a frame's writes changed since the last checkpoint captured it: each write's key
-/// (relative to the frame: the bytes after its parent's child byte) with the value and
-/// version it stored, or its deletion, so the checkpoint can write a delta instead of the
-/// whole frame without looking the keys up again. `whole` means a delta cannot say what
-/// changed (a split, a merge, a new frame, too many changes for a delta to pay, or a failed
-/// checkpoint that lost the changes it had taken): the next checkpoint writes the whole
-/// frame.
-#[derive(Debug, Default)]
-pub(crate) struct ChangeLog {
+/// (relative to the frame: the bytes after its parent's child byte) with the node it left
+/// there (the leaf holding the value and version it stored; `None` for a deletion), so the
+/// checkpoint can write a delta instead of the whole frame without looking the keys up
+/// again. `whole` means a delta cannot say what changed (a split, a merge, a new frame, too
+/// many changes for a delta to pay, or a failed checkpoint that lost the changes it had
+/// taken): the next checkpoint writes the whole frame.
+#[derive(Debug)]
+pub(crate) struct ChangeLog<N> {
     pub whole: bool,
-    /// Entries in a delta's entry encoding (`format::delta::write_entry`), in the order
-    /// written, duplicates included: one buffer, so recording a change costs no allocation.
-    pub entries: Vec<u8>,
+    /// Keys, each as a little-endian u16 length and its bytes, in the order written
+    /// (duplicates included): one buffer, so recording a key costs no allocation.
+    keys: Vec<u8>,
+    /// What each write left under its key, in the same order. A leaf held here after a
+    /// later write replaced it in the tree stays allocated until the capture is done.
+    states: Vec<Option<N>>,
+    /// What the log holds, counted as a delta's bytes would be (keys and values): what
+    /// `CHANGE_LOG_FRACTION` limits.
+    accounted: usize,
 }
 
-impl ChangeLog {
+impl<N> Default for ChangeLog<N> {
+    fn default() -> Self {
+        ChangeLog { whole: false, keys: Vec::new(), states: Vec::new(), accounted: 0 }
+    }
+}
+
+impl<N> ChangeLog<N> {
+    /// A log that gave up: the frame is written whole.
+    fn given_up() -> Self {
+        ChangeLog { whole: true, ..ChangeLog::default() }
+    }
+
     /// Every change recorded, in the order written.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = DeltaEntry<'_>> {
-        let mut reader = RecordReader::new(&self.entries);
-        // Written by `record_change` alone: the first unreadable entry (never met) ends it.
-        std::iter::from_fn(move || if reader.is_at_end() { None } else { read_entry(&mut reader).ok() })
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&N>)> {
+        let mut rest = &self.keys[..];
+        let keys = std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<2>()?;
+            let (key, tail) = tail.split_at_checked(usize::from(u16::from_le_bytes(*len)))?;
+            rest = tail;
+            Some(key)
+        });
+        keys.zip(self.states.iter().map(Option::as_ref))
+    }
+
+    /// The bytes a delta of every entry would take, about.
+    pub(crate) fn accounted_bytes(&self) -> usize {
+        self.accounted
     }
 }
 
@@ -143,6 +168,8 @@ impl ChangeLog {
 /// frame's encoded size: the checkpoint writes no delta larger than a quarter of the frame
 /// (`checkpoint::DELTA_CHAIN_FRACTION`), and the log is memory.
 const CHANGE_LOG_FRACTION: usize = 4;
+
+const _: () = assert!(crate::api::KEY_LEN_MAX <= u16::MAX as usize, "change log lengths are u16");
 
 impl<N> FrameCell<N> {
     /// A frame whose root is in memory. A new frame is dirty (never written).
@@ -155,7 +182,7 @@ impl<N> FrameCell<N> {
         cell.set_size(size);
         if dirty {
             cell.dirty_generation.store(1, Ordering::Relaxed);
-            cell.changes.lock().whole = true;
+            *cell.changes.lock() = ChangeLog::given_up();
         }
         cell
     }
@@ -275,26 +302,32 @@ impl<N> FrameCell<N> {
     pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
         *self.parent.lock() = Arc::downgrade(parent);
     }
-    /// Records what a write did to its key (relative to the frame), under the write gate and
-    /// before the write is published: the last entry for a key is the key's state in any
-    /// root a checkpoint captures with the log.
-    pub(crate) fn record_change(&self, change: &DeltaEntry<'_>) {
+    /// Records what a write did to `key` (relative to the frame): `state` is the node the
+    /// write left there (`None` if it deleted the key) and `value_len` the value's length.
+    /// Called under the write gate, before the write is published: the last entry for a key
+    /// is then the key's state in any root a checkpoint captures with the log.
+    pub(crate) fn record_change(&self, key: &[u8], state: Option<N>, value_len: usize) {
         let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES);
         let mut log = self.changes.lock();
         if log.whole {
             return;
         }
-        write_entry(&mut log.entries, change);
-        if log.entries.len() > limit {
-            *log = ChangeLog { whole: true, entries: Vec::new() };
+        // About the bytes of the delta entry, the most a leaf held here can keep alive.
+        log.accounted += 8 + key.len() + value_len;
+        if log.accounted > limit {
+            *log = ChangeLog::given_up();
+            return;
         }
+        log.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        log.keys.extend_from_slice(key);
+        log.states.push(state);
     }
     /// The frame changed in a way a delta cannot describe: the next checkpoint writes it whole.
     pub(crate) fn rewrite_whole(&self) {
-        *self.changes.lock() = ChangeLog { whole: true, entries: Vec::new() };
+        *self.changes.lock() = ChangeLog::given_up();
     }
     /// Takes the change log for a checkpoint's capture (under the exclusive write gate).
-    pub(crate) fn take_changes(&self) -> ChangeLog {
+    pub(crate) fn take_changes(&self) -> ChangeLog<N> {
         std::mem::take(&mut *self.changes.lock())
     }
 }

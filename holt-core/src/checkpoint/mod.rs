@@ -85,16 +85,12 @@ fn io_error(op: &'static str) -> impl Fn(io::Error) -> Error {
 const ENCODE_THREADS_MAX: usize = 4;
 
 /// Frames a checkpoint encodes and writes at a time: bounds the encoded images it holds
-/// (at most three batches, 48 × 512 KiB: one being written, one queued for the writer, one
-/// being encoded), while keeping `ENCODE_THREADS_MAX` encoders busy and batching the writes
-/// (io_uring submits a batch at once).
+/// (at most 16 × 512 KiB), while keeping `ENCODE_THREADS_MAX` encoders busy and batching the
+/// writes (io_uring submits a batch at once).
 const WRITE_BATCH_FRAMES: usize = 4 * ENCODE_THREADS_MAX;
 
 /// A frame id, its encoded image or delta, and whether it is a delta.
 type Encoded = (u64, Vec<u8>, bool);
-
-/// Slots and the images written into each, in order, for the checkpoint's writer thread.
-type OwnedWrites = Vec<(u64, Vec<Vec<u8>>)>;
 
 /// Most deltas on top of a frame's image: the next checkpoint writes the frame whole.
 const DELTA_CHAIN_MAX: usize = 4;
@@ -287,14 +283,6 @@ impl Durable {
         })
     }
 
-    fn write_owned(&self, writes: &OwnedWrites) -> Result<()> {
-        let writes: Vec<SlotWrite<'_>> = writes
-            .iter()
-            .map(|(slot, images)| SlotWrite { slot: *slot, images: images.iter().map(|i| &i[..]).collect() })
-            .collect();
-        self.store.write_slots(&writes).map_err(io_error("frame write"))
-    }
-
     /// Steps 2 to 4 of a checkpoint (see the module docs) for a capture taken at `lsn`.
     fn write_checkpoint(
         &self,
@@ -319,73 +307,49 @@ impl Durable {
             }
         }
         let (mut whole, mut deltas) = (0u64, 0u64);
-        // Encoding (CPU) overlaps writing (the device): the frames' writes go to a writer
-        // thread, at most one batch behind the encoders.
-        let (to_writer, writer_queue) = std::sync::mpsc::sync_channel::<OwnedWrites>(1);
-        let (encoded, written) = std::thread::scope(|scope| {
-            let writer = scope.spawn(move || -> Result<()> {
-                for writes in writer_queue {
-                    self.write_owned(&writes)?;
+        // Deltas waiting to fill the slot they are packed into (written when it is full, and
+        // at the end): one write per slot instead of one small write per frame.
+        let mut pack: Vec<Vec<u8>> = Vec::new();
+        let mut pack_slot: Option<u64> = None;
+        let mut pack_bytes = 0usize;
+        let write_pack = |pack: &mut Vec<Vec<u8>>, slot: Option<u64>| -> Result<()> {
+            if let Some(slot) = slot.filter(|_| !pack.is_empty()) {
+                let images = pack.iter().map(|d| &d[..]).collect();
+                self.store.write_slots(&[SlotWrite { slot, images }]).map_err(io_error("frame write"))?;
+            }
+            pack.clear();
+            Ok(())
+        };
+        for frames in capture.dirty.chunks(WRITE_BATCH_FRAMES) {
+            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
+            let mut images: Vec<(u64, Vec<u8>)> = Vec::new();
+            for (id, bytes, is_delta) in blobs {
+                if !is_delta {
+                    let slot = next_slot()?;
+                    whole += 1;
+                    table.insert(id, FrameLoc { image: slot, deltas: Vec::new() });
+                    images.push((slot, bytes));
+                    continue;
                 }
-                Ok(())
-            });
-            let send = move |writes: OwnedWrites| -> Result<()> {
-                // A closed queue means the writer stopped on an error, which `join` returns.
-                to_writer.send(writes).map_err(|_| Error::InvalidArgument("checkpoint writer stopped".into()))
-            };
-            let encoded = (|| -> Result<()> {
-                // Deltas waiting to fill the slot they are packed into (written when it is
-                // full, and at the end): one write per slot instead of one small write per frame.
-                let mut pack: Vec<Vec<u8>> = Vec::new();
-                let mut pack_slot: Option<u64> = None;
-                let mut pack_bytes = 0usize;
-                for frames in capture.dirty.chunks(WRITE_BATCH_FRAMES) {
-                    let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
-                    let mut images: OwnedWrites = Vec::new();
-                    for (id, bytes, is_delta) in blobs {
-                        if !is_delta {
-                            let slot = next_slot()?;
-                            whole += 1;
-                            table.insert(id, FrameLoc { image: slot, deltas: Vec::new() });
-                            images.push((slot, vec![bytes]));
-                            continue;
-                        }
-                        if pack_slot.is_none() || pack_bytes + bytes.len() > FRAME_SIZE {
-                            if let Some(slot) = pack_slot.filter(|_| !pack.is_empty()) {
-                                images.push((slot, std::mem::take(&mut pack)));
-                            }
-                            pack_slot = Some(next_slot()?);
-                            pack_bytes = 0;
-                        }
-                        let slot = pack_slot.unwrap_or_default();
-                        deltas += 1;
-                        table
-                            .entry(id)
-                            .or_default()
-                            .deltas
-                            .push(slot * FRAME_SIZE as u64 + pack_bytes as u64);
-                        // Sealed images are padded to 4 KiB already: the next delta starts aligned.
-                        pack_bytes += bytes.len();
-                        pack.push(bytes);
-                    }
-                    if !images.is_empty() {
-                        send(images)?;
-                    }
+                if pack_slot.is_none() || pack_bytes + bytes.len() > FRAME_SIZE {
+                    write_pack(&mut pack, pack_slot)?;
+                    pack_slot = Some(next_slot()?);
+                    pack_bytes = 0;
                 }
-                if let Some(slot) = pack_slot.filter(|_| !pack.is_empty()) {
-                    send(vec![(slot, pack)])?;
-                }
-                Ok(())
-            })();
-            drop(send);
-            let written = writer
-                .join()
-                .unwrap_or_else(|_| Err(Error::InvalidArgument("checkpoint writer panicked".into())));
-            (encoded, written)
-        });
-        // The writer's error first: the encoder's is then only its echo.
-        written?;
-        encoded?;
+                let slot = pack_slot.unwrap_or_default();
+                deltas += 1;
+                table.entry(id).or_default().deltas.push(slot * FRAME_SIZE as u64 + pack_bytes as u64);
+                // Sealed images are padded to 4 KiB already: the next delta starts aligned.
+                pack_bytes += bytes.len();
+                pack.push(bytes);
+            }
+            let writes: Vec<SlotWrite<'_>> = images
+                .iter()
+                .map(|(slot, bytes)| SlotWrite { slot: *slot, images: vec![&bytes[..]] })
+                .collect();
+            self.store.write_slots(&writes).map_err(io_error("frame write"))?;
+        }
+        write_pack(&mut pack, pack_slot)?;
         self.store.sync().map_err(io_error("frame sync"))?;
         if let Some(missing) = capture.live.iter().find(|id| !table.contains_key(&id.0)) {
             return Err(Error::InvalidArgument(format!("live frame {missing} has no image to checkpoint")));

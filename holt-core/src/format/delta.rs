@@ -109,8 +109,7 @@ impl<'a> DeltaView<'a> {
     }
 }
 
-/// Appends `entry` in a delta's entry encoding (also the encoding of a frame's change log,
-/// `buffer::ChangeLog`).
+/// Appends `entry` in a delta's entry encoding.
 pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
     match *entry {
         DeltaEntry::Put { key, value, version } => write_leaf(out, key, value, version),

@@ -12,7 +12,6 @@ use super::write::Change;
 use super::{split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
-use crate::format::delta::DeltaEntry;
 use crate::format::FrameId;
 use crate::sync::Latched;
 
@@ -305,7 +304,7 @@ impl Tree {
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
-                w.cell.record_change(&change_entry(op, *depth, seq));
+                record_change(&w.cell, op, *depth, &change.root);
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -411,7 +410,7 @@ impl Tree {
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
             let small = changed && {
-                cell.record_change(&change_entry(op, depth, seq));
+                record_change(&cell, op, depth, &lent.change().root);
                 self.publish_frame(&cell, size_delta, |cell| lent.publish(|root| cell.publish_taking(root)))?
             };
             drop(gate);
@@ -442,12 +441,17 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
     first_own_byte(root).is_some_and(|lead| key.get(depth) != Some(&lead))
 }
 
-/// What `op`, applied at version `version` to a frame its key enters at `depth`, did to
-/// the frame: its change log's entry.
-fn change_entry<'a>(op: &Op<'a>, depth: usize, version: u64) -> DeltaEntry<'a> {
-    match *op {
-        Op::Put { key, value, .. } => DeltaEntry::Put { key: &key[depth..], value, version },
-        Op::Delete { key, .. } => DeltaEntry::Delete { key: &key[depth..] },
+/// Records in `cell`'s change log what `op` did to its key, which enters the frame at
+/// `depth`; `root` is the frame's root with the op applied.
+fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, root: &Node) {
+    let key = &op.key()[depth..];
+    match op {
+        Op::Put { value, .. } => {
+            let leaf = super::leaf_at(root, key, 0).cloned().map(Node::Leaf);
+            debug_assert!(leaf.is_some(), "a put's key is in the root it made");
+            cell.record_change(key, leaf, value.len());
+        }
+        Op::Delete { .. } => cell.record_change(key, None, 0),
     }
 }
 

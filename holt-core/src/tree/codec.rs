@@ -94,7 +94,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
 pub(crate) fn encode_delta(
     id: FrameId,
     root: &Node,
-    changes: &ChangeLog,
+    changes: &ChangeLog<Node>,
     chain_index: u32,
     max_bytes: usize,
 ) -> Option<Vec<u8>> {
@@ -102,10 +102,22 @@ pub(crate) fn encode_delta(
         return None;
     }
     // Newest first within a key, so that `dedup` keeps each key's last entry.
-    let mut entries: Vec<(usize, DeltaEntry<'_>)> = changes.iter().enumerate().collect();
+    let mut entries: Vec<(usize, DeltaEntry<'_>)> = changes
+        .iter()
+        .map(|(key, state)| match state {
+            Some(Node::Leaf(leaf)) => {
+                Some(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() })
+            }
+            // A put records the leaf it stored: anything else (never met) is written whole.
+            Some(_) => None,
+            None => Some(DeltaEntry::Delete { key }),
+        })
+        .enumerate()
+        .map(|(i, entry)| Some((i, entry?)))
+        .collect::<Option<_>>()?;
     entries.sort_unstable_by(|(i, a), (j, b)| a.key().cmp(b.key()).then(j.cmp(i)));
     entries.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
-    let mut delta = DeltaWriter::new(changes.entries.len().min(max_bytes));
+    let mut delta = DeltaWriter::new(changes.accounted_bytes().min(max_bytes));
     for (_, entry) in &entries {
         debug_assert_eq!(state_in(root, entry.key()), Some(entry.clone()), "change log and root disagree");
         delta.push(entry);

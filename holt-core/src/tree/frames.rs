@@ -21,7 +21,7 @@ pub(crate) struct CapturedFrame {
     pub generation: u64,
     pub root: Node,
     /// The keys changed since the previous capture (see `ChangeLog`).
-    pub changes: ChangeLog,
+    pub changes: ChangeLog<Node>,
     /// The frame's encoded size when captured.
     pub encoded_bytes: usize,
 }

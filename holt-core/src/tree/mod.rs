@@ -33,7 +33,7 @@ use crate::buffer::{BufferPool, FrameCell, FrameSource};
 use crate::error::Result;
 use crate::format::frame::HEADER_LEN;
 use crate::format::{FrameId, FRAME_SIZE};
-use node::{Cell, Inner, Leaf, Node};
+use node::{Cell, Inner, Leaf, Node, Shared};
 
 pub(crate) use apply::ApplyOutcome;
 pub(crate) use codec::{encode_delta, encode_frame};
@@ -114,6 +114,27 @@ pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -
                     }
                     None => return Walk::Here(None),
                 }
+            }
+        }
+    }
+}
+
+/// The leaf holding `key` in the frame whose root is `node` (`walk_frame`, with the leaf's
+/// allocation rather than a borrow of it).
+pub(super) fn leaf_at<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -> Option<&'a Shared<Leaf>> {
+    loop {
+        match node {
+            Node::Leaf(l) => return (l.suffix() == &key[depth..]).then_some(l),
+            Node::Link(_) => return None,
+            Node::Inner(inner) => {
+                let rest = &key[depth..];
+                if !rest.starts_with(inner.prefix()) {
+                    return None;
+                }
+                depth += inner.prefix().len();
+                let Some(&b) = key.get(depth) else { return inner.terminal() };
+                node = inner.children().get(b)?;
+                depth += 1;
             }
         }
     }
