@@ -110,7 +110,7 @@ impl<'a> DeltaView<'a> {
 }
 
 /// Appends `entry` in a delta's entry encoding.
-pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
+fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
     match *entry {
         DeltaEntry::Put { key, value, version } => write_leaf(out, key, value, version),
         DeltaEntry::Delete { key } => {
@@ -122,7 +122,7 @@ pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
 }
 
 /// Reads the entry at `reader`'s position (error offsets are the reader's).
-pub(crate) fn read_entry<'a>(reader: &mut RecordReader<'a>) -> Result<DeltaEntry<'a>, RecordError> {
+fn read_entry<'a>(reader: &mut RecordReader<'a>) -> Result<DeltaEntry<'a>, RecordError> {
     let start = reader.position();
     let tag = reader.peek();
     if tag == Some(TAG_DELETE) {

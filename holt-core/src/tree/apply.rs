@@ -446,11 +446,15 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
 fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, root: &Node) {
     let key = &op.key()[depth..];
     match op {
-        Op::Put { value, .. } => {
-            let leaf = super::leaf_at(root, key, 0).cloned().map(Node::Leaf);
-            debug_assert!(leaf.is_some(), "a put's key is in the root it made");
-            cell.record_change(key, leaf, value.len());
-        }
+        Op::Put { value, .. } => match super::leaf_at(root, key, 0) {
+            Some(leaf) => cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len()),
+            None => {
+                // Never met: a put's key is in the root it made. Recorded as nothing, not as
+                // a deletion: the frame is written whole.
+                debug_assert!(false, "a put's key is missing from the root it made");
+                cell.rewrite_whole();
+            }
+        },
         Op::Delete { .. } => cell.record_change(key, None, 0),
     }
 }
