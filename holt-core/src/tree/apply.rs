@@ -446,9 +446,9 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
 fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, root: &Node) {
     let key = &op.key()[depth..];
     match op {
-        Op::Put { value, .. } => match super::leaf_at(root, key, 0) {
-            Some(leaf) => cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len()),
-            None => {
+        Op::Put { value, .. } => match walk_frame(root, key, 0) {
+            Walk::Here(Some(leaf)) => cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len()),
+            _ => {
                 // Never met: a put's key is in the root it made. Recorded as nothing, not as
                 // a deletion: the frame is written whole.
                 debug_assert!(false, "a put's key is missing from the root it made");

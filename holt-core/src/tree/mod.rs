@@ -85,8 +85,9 @@ pub struct ShapeStats {
 
 /// Where a key's walk inside one frame ends.
 pub(super) enum Walk<'a> {
-    /// In this frame: the leaf holding the key, if any.
-    Here(Option<&'a Leaf>),
+    /// In this frame: the leaf holding the key, if any (its allocation, for callers that keep
+    /// it).
+    Here(Option<&'a Shared<Leaf>>),
     /// The key's path continues in a child frame, whose root starts at this key depth.
     Link(&'a Arc<Cell>, usize),
 }
@@ -105,7 +106,7 @@ pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -
                 }
                 depth += prefix.len();
                 let Some(&b) = key.get(depth) else {
-                    return Walk::Here(inner.terminal().map(|t| &**t));
+                    return Walk::Here(inner.terminal());
                 };
                 match inner.children().get(b) {
                     Some(child) => {
@@ -114,27 +115,6 @@ pub(super) fn walk_frame<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -
                     }
                     None => return Walk::Here(None),
                 }
-            }
-        }
-    }
-}
-
-/// The leaf holding `key` in the frame whose root is `node` (`walk_frame`, with the leaf's
-/// allocation rather than a borrow of it).
-pub(super) fn leaf_at<'a>(mut node: &'a Node, key: &[u8], mut depth: usize) -> Option<&'a Shared<Leaf>> {
-    loop {
-        match node {
-            Node::Leaf(l) => return (l.suffix() == &key[depth..]).then_some(l),
-            Node::Link(_) => return None,
-            Node::Inner(inner) => {
-                let rest = &key[depth..];
-                if !rest.starts_with(inner.prefix()) {
-                    return None;
-                }
-                depth += inner.prefix().len();
-                let Some(&b) = key.get(depth) else { return inner.terminal() };
-                node = inner.children().get(b)?;
-                depth += 1;
             }
         }
     }

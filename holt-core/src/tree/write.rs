@@ -522,7 +522,7 @@ mod tests {
         let addresses = |root: &Node, key: &[u8]| -> (*const u8, *const u8) {
             let Node::Inner(top) = root else { panic!("an inner root") };
             let leaf = match walk_frame(root, key, 0) {
-                Walk::Here(Some(leaf)) => (leaf as *const Leaf).cast::<u8>(),
+                Walk::Here(Some(leaf)) => (&**leaf as *const Leaf).cast::<u8>(),
                 _ => panic!("{key:?} is stored"),
             };
             (top.address(), leaf)
