@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::node::{first_own_byte, Cell, Footprint, Node};
+use super::node::{first_own_byte, Cell, Footprint, Leaf, Node, Shared};
 use super::write::Change;
 use super::{split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
@@ -304,7 +304,7 @@ impl Tree {
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
-                record_change(&w.cell, op, *depth, &change.root);
+                record_change(&w.cell, op, *depth, change.stored.as_ref());
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -410,7 +410,7 @@ impl Tree {
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
             let small = changed && {
-                record_change(&cell, op, depth, &lent.change().root);
+                record_change(&cell, op, depth, lent.change().stored.as_ref());
                 self.publish_frame(&cell, size_delta, |cell| lent.publish(|root| cell.publish_taking(root)))?
             };
             drop(gate);
@@ -442,20 +442,20 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
 }
 
 /// Records in `cell`'s change log what `op` did to its key, which enters the frame at
-/// `depth`; `root` is the frame's root with the op applied.
-fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, root: &Node) {
+/// `depth`; `stored` is the leaf a put stored (`Change::stored`).
+fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, stored: Option<&Shared<Leaf>>) {
     let key = &op.key()[depth..];
-    match op {
-        Op::Put { value, .. } => match walk_frame(root, key, 0) {
-            Walk::Here(Some(leaf)) => cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len()),
-            _ => {
-                // Never met: a put's key is in the root it made. Recorded as nothing, not as
-                // a deletion: the frame is written whole.
-                debug_assert!(false, "a put's key is missing from the root it made");
-                cell.rewrite_whole();
-            }
-        },
-        Op::Delete { .. } => cell.record_change(key, None, 0),
+    match (op, stored) {
+        (Op::Put { value, .. }, Some(leaf)) => {
+            cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len())
+        }
+        (Op::Put { .. }, None) => {
+            // Never met: a put stores a leaf. Recorded as nothing, not as a deletion: the
+            // frame is written whole.
+            debug_assert!(false, "a put stored no leaf");
+            cell.rewrite_whole();
+        }
+        (Op::Delete { .. }, _) => cell.record_change(key, None, 0),
     }
 }
 

@@ -16,6 +16,9 @@ pub(super) struct Change {
     pub size_delta: Footprint,
     /// Whether the key held a value before the write.
     pub existed: bool,
+    /// The leaf a put stored (`None` for a delete): what the frame's change log records,
+    /// found in the few nodes the put created rather than by walking the new root again.
+    pub stored: Option<Shared<Leaf>>,
 }
 
 fn footprint_of(node: &Option<Node>) -> Footprint {
@@ -148,10 +151,20 @@ impl Path<'_> {
     /// Stores `value` under `key` (the key `descend` walked).
     pub(super) fn put(self, key: &[u8], value: &[u8], version: u64) -> Change {
         let (replacement, mut delta, existed) = self.put_bottom(key, value, version);
+        let stored = self.stored_in(&replacement, key);
         let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
         delta += path_delta;
         let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
-        Change { root, size_delta: delta, existed }
+        Change { root, size_delta: delta, existed, stored }
+    }
+
+    /// The leaf holding `key` in `replacement`, the node `put_bottom` built in place of the
+    /// one the path stops at (one or two levels deep).
+    fn stored_in(&self, replacement: &Node, key: &[u8]) -> Option<Shared<Leaf>> {
+        match super::walk_frame(replacement, key, self.depth) {
+            super::Walk::Here(leaf) => leaf.cloned(),
+            super::Walk::Link(..) => None,
+        }
     }
 
     /// `put`, with the path copy's siblings lent by the old path instead of counted
@@ -162,12 +175,13 @@ impl Path<'_> {
     /// copy would have).
     pub(super) fn put_lent(self, key: &[u8], value: &[u8], version: u64) -> LentRoot {
         let (replacement, delta, existed) = self.put_bottom(key, value, version);
+        let stored = self.stored_in(&replacement, key);
         let (new_root, path_delta, lent) = rebuild_lent(&self.steps, Some(replacement));
         let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
         LentRoot::new(
             self.root,
             &self.steps[..lent],
-            Change { root, size_delta: delta + path_delta, existed },
+            Change { root, size_delta: delta + path_delta, existed, stored },
         )
     }
 
@@ -175,7 +189,8 @@ impl Path<'_> {
     /// delete reshapes (those are copied with counts, as `delete` copies them).
     pub(super) fn delete_lent(self, key: &[u8]) -> LentRoot {
         let Some((replacement, delta)) = self.delete_bottom(key) else {
-            let unchanged = Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false };
+            let unchanged =
+                Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false, stored: None };
             return LentRoot::new(self.root, &[], unchanged);
         };
         let (new_root, path_delta, lent) = rebuild_lent(&self.steps, replacement);
@@ -275,7 +290,12 @@ impl Path<'_> {
     /// Removes `key` (the key `descend` walked); a missing key leaves the root as it was.
     pub(super) fn delete(self, key: &[u8]) -> Change {
         let Some((replacement, delta)) = self.delete_bottom(key) else {
-            return Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false };
+            return Change {
+                root: self.root.clone(),
+                size_delta: Footprint::ZERO,
+                existed: false,
+                stored: None,
+            };
         };
         let (new_root, path_delta) = rebuild(&self.steps, replacement);
         finish_delete(new_root, delta + path_delta)
@@ -312,7 +332,7 @@ fn finish_delete(new_root: Option<Node>, mut delta: Footprint) -> Change {
             empty
         }
     };
-    Change { root, size_delta: delta, existed: true }
+    Change { root, size_delta: delta, existed: true, stored: None }
 }
 
 /// `rebuild`, lending counts on the upper part of the path: from the bottom up, nodes are
