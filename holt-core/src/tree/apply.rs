@@ -296,7 +296,7 @@ impl Tree {
         let mut key_delta = 0i64;
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
-            let change = match op {
+            let mut change = match op {
                 Op::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
                 Op::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
             };
@@ -304,7 +304,7 @@ impl Tree {
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
-                record_change(&w.cell, op, *depth, change.stored.as_ref());
+                record_change(&w.cell, op, *depth, change.stored.take());
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
@@ -400,7 +400,7 @@ impl Tree {
             let seq = log()?;
             // The path copy lends the siblings' counts (`Path::put_lent`): the loan is paid
             // once the new root is published.
-            let lent = match op {
+            let mut lent = match op {
                 Op::Put { value, .. } => path.put_lent(key, value, seq),
                 Op::Delete { .. } => path.delete_lent(key),
             };
@@ -410,7 +410,7 @@ impl Tree {
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
             let small = changed && {
-                record_change(&cell, op, depth, lent.change().stored.as_ref());
+                record_change(&cell, op, depth, lent.take_stored());
                 self.publish_frame(&cell, size_delta, |cell| lent.publish(|root| cell.publish_taking(root)))?
             };
             drop(gate);
@@ -443,12 +443,10 @@ fn may_change_lead(root: &Node, key: &[u8], depth: usize) -> bool {
 
 /// Records in `cell`'s change log what `op` did to its key, which enters the frame at
 /// `depth`; `stored` is the leaf a put stored (`Change::stored`).
-fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, stored: Option<&Shared<Leaf>>) {
+fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, stored: Option<Shared<Leaf>>) {
     let key = &op.key()[depth..];
     match (op, stored) {
-        (Op::Put { value, .. }, Some(leaf)) => {
-            cell.record_change(key, Some(Node::Leaf(leaf.clone())), value.len())
-        }
+        (Op::Put { value, .. }, Some(leaf)) => cell.record_change(key, Some(Node::Leaf(leaf)), value.len()),
         (Op::Put { .. }, None) => {
             // Never met: a put stores a leaf. Recorded as nothing, not as a deletion: the
             // frame is written whole.

@@ -21,6 +21,13 @@ pub(super) struct Change {
     pub stored: Option<Shared<Leaf>>,
 }
 
+impl Change {
+    /// A write that found nothing to do: the root stays as it was.
+    fn unchanged(root: &Node) -> Change {
+        Change { root: root.clone(), size_delta: Footprint::ZERO, existed: false, stored: None }
+    }
+}
+
 fn footprint_of(node: &Option<Node>) -> Footprint {
     node.as_ref().map_or(Footprint::ZERO, |n| n.footprint())
 }
@@ -189,9 +196,7 @@ impl Path<'_> {
     /// delete reshapes (those are copied with counts, as `delete` copies them).
     pub(super) fn delete_lent(self, key: &[u8]) -> LentRoot {
         let Some((replacement, delta)) = self.delete_bottom(key) else {
-            let unchanged =
-                Change { root: self.root.clone(), size_delta: Footprint::ZERO, existed: false, stored: None };
-            return LentRoot::new(self.root, &[], unchanged);
+            return LentRoot::new(self.root, &[], Change::unchanged(self.root));
         };
         let (new_root, path_delta, lent) = rebuild_lent(&self.steps, replacement);
         let change = finish_delete(new_root, delta + path_delta);
@@ -290,12 +295,7 @@ impl Path<'_> {
     /// Removes `key` (the key `descend` walked); a missing key leaves the root as it was.
     pub(super) fn delete(self, key: &[u8]) -> Change {
         let Some((replacement, delta)) = self.delete_bottom(key) else {
-            return Change {
-                root: self.root.clone(),
-                size_delta: Footprint::ZERO,
-                existed: false,
-                stored: None,
-            };
+            return Change::unchanged(self.root);
         };
         let (new_root, path_delta) = rebuild(&self.steps, replacement);
         finish_delete(new_root, delta + path_delta)
@@ -405,6 +405,11 @@ impl LentRoot {
 
     pub(super) fn change(&self) -> &Change {
         self.change.as_ref().expect("not yet published")
+    }
+
+    /// The leaf the put stored (`Change::stored`), moved out for the frame's change log.
+    pub(super) fn take_stored(&mut self) -> Option<Shared<Leaf>> {
+        self.change.as_mut().and_then(|c| c.stored.take())
     }
 
     /// Publishes the new root with `store`, which returns the old root if it took it back
