@@ -3,15 +3,19 @@
 //! Signatures here are what the gateway codes against: change them only together with the
 //! gateway.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use crate::api::*;
 use crate::checkpoint::Durable;
 use crate::error::{Error, Result};
 use crate::io::{StdFs, Vfs};
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
+use crate::wal::{Ticket, WaiterSlot, Wal};
 
 /// A database handle. Cheap to share: wrap it in an `Arc` (all methods take `&self`).
 /// `Db` is `Send + Sync`; readers never wait for writers.
@@ -73,12 +77,15 @@ impl Db {
     }
 
     /// Applies a batch: conditions checked and the record logged with the batch's frames
-    /// latched (so for every key, log order is apply order), then, for `Sync`, waits for the
-    /// group fdatasync that covers the record. With a log, `Memory` durability is logged like
-    /// `Async` (an unlogged write would break replay's ordering of versions).
-    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<crate::tree::ApplyOutcome> {
+    /// latched (so for every key, log order is apply order). The returned write is visible to
+    /// readers; for `Sync` its durability is still to come: the caller waits (blocking or
+    /// async) for the group fdatasync that covers the record. With a log, `Memory` durability
+    /// is logged like `Async` (an unlogged write would break replay's ordering of versions).
+    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<Pending<'_, crate::tree::ApplyOutcome>> {
         let Some(durable) = &self.durable else {
-            return self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1));
+            let outcome =
+                self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
+            return Ok(Pending::done(outcome));
         };
         let durability = options.durability.unwrap_or(self.default_durability);
         let mut ticket = None;
@@ -91,13 +98,12 @@ impl Db {
             Ok(t.lsn)
         });
         match (result, ticket) {
-            (Ok(outcome), Some(ticket)) => {
-                if durability == Durability::Sync {
-                    durable.wal.wait(ticket)?;
-                }
-                Ok(outcome)
-            }
-            (Ok(outcome), None) => Ok(outcome),
+            (Ok(outcome), Some(ticket)) if durability == Durability::Sync => Ok(Pending {
+                wal: Some((&durable.wal, ticket)),
+                slot: WaiterSlot::default(),
+                value: Some(outcome),
+            }),
+            (Ok(outcome), _) => Ok(Pending::done(outcome)),
             (Err(e), None) => Err(e),
             (Err(e), Some(_)) => {
                 // Logged but not applied: memory and log disagree. Refuse further writes;
@@ -144,7 +150,20 @@ impl Db {
         condition: Condition,
         options: WriteOptions,
     ) -> Result<Version> {
-        Ok(Version(self.apply(&[Op::Put { key, value, condition }], options)?.version))
+        self.put_pending(key, value, condition, options)?.wait()
+    }
+
+    /// `put_with` that returns as soon as the write is applied and logged, before a `Sync`
+    /// write's fdatasync: `.await` the result (or `wait` on it) for the durability. The write
+    /// is visible to readers at once, as every write is before it is acknowledged.
+    pub fn put_pending(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        condition: Condition,
+        options: WriteOptions,
+    ) -> Result<Pending<'_, Version>> {
+        Ok(self.apply(&[Op::Put { key, value, condition }], options)?.map(|o| Version(o.version)))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -154,14 +173,30 @@ impl Db {
 
     /// Deletes `key` if `condition` holds; returns whether it existed.
     pub fn delete_with(&self, key: &[u8], condition: Condition, options: WriteOptions) -> Result<bool> {
-        let outcome = self.apply(&[Op::Delete { key, condition }], options)?;
-        Ok(outcome.existed.first().copied().unwrap_or(false))
+        self.delete_pending(key, condition, options)?.wait()
+    }
+
+    /// `delete_with` that does not wait for the durability (see `put_pending`).
+    pub fn delete_pending(
+        &self,
+        key: &[u8],
+        condition: Condition,
+        options: WriteOptions,
+    ) -> Result<Pending<'_, bool>> {
+        Ok(self
+            .apply(&[Op::Delete { key, condition }], options)?
+            .map(|o| o.existed.first().copied().unwrap_or(false)))
     }
 
     /// Applies every operation of `batch` atomically (one log record): if any condition fails,
     /// nothing is applied and `Error::ConditionFailed` is returned. Returns the batch's version.
     pub fn write_batch(&self, batch: &Batch, options: WriteOptions) -> Result<Version> {
-        Ok(Version(self.apply(&ops_of(&batch.ops), options)?.version))
+        self.write_batch_pending(batch, options)?.wait()
+    }
+
+    /// `write_batch` that does not wait for the durability (see `put_pending`).
+    pub fn write_batch_pending(&self, batch: &Batch, options: WriteOptions) -> Result<Pending<'_, Version>> {
+        Ok(self.apply(&ops_of(&batch.ops), options)?.map(|o| Version(o.version)))
     }
 
     /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most
@@ -280,5 +315,81 @@ impl Drop for Db {
             durable.stop_background();
             let _ = durable.wal.shutdown();
         }
+    }
+}
+
+/// A write that is applied (readers see it) and logged, whose durability may still be to
+/// come: the result of `Db::put_pending` and its siblings. `wait` blocks until the group
+/// fdatasync that covers the write has finished; `.await` does the same without holding a
+/// thread, so thousands of writers on a few runtime threads share each fdatasync. Either
+/// gives the write's result, or the log's error if the sync failed (the write may then be
+/// lost; the database refuses writes until reopened). Writes that are not `Sync` are durable
+/// as far as they will be at once.
+///
+/// Dropping it without waiting leaves the write as it is: logged, and synced with the next
+/// group (like an `Async` write, nobody learns when).
+#[must_use = "a Sync write is durable only once this is awaited or waited on"]
+pub struct Pending<'db, T> {
+    /// The log and the record a `Sync` write waits for; `None` once there is nothing to wait for.
+    wal: Option<(&'db Wal, Ticket)>,
+    /// The task's registration while `.await` is pending.
+    slot: WaiterSlot,
+    /// The write's result, handed out once.
+    value: Option<T>,
+}
+
+impl<'db, T> Pending<'db, T> {
+    fn done(value: T) -> Pending<'db, T> {
+        Pending { wal: None, slot: WaiterSlot::default(), value: Some(value) }
+    }
+
+    fn map<U>(mut self, f: impl FnOnce(T) -> U) -> Pending<'db, U> {
+        Pending { wal: self.wal.take(), slot: WaiterSlot::default(), value: self.value.take().map(f) }
+    }
+
+    /// Blocks until the write is durable and returns its result.
+    pub fn wait(mut self) -> Result<T> {
+        if let Some((wal, ticket)) = self.wal.take() {
+            wal.wait(ticket)?;
+        }
+        Ok(self.value.take().expect("a pending write's result is taken once"))
+    }
+
+    /// Whether the write is durable already (`wait` would not block).
+    pub fn is_durable(&self) -> bool {
+        self.wal.is_none_or(|(wal, ticket)| wal.is_durable(ticket))
+    }
+}
+
+impl<T: Unpin> Future for Pending<'_, T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        if let Some((wal, ticket)) = this.wal {
+            match wal.poll_wait(ticket, &mut this.slot, cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => {
+                    this.wal = None;
+                    result?;
+                }
+            }
+        }
+        Poll::Ready(Ok(this.value.take().expect("a finished pending write was polled again")))
+    }
+}
+
+impl<T> Drop for Pending<'_, T> {
+    fn drop(&mut self) {
+        if let Some((wal, _)) = self.wal {
+            wal.forget(&mut self.slot);
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Pending<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waits_for = self.wal.map(|(_, ticket)| ticket.end);
+        f.debug_struct("Pending").field("waits_for", &waits_for).finish_non_exhaustive()
     }
 }

@@ -42,5 +42,5 @@ mod tree;
 mod wal;
 
 pub use api::*;
-pub use db::Db;
+pub use db::{Db, Pending};
 pub use error::{Error, Location, Result};

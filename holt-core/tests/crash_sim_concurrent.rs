@@ -1,4 +1,5 @@
-//! Invariant: with several threads writing at once (group commit), a power cut at a random
+//! Invariant: with several threads writing at once (group commit), or many tasks on a
+//! two-thread async runtime awaiting their writes (`Db::put_pending`), a power cut at a random
 //! moment loses no acknowledged sync write, and what survives is a prefix of the log:
 //! - every write acknowledged with `Sync` durability is present with its value and version;
 //! - no surviving write has a larger lsn than a lost acknowledged write (no holes);
@@ -21,7 +22,24 @@ use std::time::Duration;
 use holt_core::io::{SimFs, Vfs};
 use holt_core::{Condition, Db, Durability, WriteOptions};
 
-const THREADS: u64 = 4;
+/// Who writes: blocking writer threads, or tasks that await their durability.
+#[derive(Clone, Copy, Debug)]
+enum Writers {
+    Threads,
+    Tasks,
+}
+
+impl Writers {
+    fn count(self) -> u64 {
+        match self {
+            Writers::Threads => 4,
+            Writers::Tasks => 16,
+        }
+    }
+}
+
+/// Most writes per writer.
+const WRITES: u64 = 5_000;
 
 /// One write as its thread saw it: step, sync or not, and the version if it returned Ok.
 struct Step {
@@ -37,44 +55,102 @@ fn value(t: u64, i: u64) -> Vec<u8> {
     format!("{t}:{i}").into_bytes()
 }
 
-fn run_case(seed: u64) {
+/// Writer `t`'s next write is sync (two in three) or async; the same sequence for both kinds
+/// of writer.
+fn options(rng: &mut u64) -> (bool, WriteOptions) {
+    let sync = !oracle::next(rng).is_multiple_of(3);
+    let durability = if sync { Durability::Sync } else { Durability::Async };
+    (sync, WriteOptions { durability: Some(durability) })
+}
+
+fn writer_rng(seed: u64, t: u64) -> u64 {
+    seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Starts the writers; joining the returned handle gives each writer's steps once `stop` is set.
+fn start_writers(
+    writers: Writers,
+    db: &Arc<Db>,
+    stop: &Arc<AtomicBool>,
+    seed: u64,
+) -> Box<dyn FnOnce() -> Vec<Vec<Step>>> {
+    match writers {
+        Writers::Threads => {
+            let handles: Vec<_> = (0..writers.count())
+                .map(|t| {
+                    let (db, stop) = (db.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        let mut steps = Vec::new();
+                        let mut rng = writer_rng(seed, t);
+                        for i in 0..WRITES {
+                            if stop.load(Ordering::Acquire) {
+                                break;
+                            }
+                            let (sync, options) = options(&mut rng);
+                            let result = db.put_with(&key(t, i), &value(t, i), Condition::None, options);
+                            steps.push(Step { sync, version: result.ok().map(|v| v.0) });
+                        }
+                        steps
+                    })
+                })
+                .collect();
+            Box::new(move || handles.into_iter().map(|w| w.join().expect("writer")).collect())
+        }
+        Writers::Tasks => {
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
+            let tasks: Vec<_> = (0..writers.count())
+                .map(|t| {
+                    let (db, stop) = (db.clone(), stop.clone());
+                    runtime.spawn(async move {
+                        let mut steps = Vec::new();
+                        let mut rng = writer_rng(seed, t);
+                        for i in 0..WRITES {
+                            if stop.load(Ordering::Acquire) {
+                                break;
+                            }
+                            let (sync, options) = options(&mut rng);
+                            // Applied and logged here; acknowledged only once the await returns.
+                            let result =
+                                match db.put_pending(&key(t, i), &value(t, i), Condition::None, options) {
+                                    Ok(pending) => pending.await,
+                                    Err(e) => Err(e),
+                                };
+                            steps.push(Step { sync, version: result.ok().map(|v| v.0) });
+                        }
+                        steps
+                    })
+                })
+                .collect();
+            Box::new(move || {
+                let steps = runtime.block_on(async {
+                    let mut all = Vec::new();
+                    for task in tasks {
+                        all.push(task.await.expect("writer task"));
+                    }
+                    all
+                });
+                drop(runtime);
+                steps
+            })
+        }
+    }
+}
+
+fn run_case(seed: u64, writers: Writers) {
     let fs = SimFs::new(seed);
     let vfs: Arc<dyn Vfs> = fs.clone();
     let db = Arc::new(Db::open_with_vfs(vfs.clone(), oracle::opts()).expect("open"));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let (db, stop) = (db.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut steps = Vec::new();
-                let mut rng = seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                for i in 0.. {
-                    if stop.load(Ordering::Acquire) || i >= 5_000 {
-                        break;
-                    }
-                    // Two writes in three are sync, the rest async.
-                    let sync = !oracle::next(&mut rng).is_multiple_of(3);
-                    let durability = if sync { Durability::Sync } else { Durability::Async };
-                    let result = db.put_with(
-                        &key(t, i),
-                        &value(t, i),
-                        Condition::None,
-                        WriteOptions { durability: Some(durability) },
-                    );
-                    steps.push(Step { sync, version: result.ok().map(|v| v.0) });
-                }
-                steps
-            })
-        })
-        .collect();
+    let join = start_writers(writers, &db, &stop, seed);
     let mut rng = seed;
     std::thread::sleep(Duration::from_micros(500 + oracle::next(&mut rng) % 20_000));
     fs.crash();
     stop.store(true, Ordering::Release);
-    let steps: Vec<Vec<Step>> = writers.into_iter().map(|w| w.join().expect("writer")).collect();
+    let steps = join();
     drop(db);
 
-    let context = format!("seed {seed}");
+    let context = format!("{writers:?}, seed {seed}");
     let db =
         Db::open_with_vfs(vfs.clone(), oracle::opts()).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
     let got: BTreeMap<Vec<u8>, (Vec<u8>, u64)> =
@@ -88,7 +164,7 @@ fn run_case(seed: u64) {
             .and_then(|(t, i)| Some((t.parse::<u64>().ok()?, i.parse::<u64>().ok()?)));
         let Some((t, i)) = parsed else { panic!("{context}: phantom key {name}") };
         assert!(
-            t < THREADS && (i as usize) < steps[t as usize].len(),
+            t < writers.count() && (i as usize) < steps[t as usize].len(),
             "{context}: key {name} was never written"
         );
         assert_eq!(v, &value(t, i), "{context}: {name} has a value nobody wrote");
@@ -147,6 +223,16 @@ fn run_case(seed: u64) {
 fn power_cut_during_concurrent_sync_and_async_writes() {
     let base = oracle::seed("power_cut_during_concurrent_sync_and_async_writes");
     for case in 0..20u64 {
-        run_case(base.wrapping_add(case));
+        run_case(base.wrapping_add(case), Writers::Threads);
+    }
+}
+
+/// The same cut with 16 tasks on a two-thread runtime, each awaiting its writes: a task's
+/// acknowledgement (its await returning) must mean the same as a blocking writer's.
+#[test]
+fn power_cut_during_writes_awaited_by_tasks() {
+    let base = oracle::seed("power_cut_during_writes_awaited_by_tasks");
+    for case in 0..20u64 {
+        run_case(base.wrapping_add(case), Writers::Tasks);
     }
 }

@@ -5,12 +5,13 @@
 //!   to a record whose writer finished copying (no reserved-but-unpublished gap is ever copied);
 //! - records come out whole, each exactly once, in reservation order;
 //! - a writer waiting for durability is always woken once the flusher covers its record
-//!   (no lost wake-up), and a writer parked on a full ring is woken when space frees.
+//!   (no lost wake-up), whether it sleeps on the futex word's stand-in or is a task that
+//!   awaits (`poll_durable`), and a writer parked on a full ring is woken when space frees.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p holt-core --test loom_ring --release`
 //!
-//! Budget: CI runs all four models at preemption bound 3; they are sized (ring bytes, unit
-//! words, threads) so the four finish in about two and a half minutes on two test threads of
+//! Budget: CI runs all five models at preemption bound 3; they are sized (ring bytes, unit
+//! words, threads) so the four oldest finish in about two and a half minutes on two test threads of
 //! the 2-core CI machine (138 s here since the durability wait became the futex word's
 //! stand-in, 40 s before). Each model's comment says what it covers; shrink a model only by
 //! keeping that list true.
@@ -22,7 +23,7 @@ mod ring;
 
 use loom::sync::Arc;
 use loom::thread;
-use ring::{unit_padded_len, Ring};
+use ring::{unit_padded_len, Ring, WaiterSlot};
 
 /// A unit of `len` bytes (multiple of 8) filled with `tag`, in the ring's first-word format.
 fn unit(tag: u8, len: usize) -> Vec<u8> {
@@ -213,5 +214,55 @@ fn group_commit_wake_up() {
         }
         sync_writer.join().unwrap();
         async_writer.join().unwrap();
+    });
+}
+
+/// Wakes a loom thread parked in `block_on`.
+struct Unparker(loom::thread::Thread);
+
+impl std::task::Wake for Unparker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `poll` until it is ready, parking the (loom) thread in between: its waker is the only
+/// thing that unparks it, so a lost wake-up leaves the thread parked forever.
+fn block_on<T>(mut poll: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<T>) -> T {
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unparker(thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(value) = poll(&mut cx) {
+            return value;
+        }
+        thread::park();
+    }
+}
+
+/// Async wake-up: a task awaiting durability of its record, which sits behind or before
+/// another writer's record, polls under `block_on`, whose waker is the task's only way to
+/// be woken. Covers: registration racing the flusher's `end_sync` (the
+/// `async_waiters` RMW handshake), the check after registering, and the wake-up outside the
+/// lock; a lost wake-up is a deadlock loom reports, an early return fails the assertion.
+#[test]
+fn task_wake_up() {
+    model(|| {
+        let ring = Arc::new(Ring::new(64, 0));
+        let r1 = ring.clone();
+        let other_writer = thread::spawn(move || {
+            let pos = r1.reserve(16).unwrap();
+            r1.publish(pos, &unit(1, 16));
+        });
+        let r2 = ring.clone();
+        let task = thread::spawn(move || {
+            let pos = r2.reserve(16).unwrap();
+            r2.publish(pos, &unit(2, 16));
+            let mut slot = WaiterSlot::default();
+            block_on(|cx| r2.poll_durable(pos + 16, &mut slot, cx)).unwrap();
+            assert!(r2.durable() >= pos + 16, "the task returned before its record was durable");
+        });
+        flusher(&ring, 32);
+        task.join().unwrap();
+        other_writer.join().unwrap();
     });
 }

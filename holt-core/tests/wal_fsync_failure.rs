@@ -8,7 +8,7 @@ mod oracle;
 use std::sync::Arc;
 
 use holt_core::io::{Fault, FaultError, OpKind, SimFs, Vfs};
-use holt_core::{Db, Error};
+use holt_core::{Condition, Db, Error, WriteOptions};
 
 #[test]
 fn failed_fsync_poisons_until_reopen() {
@@ -41,4 +41,30 @@ fn failed_fsync_poisons_until_reopen() {
     }
     assert!(db.get(b"later").unwrap().is_none());
     db.put(b"after", b"reopen").unwrap();
+}
+
+/// A task awaiting its write (`Db::put_pending`) learns of the failed fdatasync as a blocking
+/// writer does, instead of waiting forever or being told the write is safe.
+#[test]
+fn failed_fsync_reaches_an_awaiting_task() {
+    let fs = SimFs::new(oracle::seed("failed_fsync_reaches_an_awaiting_task"));
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    let db = Db::open_with_vfs(vfs, oracle::opts()).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    let write = |key: &'static [u8]| {
+        runtime.block_on(async { db.put_pending(key, b"v", Condition::None, WriteOptions::default())?.await })
+    };
+    write(b"ok").unwrap();
+    fs.inject(Fault {
+        op: Some(OpKind::Sync),
+        path_contains: Some("wal-".into()),
+        nth: 1,
+        error: FaultError::Eio,
+        forever: false,
+    });
+    match write(b"failing") {
+        Err(Error::Io { may_have_applied: true, .. }) => {}
+        other => panic!("expected Io with may_have_applied, got {:?}", other.map(|v| v.0)),
+    }
+    assert!(matches!(write(b"later"), Err(Error::Poisoned)));
 }

@@ -21,6 +21,7 @@ use crate::api::{Durability, Op};
 use crate::error::{Error, Result};
 use crate::format::wal::{encode_record, padded_len, record_len, SEGMENT_HEADER_BYTES};
 use crate::io::Vfs;
+pub(crate) use ring::WaiterSlot;
 use ring::{Ring, RingError};
 
 /// Fresh logs start at this position (so no record has lsn 0).
@@ -262,6 +263,28 @@ impl Wal {
     /// record drained before it).
     pub(crate) fn wait(&self, ticket: Ticket) -> Result<()> {
         self.shared.ring.wait_durable(ticket.end).map_err(|e| self.ring_error(e, true))
+    }
+
+    /// `wait` for a task on an async runtime: ready once the record of `ticket` is durable;
+    /// until then the task's waker sits in `slot` (release it with `forget` if the wait is
+    /// abandoned).
+    pub(crate) fn poll_wait(
+        &self,
+        ticket: Ticket,
+        slot: &mut WaiterSlot,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<()>> {
+        self.shared.ring.poll_durable(ticket.end, slot, cx).map_err(|e| self.ring_error(e, true))
+    }
+
+    /// Withdraws the waker `poll_wait` left in `slot`.
+    pub(crate) fn forget(&self, slot: &mut WaiterSlot) {
+        self.shared.ring.forget_waiter(slot);
+    }
+
+    /// Whether the record of `ticket` is durable.
+    pub(crate) fn is_durable(&self, ticket: Ticket) -> bool {
+        self.shared.ring.durable() >= ticket.end
     }
 
     fn ring_error(&self, e: RingError, reserved: bool) -> Error {

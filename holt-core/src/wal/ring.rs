@@ -26,6 +26,13 @@
 //!    whose records came too late asleep. (Unparking 50 writers one call at a time kept the
 //!    flusher from its next fdatasync for ~120 µs here: woken writers preempted it between
 //!    calls.)
+//! 6. **Async waiters.** A writer on an async runtime does not sleep: it polls
+//!    (`poll_durable`), which registers its task's waker, keyed by the position it waits
+//!    for, in `wakers`. `end_sync` takes the wakers its sync covers out under the lock and
+//!    wakes them after dropping it. Registration and the check after it pair with the
+//!    flusher's advance of `durable` and its look at `async_waiters` through two RMWs on
+//!    `async_waiters` (the `space_waiters` handshake), so the flusher takes the lock only
+//!    when a task waits and a waker is never left behind a sync that covered it.
 //!
 //! Bounded memory: a writer that does not fit parks on a condition variable until the flusher
 //! frees space; the ring never grows.
@@ -60,6 +67,8 @@ use std::{
     thread::{current as current_thread, park, Thread},
 };
 
+use std::collections::BTreeMap;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// The ring accepts reservations.
@@ -135,7 +144,25 @@ pub struct Ring {
     /// and on poisoning, so a writer that read it before checking `durable` cannot sleep
     /// through a wake-up (see `wait_durable`).
     durable_word: DurableWord,
+    /// Tasks waiting for `durable` (see `poll_durable`), and how many there are. The count
+    /// changes only under the lock, with an RMW; the flusher reads it with an RMW after
+    /// advancing `durable` and takes the lock only when it is not zero.
+    wakers: Mutex<Wakers>,
+    async_waiters: AtomicU64,
 }
+
+/// The wakers of tasks waiting for durability, by (position waited for, registration number):
+/// the ones a sync covers are a prefix of the map.
+#[derive(Default)]
+struct Wakers {
+    by_end: BTreeMap<(u64, u64), Waker>,
+    next: u64,
+}
+
+/// A task's registration with `Ring::poll_durable`: kept by the waiting future between polls
+/// and handed to `Ring::forget_waiter` when it is dropped before it finished.
+#[derive(Debug, Default)]
+pub struct WaiterSlot(Option<(u64, u64)>);
 
 /// Syncs a waiter can name: the bits of a futex bitset.
 const ROUNDS: u64 = 32;
@@ -254,6 +281,8 @@ impl Ring {
             sync_started: AtomicU64::new(0),
             sync_covers: std::array::from_fn(|_| AtomicU64::new(0)),
             durable_word: DurableWord::new(),
+            wakers: Mutex::new(Wakers::default()),
+            async_waiters: AtomicU64::new(0),
         }
     }
 
@@ -526,6 +555,104 @@ impl Ring {
         self.durable.fetch_max(pos, Ordering::AcqRel);
         self.durable_word.bump();
         self.durable_word.wake(round_bit(round));
+        self.wake_tasks(false);
+    }
+
+    /// Wakes the tasks whose positions are durable now (all of them if `all`, on poisoning).
+    /// The RMW pairs with the registration in `poll_durable`.
+    fn wake_tasks(&self, all: bool) {
+        if self.async_waiters.fetch_add(0, Ordering::AcqRel) == 0 {
+            return;
+        }
+        let woken = {
+            let mut wakers = self.wakers_guard();
+            let durable = self.durable.load(Ordering::Acquire);
+            let woken = if all {
+                std::mem::take(&mut wakers.by_end)
+            } else {
+                // Entries at or past (durable + 1, 0) still wait; the rest are covered.
+                let waiting = wakers.by_end.split_off(&(durable.saturating_add(1), 0));
+                std::mem::replace(&mut wakers.by_end, waiting)
+            };
+            self.async_waiters.fetch_sub(woken.len() as u64, Ordering::AcqRel);
+            woken
+        };
+        // Outside the lock: a woken task may run at once, on another thread, and poll again.
+        for waker in woken.into_values() {
+            waker.wake();
+        }
+    }
+
+    fn wakers_guard(&self) -> MutexGuard<'_, Wakers> {
+        // Entries are inserted and removed whole: a panic while it was held broke nothing.
+        self.wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the wait for `end` is over: `Some(Ok)` once everything before it is durable,
+    /// `Some(Err)` once the ring is poisoned, `None` while it must go on. Reads `durable`
+    /// before the state, as `wait_durable` does.
+    fn settled(&self, end: u64) -> Option<Result<(), RingError>> {
+        if self.durable.load(Ordering::Acquire) >= end {
+            Some(Ok(()))
+        } else if self.state.load(Ordering::Acquire) == STATE_POISONED {
+            Some(Err(RingError::Poisoned))
+        } else {
+            None
+        }
+    }
+
+    /// Writer on an async runtime: `wait_durable` without blocking. Ready once everything
+    /// before `end` is durable (or with an error once the ring is poisoned); otherwise the
+    /// task's waker is registered (in `slot`, which the caller keeps across polls) and woken
+    /// by the sync that covers `end`.
+    pub fn poll_durable(
+        &self,
+        end: u64,
+        slot: &mut WaiterSlot,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), RingError>> {
+        if let Some(result) = self.settled(end) {
+            self.forget_waiter(slot);
+            return Poll::Ready(result);
+        }
+        {
+            let mut wakers = self.wakers_guard();
+            let registered = slot.0.and_then(|key| wakers.by_end.get_mut(&key));
+            match registered {
+                Some(waker) => {
+                    if !waker.will_wake(cx.waker()) {
+                        waker.clone_from(cx.waker());
+                    }
+                }
+                None => {
+                    let key = (end, wakers.next);
+                    wakers.next += 1;
+                    wakers.by_end.insert(key, cx.waker().clone());
+                    slot.0 = Some(key);
+                    // The RMW that pairs with `wake_tasks`: either the flusher's look at the
+                    // count comes later and finds this waker, or it came first and this RMW
+                    // synchronizes with it, so the check below sees what that sync advanced.
+                    self.async_waiters.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+        }
+        match self.settled(end) {
+            Some(result) => {
+                self.forget_waiter(slot);
+                Poll::Ready(result)
+            }
+            None => Poll::Pending,
+        }
+    }
+
+    /// Removes the registration in `slot`, if the flusher has not taken it already.
+    pub fn forget_waiter(&self, slot: &mut WaiterSlot) {
+        if let Some(key) = slot.0.take() {
+            let mut wakers = self.wakers_guard();
+            if wakers.by_end.remove(&key).is_some() {
+                self.async_waiters.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Writer: waits until everything before `end` is durable.
@@ -590,6 +717,7 @@ impl Ring {
         if self.state.load(Ordering::Acquire) == STATE_POISONED {
             self.durable_word.bump();
             self.durable_word.wake(u32::MAX);
+            self.wake_tasks(true);
         }
     }
 }
@@ -761,5 +889,83 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(ring.head(), expected);
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn woken(count: &Arc<CountingWaker>) -> usize {
+        count.0.load(Ordering::SeqCst)
+    }
+
+    /// A task's waker is woken by the first sync that covers its position, and not by an
+    /// earlier one; a task further on stays registered.
+    #[test]
+    fn a_task_is_woken_by_the_sync_that_covers_it() {
+        let ring = Ring::new(256, 8);
+        let (a, b) = (ring.reserve(16).unwrap(), ring.reserve(16).unwrap());
+        let (wa, wb) = (Arc::new(CountingWaker::default()), Arc::new(CountingWaker::default()));
+        let (waker_a, waker_b) = (Waker::from(wa.clone()), Waker::from(wb.clone()));
+        let (mut slot_a, mut slot_b) = (WaiterSlot::default(), WaiterSlot::default());
+        let mut cx_a = Context::from_waker(&waker_a);
+        let mut cx_b = Context::from_waker(&waker_b);
+        assert!(ring.poll_durable(a + 16, &mut slot_a, &mut cx_a).is_pending());
+        assert!(ring.poll_durable(b + 16, &mut slot_b, &mut cx_b).is_pending());
+        // Polling again keeps one registration.
+        assert!(ring.poll_durable(a + 16, &mut slot_a, &mut cx_a).is_pending());
+        assert_eq!(ring.async_waiters.load(Ordering::SeqCst), 2);
+        ring.begin_sync(a);
+        ring.end_sync();
+        assert_eq!((woken(&wa), woken(&wb)), (0, 0), "a sync short of both positions wakes nobody");
+        ring.begin_sync(a + 16);
+        ring.end_sync();
+        assert_eq!((woken(&wa), woken(&wb)), (1, 0));
+        assert_eq!(ring.poll_durable(a + 16, &mut slot_a, &mut cx_a), Poll::Ready(Ok(())));
+        assert!(ring.poll_durable(b + 16, &mut slot_b, &mut cx_b).is_pending());
+        assert_eq!(ring.async_waiters.load(Ordering::SeqCst), 1);
+        ring.begin_sync(b + 16);
+        ring.end_sync();
+        assert_eq!(woken(&wb), 1);
+        assert_eq!(ring.poll_durable(b + 16, &mut slot_b, &mut cx_b), Poll::Ready(Ok(())));
+        assert_eq!(ring.async_waiters.load(Ordering::SeqCst), 0);
+    }
+
+    /// Poisoning wakes every waiting task, and its next poll reports the failure.
+    #[test]
+    fn poisoning_wakes_waiting_tasks_with_an_error() {
+        let ring = Ring::new(256, 8);
+        let pos = ring.reserve(16).unwrap();
+        let count = Arc::new(CountingWaker::default());
+        let waker = Waker::from(count.clone());
+        let mut slot = WaiterSlot::default();
+        let mut cx = Context::from_waker(&waker);
+        assert!(ring.poll_durable(pos + 16, &mut slot, &mut cx).is_pending());
+        ring.poison();
+        assert_eq!(woken(&count), 1);
+        assert_eq!(ring.poll_durable(pos + 16, &mut slot, &mut cx), Poll::Ready(Err(RingError::Poisoned)));
+        assert_eq!(ring.async_waiters.load(Ordering::SeqCst), 0);
+    }
+
+    /// A wait abandoned before its sync leaves nothing behind, and its waker is not called.
+    #[test]
+    fn a_forgotten_waiter_is_not_woken() {
+        let ring = Ring::new(256, 8);
+        let pos = ring.reserve(16).unwrap();
+        let count = Arc::new(CountingWaker::default());
+        let waker = Waker::from(count.clone());
+        let mut slot = WaiterSlot::default();
+        assert!(ring.poll_durable(pos + 16, &mut slot, &mut Context::from_waker(&waker)).is_pending());
+        ring.forget_waiter(&mut slot);
+        assert_eq!(ring.async_waiters.load(Ordering::SeqCst), 0);
+        ring.begin_sync(pos + 16);
+        ring.end_sync();
+        assert_eq!(woken(&count), 0);
     }
 }
