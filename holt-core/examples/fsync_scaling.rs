@@ -1,12 +1,14 @@
 //! Group-commit scaling and checkpoint stalls on the real file system.
 //!
 //! `cargo run --release -p holt-core --example fsync_scaling -- [--keys N] [--seconds S]
-//! [--runs R] [--writers 1,2,4,16,64] [--dir DIR] [--stall no]`
+//! [--runs R] [--writers 1,2,4,16,64] [--dir DIR] [--stall no] [--tasks yes]`
 //!
 //! 1. Loads N path-shaped keys (~50 B, 62 B JSON values; default 200,000) and checkpoints.
 //! 2. For each writer count, R times (default 3): that many threads overwrite random keys with
 //!    `Durability::Sync` for S seconds (default 2), every write its own commit. Prints the
 //!    median rate over the runs, writes per fdatasync, CPU time per write and latencies.
+//!    With `--tasks yes` the writers are tasks on a tokio runtime with one worker thread per
+//!    core, each awaiting its writes (`Db::put_pending`) instead of blocking a thread.
 //! 3. Checkpoint stall: 4 writers overwrite with `Async`, then with `Sync` durability while
 //!    another thread runs checkpoints back to back; prints the longest gate hold
 //!    (`Stats::checkpoint_stall_max_us`) and the longest write latency the writers saw,
@@ -32,6 +34,7 @@ struct Args {
     dir: Option<PathBuf>,
     seed: u64,
     stall: bool,
+    tasks: bool,
 }
 
 fn parse_args() -> Args {
@@ -46,6 +49,7 @@ fn parse_args() -> Args {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1),
         stall: true,
+        tasks: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,6 +64,7 @@ fn parse_args() -> Args {
             "--dir" => args.dir = Some(PathBuf::from(value)),
             "--seed" => args.seed = value.parse().expect("--seed N"),
             "--stall" => args.stall = value != "no",
+            "--tasks" => args.tasks = value == "yes",
             other => panic!("unknown flag {other}"),
         }
     }
@@ -117,15 +122,13 @@ struct Round {
 /// `threads` writers overwrite random keys for `seconds` with `durability`.
 fn round(db: &Arc<Db>, args: &Args, threads: usize, durability: Durability, seed: u64) -> Round {
     let stop = Arc::new(AtomicBool::new(false));
-    let syncs_before = db.stats().wal_syncs;
-    let cpu_before = cpu_time();
-    let start = Instant::now();
+    let before = Before::now(db);
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (db, stop) = (db.clone(), stop.clone());
             let keys = args.keys;
             std::thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let mut rng = writer_rng(seed, t);
                 let options = WriteOptions { durability: Some(durability) };
                 let mut latencies = Vec::with_capacity(1 << 14);
                 while !stop.load(Ordering::Relaxed) {
@@ -141,19 +144,84 @@ fn round(db: &Arc<Db>, args: &Args, threads: usize, durability: Durability, seed
         .collect();
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     stop.store(true, Ordering::Relaxed);
-    let mut latencies: Vec<Duration> = handles.into_iter().flat_map(|h| h.join().expect("writer")).collect();
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_time().saturating_sub(cpu_before);
-    latencies.sort_unstable();
-    let writes = latencies.len() as u64;
-    Round {
-        writes,
-        rate: writes as f64 / elapsed,
-        syncs: db.stats().wal_syncs - syncs_before,
-        cpu_us_per_write: cpu.as_secs_f64() * 1e6 / writes.max(1) as f64,
-        p50: percentile(&latencies, 0.5),
-        p99: percentile(&latencies, 0.99),
-        max: latencies.last().copied().unwrap_or_default(),
+    let latencies = handles.into_iter().flat_map(|h| h.join().expect("writer")).collect();
+    before.round(db, latencies)
+}
+
+/// `round` with `tasks` writers on `runtime`, each awaiting its `Sync` writes.
+fn round_tasks(
+    db: &Arc<Db>,
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    tasks: usize,
+    seed: u64,
+) -> Round {
+    let stop = Arc::new(AtomicBool::new(false));
+    let before = Before::now(db);
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let (db, stop) = (db.clone(), stop.clone());
+            let keys = args.keys;
+            runtime.spawn(async move {
+                let mut rng = writer_rng(seed, t);
+                let options = WriteOptions { durability: Some(Durability::Sync) };
+                let mut latencies = Vec::with_capacity(1 << 14);
+                while !stop.load(Ordering::Relaxed) {
+                    let i = rng.gen_range(0..keys);
+                    let (k, v) = (key(i), value(rng.gen()));
+                    let t0 = Instant::now();
+                    db.put_pending(&k, &v, holt_core::Condition::None, options)
+                        .expect("put")
+                        .await
+                        .expect("sync");
+                    latencies.push(t0.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let latencies = runtime.block_on(async {
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.await.expect("writer task"));
+        }
+        all
+    });
+    before.round(db, latencies)
+}
+
+fn writer_rng(seed: u64, t: usize) -> StdRng {
+    StdRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// What a round measures from: its start, the process's CPU time and the log's sync count.
+struct Before {
+    start: Instant,
+    cpu: Duration,
+    syncs: u64,
+}
+
+impl Before {
+    fn now(db: &Db) -> Before {
+        Before { syncs: db.stats().wal_syncs, cpu: cpu_time(), start: Instant::now() }
+    }
+
+    fn round(self, db: &Db, mut latencies: Vec<Duration>) -> Round {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let cpu = cpu_time().saturating_sub(self.cpu);
+        latencies.sort_unstable();
+        let writes = latencies.len() as u64;
+        Round {
+            writes,
+            rate: writes as f64 / elapsed,
+            syncs: db.stats().wal_syncs - self.syncs,
+            cpu_us_per_write: cpu.as_secs_f64() * 1e6 / writes.max(1) as f64,
+            p50: percentile(&latencies, 0.5),
+            p99: percentile(&latencies, 0.99),
+            max: latencies.last().copied().unwrap_or_default(),
+        }
     }
 }
 
@@ -193,19 +261,19 @@ fn main() {
         db.stats().frames
     );
 
-    println!("sync overwrites, medians of {} runs of {} s:", args.runs, args.seconds);
+    let runtime = args.tasks.then(|| tokio::runtime::Builder::new_multi_thread().build().expect("runtime"));
+    let kind = if args.tasks { "tasks awaiting" } else { "threads blocking in" };
+    println!("sync overwrites by {kind} their writes, medians of {} runs of {} s:", args.runs, args.seconds);
     println!("writers | writes/s (runs)              | × 1 writer | writes/fdatasync | CPU µs/write | p50 µs | p99 µs");
     let mut single = None;
     for &threads in &args.writers {
         let rounds: Vec<Round> = (0..args.runs)
             .map(|r| {
-                round(
-                    &db,
-                    &args,
-                    threads,
-                    Durability::Sync,
-                    args.seed.wrapping_add((threads * 100 + r) as u64),
-                )
+                let seed = args.seed.wrapping_add((threads * 100 + r) as u64);
+                match &runtime {
+                    Some(runtime) => round_tasks(&db, &args, runtime, threads, seed),
+                    None => round(&db, &args, threads, Durability::Sync, seed),
+                }
             })
             .collect();
         let rate = median(rounds.iter().map(|r| r.rate).collect());
@@ -256,6 +324,7 @@ fn main() {
             quiet.p99.as_micros(),
         );
     }
+    drop(runtime);
     // Every writer thread has been joined, so this is the last handle.
     if let Ok(db) = Arc::try_unwrap(db) {
         db.close().expect("close");
