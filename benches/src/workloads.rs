@@ -322,6 +322,79 @@ pub fn metadata_mix(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: us
     Ok(mean_us)
 }
 
+/// `fsync_writers` with `tasks` writers that are tasks on a multi-thread tokio runtime (one
+/// worker per core), each awaiting its write's durability (`Engine::put_awaiting`) instead of
+/// blocking a thread. `None` for engines that can only block.
+pub fn fsync_tasks(
+    engine: Arc<dyn Engine>,
+    set: &DataSet,
+    seed: u64,
+    tasks: usize,
+    duration: Duration,
+    max_ops: u64,
+) -> BenchResult<Option<(f64, Latency)>> {
+    if engine.put_awaiting(b"", b"").is_none() {
+        return Ok(None);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().build()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let set = *set;
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            let stop = Arc::clone(&stop);
+            let done = Arc::clone(&done);
+            runtime.spawn(async move {
+                let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9));
+                let mut k = Vec::with_capacity(64);
+                let mut v = Vec::with_capacity(data::VALUE_LEN);
+                let mut samples = Vec::new();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let i = rng.below(set.len());
+                    set.key(i, &mut k);
+                    data::value(i, 10_000_000 + n, &mut v);
+                    let t0 = Instant::now();
+                    let write =
+                        engine.put_awaiting(&k, &v).ok_or("the engine stopped offering awaited writes")?;
+                    write.await?;
+                    samples.push(t0.elapsed().as_nanos() as u64);
+                    n += 1;
+                    if done.fetch_add(1, Ordering::Relaxed) + 1 >= max_ops {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                BenchResult::Ok(samples)
+            })
+        })
+        .collect();
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let joined = runtime.block_on(async {
+        let mut all = Vec::new();
+        let mut first_error = None;
+        for h in handles {
+            match h.await {
+                Ok(Ok(samples)) => all.extend(samples),
+                Ok(Err(e)) => first_error = first_error.or(Some(e)),
+                Err(_) => first_error = first_error.or(Some("a writer task panicked".into())),
+            }
+        }
+        (all, first_error)
+    });
+    let elapsed = start.elapsed();
+    let (mut all, first_error) = joined;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let rate = all.len() as f64 / elapsed.as_secs_f64();
+    Ok(Some((rate, latency(&mut all))))
+}
+
 /// Concurrent fsync-durable overwrites: `threads` writers for `duration` (each write its own
 /// commit). Returns writes per second and the latency of every write.
 pub fn fsync_writers(

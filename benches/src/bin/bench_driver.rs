@@ -300,6 +300,10 @@ const FSYNC: &[Metric] = &[
     metric("fsync_w16_ops_s", "fsync 16 writers (ops/s)", false, false, 1.0),
     metric("fsync_w64_ops_s", "fsync 64 writers (ops/s)", false, false, 1.0),
     metric("fsync_w64_p50_us", "64 writers p50 (µs)", true, false, 1.0),
+    metric("fsync_t1_ops_s", "fsync 1 task awaiting (ops/s)", false, false, 1.0),
+    metric("fsync_t16_ops_s", "fsync 16 tasks awaiting (ops/s)", false, false, 1.0),
+    metric("fsync_t64_ops_s", "fsync 64 tasks awaiting (ops/s)", false, false, 1.0),
+    metric("fsync_t64_p50_us", "64 tasks p50 (µs)", true, false, 1.0),
 ];
 
 /// The holt-core figure a peer is held against: the durable engine, or for reads the
@@ -412,7 +416,7 @@ fn tables(
     out.push_str("\n### fsync-durable overwrites (each write its own commit)\n\n");
     table(&mut out, FSYNC, medians, engines, &wrong);
     out.push_str("\n### Deferred work behind the amortized overwrite figure\n\n");
-    out.push_str("| engine | put only (µs) | finish (s) | amortized (µs) | disk / logical | fsync 64 ÷ 1 writer |\n|---|---|---|---|---|---|\n");
+    out.push_str("| engine | put only (µs) | finish (s) | amortized (µs) | disk / logical | fsync 64 ÷ 1 writer | 64 tasks ÷ the faster single writer |\n|---|---|---|---|---|---|---|\n");
     for engine in engines {
         let Some(e) = medians.get(engine) else { continue };
         let get = |k: &str| e.get(k).map(|v| fmt(*v)).unwrap_or_else(|| "—".into());
@@ -420,13 +424,21 @@ fn tables(
             (Some(d), Some(l)) if *l > 0.0 => fmt(d / l),
             _ => "—".into(),
         };
-        let scaling = match (e.get("fsync_w64_ops_s"), e.get("fsync_w1_ops_s")) {
+        let ratio = |a: &str, b: &str| match (e.get(a), e.get(b)) {
             (Some(a), Some(b)) if *b > 0.0 => fmt(a / b),
+            _ => "—".into(),
+        };
+        let scaling = ratio("fsync_w64_ops_s", "fsync_w1_ops_s");
+        // Held against the faster single writer, a blocking thread or one awaiting task.
+        let single =
+            ["fsync_w1_ops_s", "fsync_t1_ops_s"].iter().filter_map(|k| e.get(*k).copied()).reduce(f64::max);
+        let task_scaling = match (e.get("fsync_t64_ops_s"), single) {
+            (Some(a), Some(b)) if b > 0.0 => fmt(a / b),
             _ => "—".into(),
         };
         let _ = writeln!(
             out,
-            "| {engine} | {} | {} | {} | {density} | {scaling} |",
+            "| {engine} | {} | {} | {} | {density} | {scaling} | {task_scaling} |",
             get("overwrite_async_put_us"),
             get("overwrite_async_finish_s"),
             get("overwrite_async_amortized_us")

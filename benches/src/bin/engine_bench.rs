@@ -261,6 +261,21 @@ fn run(args: &Args, report: &mut Report) {
             r.set(&format!("fsync_w{threads}_p50_us"), l.p50_us);
             r.set(&format!("fsync_w{threads}_p99_us"), l.p99_us);
         }
+        // The same writes from tasks that await their durability, where the engine offers it.
+        for tasks in [1usize, 16, 64] {
+            let measured = workloads::fsync_tasks(
+                Arc::clone(&engine),
+                &set,
+                args.seed ^ (tasks as u64) << 8,
+                tasks,
+                Duration::from_secs(seconds),
+                200_000,
+            )?;
+            let Some((rate, l)) = measured else { break };
+            r.set(&format!("fsync_t{tasks}_ops_s"), rate);
+            r.set(&format!("fsync_t{tasks}_p50_us"), l.p50_us);
+            r.set(&format!("fsync_t{tasks}_p99_us"), l.p99_us);
+        }
         engine.finish()?;
         Ok(())
     });

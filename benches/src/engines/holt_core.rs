@@ -5,7 +5,7 @@ use std::path::Path;
 
 use holt_core::{Batch, Condition, Db, Durability, ListEntry, ListRequest, Options, WriteOptions};
 
-use super::{BenchResult, Engine, OpenOptions, Page, Step, WriteMode};
+use super::{BenchResult, Engine, OpenOptions, Page, PutFuture, Step, WriteMode};
 
 pub struct HoltCore {
     db: Db,
@@ -53,6 +53,14 @@ impl Engine for HoltCore {
     fn put(&self, key: &[u8], value: &[u8]) -> BenchResult<()> {
         self.db.put(key, value)?;
         Ok(())
+    }
+
+    fn put_awaiting<'a>(&'a self, key: &'a [u8], value: &'a [u8]) -> Option<PutFuture<'a>> {
+        Some(Box::pin(async move {
+            // Applied and logged here; the await ends when the group fdatasync covers it.
+            self.db.put_pending(key, value, Condition::None, WriteOptions::default())?.await?;
+            Ok(())
+        }))
     }
 
     fn delete(&self, key: &[u8]) -> BenchResult<()> {

@@ -5,7 +5,9 @@
 //! prefix and seeks to the first key past everything under it (the prefix with its last byte
 //! incremented), inside one read transaction.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 
 pub mod btreemap;
 pub mod fjall_engine;
@@ -22,6 +24,9 @@ mod tests;
 /// Errors from any engine, boxed: the benchmark only reports them.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 pub type BenchResult<T> = Result<T, BenchError>;
+
+/// One write's future, for writers that are tasks on an async runtime.
+pub type PutFuture<'a> = Pin<Box<dyn Future<Output = BenchResult<()>> + Send + 'a>>;
 
 /// When a write is acknowledged, matched across engines (PERFORMANCE.md "Matched durability").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +160,12 @@ pub trait Engine: Send + Sync {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> BenchResult<bool>;
     /// Stores one key in its own commit, with the durability the engine was opened with.
     fn put(&self, key: &[u8], value: &[u8]) -> BenchResult<()>;
+    /// `put` for a writer that is a task on an async runtime: an engine that can await a
+    /// write's durability without holding a thread returns the write's future; the others
+    /// return `None` (their writers are threads, and the task workload skips them).
+    fn put_awaiting<'a>(&'a self, _key: &'a [u8], _value: &'a [u8]) -> Option<PutFuture<'a>> {
+        None
+    }
     /// Deletes one key in its own commit.
     fn delete(&self, key: &[u8]) -> BenchResult<()>;
     /// Moves `src` to `dst` atomically (one commit); false when `src` is absent.
