@@ -15,7 +15,7 @@ use crate::checkpoint::Durable;
 use crate::error::{Error, Result};
 use crate::io::{StdFs, Vfs};
 use crate::tree::{Tree, FRAME_BUDGET_BYTES};
-use crate::wal::{Ticket, WaiterSlot, Wal};
+use crate::wal::{Shared as WalShared, Ticket, WaiterSlot};
 
 /// A database handle. Cheap to share: wrap it in an `Arc` (all methods take `&self`).
 /// `Db` is `Send + Sync`; readers never wait for writers.
@@ -81,7 +81,7 @@ impl Db {
     /// readers; for `Sync` its durability is still to come: the caller waits (blocking or
     /// async) for the group fdatasync that covers the record. With a log, `Memory` durability
     /// is logged like `Async` (an unlogged write would break replay's ordering of versions).
-    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<Pending<'_, crate::tree::ApplyOutcome>> {
+    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<Pending<crate::tree::ApplyOutcome>> {
         let Some(durable) = &self.durable else {
             let outcome =
                 self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
@@ -99,7 +99,7 @@ impl Db {
         });
         match (result, ticket) {
             (Ok(outcome), Some(ticket)) if durability == Durability::Sync => Ok(Pending {
-                wal: Some((&durable.wal, ticket)),
+                wal: Some((Arc::clone(durable.wal.shared()), ticket)),
                 slot: WaiterSlot::default(),
                 value: Some(outcome),
             }),
@@ -162,7 +162,7 @@ impl Db {
         value: &[u8],
         condition: Condition,
         options: WriteOptions,
-    ) -> Result<Pending<'_, Version>> {
+    ) -> Result<Pending<Version>> {
         Ok(self.apply(&[Op::Put { key, value, condition }], options)?.map(|o| Version(o.version)))
     }
 
@@ -182,7 +182,7 @@ impl Db {
         key: &[u8],
         condition: Condition,
         options: WriteOptions,
-    ) -> Result<Pending<'_, bool>> {
+    ) -> Result<Pending<bool>> {
         Ok(self
             .apply(&[Op::Delete { key, condition }], options)?
             .map(|o| o.existed.first().copied().unwrap_or(false)))
@@ -195,7 +195,7 @@ impl Db {
     }
 
     /// `write_batch` that does not wait for the durability (see `put_pending`).
-    pub fn write_batch_pending(&self, batch: &Batch, options: WriteOptions) -> Result<Pending<'_, Version>> {
+    pub fn write_batch_pending(&self, batch: &Batch, options: WriteOptions) -> Result<Pending<Version>> {
         Ok(self.apply(&ops_of(&batch.ops), options)?.map(|o| Version(o.version)))
     }
 
@@ -326,24 +326,28 @@ impl Drop for Db {
 /// lost; the database refuses writes until reopened). Writes that are not `Sync` are durable
 /// as far as they will be at once.
 ///
+/// It owns what it waits on, so it may leave the thread or closure that made the write (a
+/// blocking pool's thread applies, the task awaits). Closing the database syncs every logged
+/// write, so a `Pending` that outlives its `Db` still resolves.
+///
 /// Dropping it without waiting leaves the write as it is: logged, and synced with the next
 /// group (like an `Async` write, nobody learns when).
 #[must_use = "a Sync write is durable only once this is awaited or waited on"]
-pub struct Pending<'db, T> {
+pub struct Pending<T> {
     /// The log and the record a `Sync` write waits for; `None` once there is nothing to wait for.
-    wal: Option<(&'db Wal, Ticket)>,
+    wal: Option<(Arc<WalShared>, Ticket)>,
     /// The task's registration while `.await` is pending.
     slot: WaiterSlot,
     /// The write's result, handed out once.
     value: Option<T>,
 }
 
-impl<'db, T> Pending<'db, T> {
-    fn done(value: T) -> Pending<'db, T> {
+impl<T> Pending<T> {
+    fn done(value: T) -> Pending<T> {
         Pending { wal: None, slot: WaiterSlot::default(), value: Some(value) }
     }
 
-    fn map<U>(mut self, f: impl FnOnce(T) -> U) -> Pending<'db, U> {
+    fn map<U>(mut self, f: impl FnOnce(T) -> U) -> Pending<U> {
         Pending { wal: self.wal.take(), slot: WaiterSlot::default(), value: self.value.take().map(f) }
     }
 
@@ -357,17 +361,17 @@ impl<'db, T> Pending<'db, T> {
 
     /// Whether the write is durable already (`wait` would not block).
     pub fn is_durable(&self) -> bool {
-        self.wal.is_none_or(|(wal, ticket)| wal.is_durable(ticket))
+        self.wal.as_ref().is_none_or(|(wal, ticket)| wal.is_durable(*ticket))
     }
 }
 
-impl<T: Unpin> Future for Pending<'_, T> {
+impl<T: Unpin> Future for Pending<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
         let this = self.get_mut();
-        if let Some((wal, ticket)) = this.wal {
-            match wal.poll_wait(ticket, &mut this.slot, cx) {
+        if let Some((wal, ticket)) = &this.wal {
+            match wal.poll_wait(*ticket, &mut this.slot, cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(result) => {
                     this.wal = None;
@@ -379,17 +383,17 @@ impl<T: Unpin> Future for Pending<'_, T> {
     }
 }
 
-impl<T> Drop for Pending<'_, T> {
+impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
-        if let Some((wal, _)) = self.wal {
+        if let Some((wal, _)) = &self.wal {
             wal.forget(&mut self.slot);
         }
     }
 }
 
-impl<T> std::fmt::Debug for Pending<'_, T> {
+impl<T> std::fmt::Debug for Pending<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let waits_for = self.wal.map(|(_, ticket)| ticket.end);
+        let waits_for = self.wal.as_ref().map(|(_, ticket)| ticket.end);
         f.debug_struct("Pending").field("waits_for", &waits_for).finish_non_exhaustive()
     }
 }

@@ -38,9 +38,9 @@ pub struct Store {
     pub tokens: Arc<TokenKey>,
 }
 
-/// Runs engine work that may block on the blocking pool: a durable write waits for the group
-/// fsync, and a read that misses the frame cache reads and decodes a 512 KiB frame (about a
-/// millisecond); neither may stall an async worker. Reads served from the cache run inline:
+/// Runs engine work that may block on the blocking pool: a write may wait for room in the
+/// log ring, and a read (or a write's descent) that misses the frame cache reads and decodes
+/// a 512 KiB frame (about a millisecond); neither may stall an async worker. Reads served from the cache run inline:
 /// they take microseconds, far less than a hand-off to another thread.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> holt_core::Result<T> + Send + 'static,
@@ -203,19 +203,23 @@ impl Store {
         blocking(move || db.get(&key)).await
     }
 
+    /// Writes are applied on the blocking pool (a write may load an evicted frame, or wait
+    /// for room in the log ring) and their group fdatasync is awaited here: no pool thread
+    /// is held while the log syncs, so a burst of durable writes cannot fill the pool and
+    /// queue cache-missing reads and body fsyncs behind it.
     pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
         let db = Arc::clone(&self.db);
-        blocking(move || db.put_with(&key, &value, condition, WriteOptions::default())).await
+        Ok(blocking(move || db.put_pending(&key, &value, condition, WriteOptions::default())).await?.await?)
     }
 
     pub async fn delete(&self, key: Vec<u8>, condition: Condition) -> S3Result<bool> {
         let db = Arc::clone(&self.db);
-        blocking(move || db.delete_with(&key, condition, WriteOptions::default())).await
+        Ok(blocking(move || db.delete_pending(&key, condition, WriteOptions::default())).await?.await?)
     }
 
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
         let db = Arc::clone(&self.db);
-        blocking(move || db.write_batch(&batch, WriteOptions::default())).await
+        Ok(blocking(move || db.write_batch_pending(&batch, WriteOptions::default())).await?.await?)
     }
 
     pub async fn scan(

@@ -174,6 +174,46 @@ impl Shared {
         }
         self.roll_cv.notify_all();
     }
+
+    /// See `Wal::wait`.
+    pub(crate) fn wait(&self, ticket: Ticket) -> Result<()> {
+        self.ring.wait_durable(ticket.end).map_err(|e| self.ring_error(e, true))
+    }
+
+    /// `wait` for a task on an async runtime: ready once the record of `ticket` is durable;
+    /// until then the task's waker sits in `slot` (release it with `forget` if the wait is
+    /// abandoned).
+    pub(crate) fn poll_wait(
+        &self,
+        ticket: Ticket,
+        slot: &mut WaiterSlot,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<()>> {
+        self.ring.poll_durable(ticket.end, slot, cx).map_err(|e| self.ring_error(e, true))
+    }
+
+    /// Withdraws the waker `poll_wait` left in `slot`.
+    pub(crate) fn forget(&self, slot: &mut WaiterSlot) {
+        self.ring.forget_waiter(slot);
+    }
+
+    /// Whether the record of `ticket` is durable.
+    pub(crate) fn is_durable(&self, ticket: Ticket) -> bool {
+        self.ring.durable() >= ticket.end
+    }
+
+    fn ring_error(&self, e: RingError, reserved: bool) -> Error {
+        match e {
+            RingError::DiskFull => Error::DiskFull,
+            RingError::TooLarge => Error::BatchTooLarge { bytes: self.cfg.ring_bytes },
+            RingError::Closed => Error::Closed,
+            RingError::Poisoned if reserved => match self.failure.lock().as_ref() {
+                Some(f) => Error::Io { op: f.op, source: f.to_io(), may_have_applied: true },
+                None => Error::Poisoned,
+            },
+            RingError::Poisoned => Error::Poisoned,
+        }
+    }
 }
 
 /// The write-ahead log handle.
@@ -262,42 +302,17 @@ impl Wal {
     /// Waits until the record of `ticket` is durable (group commit: one fdatasync covers every
     /// record drained before it).
     pub(crate) fn wait(&self, ticket: Ticket) -> Result<()> {
-        self.shared.ring.wait_durable(ticket.end).map_err(|e| self.ring_error(e, true))
+        self.shared.wait(ticket)
     }
 
-    /// `wait` for a task on an async runtime: ready once the record of `ticket` is durable;
-    /// until then the task's waker sits in `slot` (release it with `forget` if the wait is
-    /// abandoned).
-    pub(crate) fn poll_wait(
-        &self,
-        ticket: Ticket,
-        slot: &mut WaiterSlot,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<()>> {
-        self.shared.ring.poll_durable(ticket.end, slot, cx).map_err(|e| self.ring_error(e, true))
-    }
-
-    /// Withdraws the waker `poll_wait` left in `slot`.
-    pub(crate) fn forget(&self, slot: &mut WaiterSlot) {
-        self.shared.ring.forget_waiter(slot);
-    }
-
-    /// Whether the record of `ticket` is durable.
-    pub(crate) fn is_durable(&self, ticket: Ticket) -> bool {
-        self.shared.ring.durable() >= ticket.end
+    /// The log's shared state, for a write's `Pending` to wait on (it may outlive this borrow,
+    /// never the records: the flusher syncs everything reserved before it exits).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     fn ring_error(&self, e: RingError, reserved: bool) -> Error {
-        match e {
-            RingError::DiskFull => Error::DiskFull,
-            RingError::TooLarge => Error::BatchTooLarge { bytes: self.shared.cfg.ring_bytes },
-            RingError::Closed => Error::Closed,
-            RingError::Poisoned if reserved => match self.shared.failure.lock().as_ref() {
-                Some(f) => Error::Io { op: f.op, source: f.to_io(), may_have_applied: true },
-                None => Error::Poisoned,
-            },
-            RingError::Poisoned => Error::Poisoned,
-        }
+        self.shared.ring_error(e, reserved)
     }
 
     /// Makes everything appended so far durable.
