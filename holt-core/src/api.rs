@@ -95,6 +95,13 @@ pub enum BatchOp {
 }
 
 impl BatchOp {
+    /// The key the op writes.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key, .. } => key,
+        }
+    }
+
     /// The op with its bytes borrowed, as the log and the tree read it.
     pub(crate) fn as_op(&self) -> Op<'_> {
         match self {

@@ -136,6 +136,15 @@ impl Db {
         Ok(self.tree.get_resident(key))
     }
 
+    /// Whether every frame on `key`'s path is in memory: reading `key`, or a write's descent
+    /// to it, reads nothing from disk. A caller on an async runtime's worker writes inline
+    /// when it holds (a frame evicted in between is then read on the worker, once) and moves
+    /// the write to a blocking thread when it does not.
+    pub fn is_resident(&self, key: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        Ok(self.tree.is_resident(key))
+    }
+
     /// Stores `value` under `key` with the database's default durability.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Version> {
         self.put_with(key, value, Condition::None, WriteOptions::default())

@@ -58,6 +58,11 @@ impl TreeHarness {
         self.tree.get_resident(key)
     }
 
+    /// `Tree::is_resident`: whether the key's path crosses no evicted frame.
+    pub fn is_resident(&self, key: &[u8]) -> bool {
+        self.tree.is_resident(key)
+    }
+
     /// A listing page and the number of nodes the walk visited.
     pub fn list(&self, request: &ListRequest<'_>) -> Result<(ListPage, u64)> {
         let outcome = self.tree.list(request)?;

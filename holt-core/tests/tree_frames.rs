@@ -275,6 +275,8 @@ fn a_cache_larger_than_the_tree_never_evicts() {
 
 /// A resident-only lookup never reads a frame: on a tree five times its cache it answers from
 /// the frames in memory, reports the rest as not resident, and a loading `get` then finds them.
+/// The residency check (`is_resident`, which the gateway asks before writing inline) agrees
+/// with it key by key, and reads nothing either.
 #[test]
 fn resident_lookups_never_read_frames() {
     let tree = TreeHarness::new(16 * 1024);
@@ -289,12 +291,14 @@ fn resident_lookups_never_read_frames() {
     let reads_before = tree.source_reads();
     let mut evicted = 0;
     for &i in &ids {
+        let resident = tree.is_resident(&path_key(i));
         match tree.get_resident(&path_key(i)) {
             Some(found) => assert_eq!(found.expect("key lost").value, [i as u8; 40]),
             None => evicted += 1,
         }
+        assert_eq!(resident, tree.get_resident(&path_key(i)).is_some(), "is_resident disagrees for key {i}");
     }
-    assert_eq!(tree.source_reads(), reads_before, "a resident-only lookup read a frame");
+    assert_eq!(tree.source_reads(), reads_before, "a resident-only lookup or residency check read a frame");
     assert!(evicted > 0, "nothing was evicted after a reopen with a fifth of the frames cached");
     for &i in ids.iter().step_by(97) {
         assert_eq!(tree.get(&path_key(i)).unwrap().expect("key lost").value, [i as u8; 40]);

@@ -203,23 +203,44 @@ impl Store {
         blocking(move || db.get(&key)).await
     }
 
-    /// Writes are applied on the blocking pool (a write may load an evicted frame, or wait
-    /// for room in the log ring) and their group fdatasync is awaited here: no pool thread
-    /// is held while the log syncs, so a burst of durable writes cannot fill the pool and
-    /// queue cache-missing reads and body fsyncs behind it.
+    /// A write whose key's path is cached is applied inline (microseconds: the descent, the
+    /// path copy, the log append); one that would read an evicted frame first goes to the
+    /// blocking pool. Either way the group fdatasync is then awaited on the request's task,
+    /// so no thread is held while the log syncs. (A frame evicted between the check and the
+    /// write is read on the worker, once, as a listing page does.)
     pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
-        let db = Arc::clone(&self.db);
-        Ok(blocking(move || db.put_pending(&key, &value, condition, WriteOptions::default())).await?.await?)
+        let options = WriteOptions::default();
+        let pending = if self.db.is_resident(&key)? {
+            self.db.put_pending(&key, &value, condition, options)?
+        } else {
+            let db = Arc::clone(&self.db);
+            blocking(move || db.put_pending(&key, &value, condition, options)).await?
+        };
+        Ok(pending.await?)
     }
 
     pub async fn delete(&self, key: Vec<u8>, condition: Condition) -> S3Result<bool> {
-        let db = Arc::clone(&self.db);
-        Ok(blocking(move || db.delete_pending(&key, condition, WriteOptions::default())).await?.await?)
+        let options = WriteOptions::default();
+        let pending = if self.db.is_resident(&key)? {
+            self.db.delete_pending(&key, condition, options)?
+        } else {
+            let db = Arc::clone(&self.db);
+            blocking(move || db.delete_pending(&key, condition, options)).await?
+        };
+        Ok(pending.await?)
     }
 
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
-        let db = Arc::clone(&self.db);
-        Ok(blocking(move || db.write_batch_pending(&batch, WriteOptions::default())).await?.await?)
+        let options = WriteOptions::default();
+        // A bad key is reported by the write itself, on the blocking path.
+        let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
+        let pending = if resident {
+            self.db.write_batch_pending(&batch, options)?
+        } else {
+            let db = Arc::clone(&self.db);
+            blocking(move || db.write_batch_pending(&batch, options)).await?
+        };
+        Ok(pending.await?)
     }
 
     pub async fn scan(

@@ -258,6 +258,18 @@ impl Tree {
         }
     }
 
+    /// Whether every frame on `key`'s path is in memory, so that reading `key` (or a write's
+    /// descent to it) reads nothing from disk. Copies nothing.
+    pub(crate) fn is_resident(&self, key: &[u8]) -> bool {
+        loop {
+            match self.get_in(&self.root, key, 0, false, &mut |_, _| {}) {
+                Ok(Lookup::Found | Lookup::Missing) => return true,
+                Ok(Lookup::Restart) => continue,
+                Ok(Lookup::NotResident) | Err(_) => return false,
+            }
+        }
+    }
+
     /// Looks `key` up from frame `cell` down; on `Lookup::Found`, `found` was called once
     /// with the value (never before the lookup is final: a restart calls nothing).
     fn get_in(
