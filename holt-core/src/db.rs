@@ -235,9 +235,20 @@ impl Db {
     /// unlinking the file the previous value named) calls this first. In-memory databases
     /// have nothing to sync.
     pub fn sync(&self) -> Result<()> {
+        self.sync_pending().wait()
+    }
+
+    /// `sync` that does not wait: the fdatasync is requested at once, and the returned
+    /// `Pending` is durable once it has covered every write acknowledged before this call.
+    /// `.await` it on an async runtime instead of blocking a thread.
+    pub fn sync_pending(&self) -> Pending<()> {
         match &self.durable {
-            Some(durable) => durable.wal.flush(),
-            None => Ok(()),
+            Some(durable) => Pending {
+                wal: Some((Arc::clone(durable.wal.shared()), durable.wal.request_flush())),
+                slot: WaiterSlot::default(),
+                value: Some(()),
+            },
+            None => Pending::done(()),
         }
     }
 

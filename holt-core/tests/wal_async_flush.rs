@@ -6,6 +6,8 @@
 //!   handshake): with a 2 s interval, each sync write must return well before it. Here the
 //!   race is left to the scheduler; the unit test in `src/wal/mod.rs` forces the bad
 //!   interleaving (an async record published after the flusher fell asleep at its gap).
+//! - an awaited `Db::sync_pending` wakes a flusher asleep until its deadline and resolves once
+//!   every earlier async write is durable (it fails if the request does not wake the flusher).
 //!
 //! Real files in a temp directory: the invariant is about timing, not crash states.
 
@@ -92,4 +94,34 @@ fn sync_writes_do_not_wait_behind_async_records() {
     // 2 s timer; a healthy one waits for one or two fdatasyncs.
     assert!(slowest < interval / 2, "slowest sync write took {slowest:?} (flush interval {interval:?})");
     println!("slowest of 300 sync writes among async writers: {slowest:?}");
+}
+
+/// `Db::sync_pending` requests the fdatasync at once and, awaited, resolves only once every
+/// async write before it is durable, far sooner than the flush interval (2 s here); a second
+/// call with nothing new to sync resolves at once.
+#[test]
+fn awaited_sync_covers_earlier_async_writes_without_the_interval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), opts(Duration::from_secs(2))).expect("open");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    for round in 0..5 {
+        let mut last = db.put(format!("r{round}").as_bytes(), b"v").expect("put");
+        for i in 0..100 {
+            last = db.put(format!("r{round}/{i}").as_bytes(), b"v").expect("put");
+        }
+        // Idle, so the flusher has drained the burst and sleeps until its 2 s deadline: only
+        // the sync request may wake it.
+        std::thread::sleep(Duration::from_millis(50));
+        let start = Instant::now();
+        runtime.block_on(db.sync_pending()).expect("sync");
+        assert!(
+            db.stats().durable_lsn > last.0,
+            "round {round}: the awaited sync returned before covering the writes"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "round {round}: the sync waited for the flush interval"
+        );
+        assert!(db.sync_pending().is_durable(), "round {round}: nothing new, yet the next sync is pending");
+    }
 }

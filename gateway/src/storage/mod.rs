@@ -171,10 +171,9 @@ impl Store {
         }
     }
 
-    /// Makes every write acknowledged so far durable (`Db::sync`).
+    /// Makes every write acknowledged so far durable (`Db::sync`), awaiting the fsync.
     pub async fn sync(&self) -> S3Result<()> {
-        let db = Arc::clone(&self.db);
-        blocking(move || db.sync()).await
+        Ok(self.db.sync_pending().await?)
     }
 
     /// Gives the engine back for `Db::close`, if no request still holds the store. Bodies

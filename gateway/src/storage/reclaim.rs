@@ -101,10 +101,12 @@ async fn unlink_when_durable(db: &Weak<Db>, bodies: &BodyStore, batch: &mut Vec<
         return;
     }
     let synced = match db.upgrade() {
-        Some(db) => match tokio::task::spawn_blocking(move || db.sync()).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        },
+        Some(db) => {
+            // The wait holds the log, not the engine: `Store::try_into_db` may go ahead.
+            let synced = db.sync_pending();
+            drop(db);
+            synced.await.map_err(|e| e.to_string())
+        }
         None => Err("the engine is closed".to_owned()),
     };
     match synced {

@@ -317,10 +317,16 @@ impl Wal {
 
     /// Makes everything appended so far durable.
     pub(crate) fn flush(&self) -> Result<()> {
+        self.wait(self.request_flush())
+    }
+
+    /// Asks the flusher to sync everything appended so far, without waiting: the returned
+    /// ticket is durable once that sync has finished.
+    pub(crate) fn request_flush(&self) -> Ticket {
         let head = self.shared.ring.head();
         self.shared.sync_wanted.fetch_max(head, Ordering::AcqRel);
         self.shared.ring.wake_flusher();
-        self.wait(Ticket { lsn: head, end: head })
+        Ticket { lsn: head, end: head }
     }
 
     /// The next lsn to be assigned: every record before it has been reserved.
