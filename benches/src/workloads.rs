@@ -322,6 +322,84 @@ pub fn metadata_mix(engine: &dyn Engine, set: &DataSet, rng: &mut Rng, count: us
     Ok(mean_us)
 }
 
+/// One fsync writer: its own key and value buffers and latency samples, the phase's shared
+/// stop flag and write count. The same for writer threads and writer tasks.
+struct FsyncWriter {
+    set: DataSet,
+    rng: Rng,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    samples: Vec<u64>,
+    n: u64,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    max_ops: u64,
+}
+
+impl FsyncWriter {
+    fn new(
+        set: DataSet,
+        seed: u64,
+        w: usize,
+        stop: &Arc<AtomicBool>,
+        done: &Arc<AtomicU64>,
+        max_ops: u64,
+    ) -> Self {
+        FsyncWriter {
+            set,
+            rng: Rng::new(seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9)),
+            key: Vec::with_capacity(64),
+            value: Vec::with_capacity(data::VALUE_LEN),
+            samples: Vec::new(),
+            n: 0,
+            stop: Arc::clone(stop),
+            done: Arc::clone(done),
+            max_ops,
+        }
+    }
+
+    /// Fills `key` and `value` with the next overwrite; false once the phase is over.
+    fn next(&mut self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let i = self.rng.below(self.set.len());
+        self.set.key(i, &mut self.key);
+        data::value(i, 10_000_000 + self.n, &mut self.value);
+        true
+    }
+
+    /// Records a write that started at `t0` and has returned.
+    fn wrote(&mut self, t0: Instant) {
+        self.samples.push(t0.elapsed().as_nanos() as u64);
+        self.n += 1;
+        if self.done.fetch_add(1, Ordering::Relaxed) + 1 >= self.max_ops {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Bounded in time: lets the writers run until the deadline (or until they reached max_ops,
+/// whichever is first), then stops them.
+fn run_writers(stop: &AtomicBool, start: Instant, duration: Duration) {
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+}
+
+/// Writes per second since `start` and the latency of every write, from each writer's
+/// samples; the first error if any writer failed.
+fn fsync_result(start: Instant, writers: Vec<BenchResult<Vec<u64>>>) -> BenchResult<(f64, Latency)> {
+    let elapsed = start.elapsed();
+    let mut all = Vec::new();
+    for samples in writers {
+        all.extend(samples?);
+    }
+    let rate = all.len() as f64 / elapsed.as_secs_f64();
+    Ok((rate, latency(&mut all)))
+}
+
 /// `fsync_writers` with `tasks` writers that are tasks on a multi-thread tokio runtime (one
 /// worker per core), each awaiting its write's durability (`Engine::put_awaiting`) instead of
 /// blocking a thread. `None` for engines that can only block.
@@ -339,60 +417,33 @@ pub fn fsync_tasks(
     let runtime = tokio::runtime::Builder::new_multi_thread().build()?;
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
-    let set = *set;
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|t| {
             let engine = Arc::clone(&engine);
-            let stop = Arc::clone(&stop);
-            let done = Arc::clone(&done);
+            let mut w = FsyncWriter::new(*set, seed, t, &stop, &done, max_ops);
             runtime.spawn(async move {
-                let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9));
-                let mut k = Vec::with_capacity(64);
-                let mut v = Vec::with_capacity(data::VALUE_LEN);
-                let mut samples = Vec::new();
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let i = rng.below(set.len());
-                    set.key(i, &mut k);
-                    data::value(i, 10_000_000 + n, &mut v);
+                while w.next() {
                     let t0 = Instant::now();
-                    let write =
-                        engine.put_awaiting(&k, &v).ok_or("the engine stopped offering awaited writes")?;
+                    let write = engine
+                        .put_awaiting(&w.key, &w.value)
+                        .ok_or("the engine stopped offering awaited writes")?;
                     write.await?;
-                    samples.push(t0.elapsed().as_nanos() as u64);
-                    n += 1;
-                    if done.fetch_add(1, Ordering::Relaxed) + 1 >= max_ops {
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                    w.wrote(t0);
                 }
-                BenchResult::Ok(samples)
+                BenchResult::Ok(w.samples)
             })
         })
         .collect();
-    while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let joined = runtime.block_on(async {
-        let mut all = Vec::new();
-        let mut first_error = None;
+    run_writers(&stop, start, duration);
+    let writers = runtime.block_on(async {
+        let mut writers = Vec::new();
         for h in handles {
-            match h.await {
-                Ok(Ok(samples)) => all.extend(samples),
-                Ok(Err(e)) => first_error = first_error.or(Some(e)),
-                Err(_) => first_error = first_error.or(Some("a writer task panicked".into())),
-            }
+            writers.push(h.await.unwrap_or_else(|_| Err("a writer task panicked".into())));
         }
-        (all, first_error)
+        writers
     });
-    let elapsed = start.elapsed();
-    let (mut all, first_error) = joined;
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    let rate = all.len() as f64 / elapsed.as_secs_f64();
-    Ok(Some((rate, latency(&mut all))))
+    fsync_result(start, writers).map(Some)
 }
 
 /// Concurrent fsync-durable overwrites: `threads` writers for `duration` (each write its own
@@ -407,52 +458,25 @@ pub fn fsync_writers(
 ) -> BenchResult<(f64, Latency)> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
-    let set = *set;
     let start = Instant::now();
-    let mut handles = Vec::with_capacity(threads);
-    for t in 0..threads {
-        let engine = Arc::clone(&engine);
-        let stop = Arc::clone(&stop);
-        let done = Arc::clone(&done);
-        handles.push(std::thread::spawn(move || -> BenchResult<Vec<u64>> {
-            let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9));
-            let mut k = Vec::with_capacity(64);
-            let mut v = Vec::with_capacity(data::VALUE_LEN);
-            let mut samples = Vec::new();
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let i = rng.below(set.len());
-                set.key(i, &mut k);
-                data::value(i, 10_000_000 + n, &mut v);
-                let t0 = Instant::now();
-                engine.put(&k, &v)?;
-                samples.push(t0.elapsed().as_nanos() as u64);
-                n += 1;
-                if done.fetch_add(1, Ordering::Relaxed) + 1 >= max_ops {
-                    stop.store(true, Ordering::Relaxed);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            let mut w = FsyncWriter::new(*set, seed, t, &stop, &done, max_ops);
+            std::thread::spawn(move || -> BenchResult<Vec<u64>> {
+                while w.next() {
+                    let t0 = Instant::now();
+                    engine.put(&w.key, &w.value)?;
+                    w.wrote(t0);
                 }
-            }
-            Ok(samples)
-        }));
-    }
-    // Bounded in time: the writers stop at the deadline (or at max_ops, whichever is first).
-    while !stop.load(Ordering::Relaxed) && start.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    let mut first_error = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(samples)) => all.extend(samples),
-            Ok(Err(e)) => first_error = first_error.or(Some(e)),
-            Err(_) => first_error = first_error.or(Some("a writer thread panicked".into())),
-        }
-    }
-    let elapsed = start.elapsed();
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    let rate = all.len() as f64 / elapsed.as_secs_f64();
-    Ok((rate, latency(&mut all)))
+                Ok(w.samples)
+            })
+        })
+        .collect();
+    run_writers(&stop, start, duration);
+    let writers = handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("a writer thread panicked".into())))
+        .collect();
+    fsync_result(start, writers)
 }

@@ -14,7 +14,7 @@ use crate::api::*;
 use crate::checkpoint::Durable;
 use crate::error::{Error, Result};
 use crate::io::{StdFs, Vfs};
-use crate::tree::{Tree, FRAME_BUDGET_BYTES};
+use crate::tree::{ApplyOutcome, Tree, FRAME_BUDGET_BYTES};
 use crate::wal::{Shared as WalShared, Ticket, WaiterSlot};
 
 /// A database handle. Cheap to share: wrap it in an `Arc` (all methods take `&self`).
@@ -26,6 +26,11 @@ pub struct Db {
     /// The log, frames file and checkpointer of a directory-backed database.
     durable: Option<Arc<Durable>>,
     default_durability: Durability,
+}
+
+/// Whether a single delete found its key.
+fn existed(outcome: &ApplyOutcome) -> bool {
+    outcome.existed.first().copied().unwrap_or(false)
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -77,15 +82,16 @@ impl Db {
     }
 
     /// Applies a batch: conditions checked and the record logged with the batch's frames
-    /// latched (so for every key, log order is apply order). The returned write is visible to
-    /// readers; for `Sync` its durability is still to come: the caller waits (blocking or
-    /// async) for the group fdatasync that covers the record. With a log, `Memory` durability
-    /// is logged like `Async` (an unlogged write would break replay's ordering of versions).
-    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<Pending<crate::tree::ApplyOutcome>> {
+    /// latched (so for every key, log order is apply order). The write is visible to readers
+    /// on return; a `Sync` write also returns the ticket whose group fdatasync the caller
+    /// waits for (blocking in `apply`, or through a `Pending`). With a log, `Memory`
+    /// durability is logged like `Async` (an unlogged write would break replay's ordering of
+    /// versions).
+    fn apply_logged(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<(ApplyOutcome, Option<Ticket>)> {
         let Some(durable) = &self.durable else {
             let outcome =
                 self.tree.apply(ops, &mut || Ok(self.last_lsn.fetch_add(1, Ordering::AcqRel) + 1))?;
-            return Ok(Pending::done(outcome));
+            return Ok((outcome, None));
         };
         let durability = options.durability.unwrap_or(self.default_durability);
         let mut ticket = None;
@@ -98,12 +104,7 @@ impl Db {
             Ok(t.lsn)
         });
         match (result, ticket) {
-            (Ok(outcome), Some(ticket)) if durability == Durability::Sync => Ok(Pending {
-                wal: Some((Arc::clone(durable.wal.shared()), ticket)),
-                slot: WaiterSlot::default(),
-                value: Some(outcome),
-            }),
-            (Ok(outcome), _) => Ok(Pending::done(outcome)),
+            (Ok(outcome), ticket) => Ok((outcome, ticket.filter(|_| durability == Durability::Sync))),
             (Err(e), None) => Err(e),
             (Err(e), Some(_)) => {
                 // Logged but not applied: memory and log disagree. Refuse further writes;
@@ -113,6 +114,30 @@ impl Db {
                 Err(Error::Io { op: "apply after log", source, may_have_applied: true })
             }
         }
+    }
+
+    /// `apply_logged`, then blocks until a `Sync` write is durable.
+    fn apply(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<ApplyOutcome> {
+        let (outcome, ticket) = self.apply_logged(ops, options)?;
+        if let (Some(durable), Some(ticket)) = (&self.durable, ticket) {
+            durable.wal.wait(ticket)?;
+        }
+        Ok(outcome)
+    }
+
+    /// `apply_logged`, the wait for a `Sync` write handed to the caller.
+    fn apply_pending(&self, ops: &[Op<'_>], options: WriteOptions) -> Result<Pending<ApplyOutcome>> {
+        let (outcome, ticket) = self.apply_logged(ops, options)?;
+        Ok(self.pending(ticket, outcome))
+    }
+
+    /// A `Pending` for `value`, waiting for `ticket` if there is one.
+    fn pending<T>(&self, ticket: Option<Ticket>, value: T) -> Pending<T> {
+        let wal = match (&self.durable, ticket) {
+            (Some(durable), Some(ticket)) => Some((Arc::clone(durable.wal.shared()), ticket)),
+            _ => None,
+        };
+        Pending { wal, slot: WaiterSlot::default(), value: Some(value) }
     }
 
     /// The value and version stored under `key`.
@@ -159,7 +184,7 @@ impl Db {
         condition: Condition,
         options: WriteOptions,
     ) -> Result<Version> {
-        self.put_pending(key, value, condition, options)?.wait()
+        Ok(Version(self.apply(&[Op::Put { key, value, condition }], options)?.version))
     }
 
     /// `put_with` that returns as soon as the write is applied and logged, before a `Sync`
@@ -172,7 +197,7 @@ impl Db {
         condition: Condition,
         options: WriteOptions,
     ) -> Result<Pending<Version>> {
-        Ok(self.apply(&[Op::Put { key, value, condition }], options)?.map(|o| Version(o.version)))
+        Ok(self.apply_pending(&[Op::Put { key, value, condition }], options)?.map(|o| Version(o.version)))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -182,7 +207,7 @@ impl Db {
 
     /// Deletes `key` if `condition` holds; returns whether it existed.
     pub fn delete_with(&self, key: &[u8], condition: Condition, options: WriteOptions) -> Result<bool> {
-        self.delete_pending(key, condition, options)?.wait()
+        Ok(existed(&self.apply(&[Op::Delete { key, condition }], options)?))
     }
 
     /// `delete_with` that does not wait for the durability (see `put_pending`).
@@ -192,20 +217,18 @@ impl Db {
         condition: Condition,
         options: WriteOptions,
     ) -> Result<Pending<bool>> {
-        Ok(self
-            .apply(&[Op::Delete { key, condition }], options)?
-            .map(|o| o.existed.first().copied().unwrap_or(false)))
+        Ok(self.apply_pending(&[Op::Delete { key, condition }], options)?.map(|o| existed(&o)))
     }
 
     /// Applies every operation of `batch` atomically (one log record): if any condition fails,
     /// nothing is applied and `Error::ConditionFailed` is returned. Returns the batch's version.
     pub fn write_batch(&self, batch: &Batch, options: WriteOptions) -> Result<Version> {
-        self.write_batch_pending(batch, options)?.wait()
+        Ok(Version(self.apply(&ops_of(&batch.ops), options)?.version))
     }
 
     /// `write_batch` that does not wait for the durability (see `put_pending`).
     pub fn write_batch_pending(&self, batch: &Batch, options: WriteOptions) -> Result<Pending<Version>> {
-        Ok(self.apply(&ops_of(&batch.ops), options)?.map(|o| Version(o.version)))
+        Ok(self.apply_pending(&ops_of(&batch.ops), options)?.map(|o| Version(o.version)))
     }
 
     /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most
@@ -235,21 +258,18 @@ impl Db {
     /// unlinking the file the previous value named) calls this first. In-memory databases
     /// have nothing to sync.
     pub fn sync(&self) -> Result<()> {
-        self.sync_pending().wait()
+        match &self.durable {
+            Some(durable) => durable.wal.flush(),
+            None => Ok(()),
+        }
     }
 
     /// `sync` that does not wait: the fdatasync is requested at once, and the returned
     /// `Pending` is durable once it has covered every write acknowledged before this call.
     /// `.await` it on an async runtime instead of blocking a thread.
     pub fn sync_pending(&self) -> Pending<()> {
-        match &self.durable {
-            Some(durable) => Pending {
-                wal: Some((Arc::clone(durable.wal.shared()), durable.wal.request_flush())),
-                slot: WaiterSlot::default(),
-                value: Some(()),
-            },
-            None => Pending::done(()),
-        }
+        let ticket = self.durable.as_ref().map(|durable| durable.wal.request_flush());
+        self.pending(ticket, ())
     }
 
     /// `list` without copies: hands each entry of the page to `visit`, in key order, borrowed
@@ -363,10 +383,6 @@ pub struct Pending<T> {
 }
 
 impl<T> Pending<T> {
-    fn done(value: T) -> Pending<T> {
-        Pending { wal: None, slot: WaiterSlot::default(), value: Some(value) }
-    }
-
     fn map<U>(mut self, f: impl FnOnce(T) -> U) -> Pending<U> {
         Pending { wal: self.wal.take(), slot: WaiterSlot::default(), value: self.value.take().map(f) }
     }

@@ -55,16 +55,33 @@ fn value(t: u64, i: u64) -> Vec<u8> {
     format!("{t}:{i}").into_bytes()
 }
 
-/// Writer `t`'s next write is sync (two in three) or async; the same sequence for both kinds
-/// of writer.
-fn options(rng: &mut u64) -> (bool, WriteOptions) {
-    let sync = !oracle::next(rng).is_multiple_of(3);
-    let durability = if sync { Durability::Sync } else { Durability::Async };
-    (sync, WriteOptions { durability: Some(durability) })
+/// Writer `t`'s writes, the same for both kinds of writer: (index, sync, options), two in
+/// three sync, until `WRITES` or until `stop` is set.
+struct Script {
+    rng: u64,
+    next: u64,
+    stop: Arc<AtomicBool>,
 }
 
-fn writer_rng(seed: u64, t: u64) -> u64 {
-    seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+impl Script {
+    fn new(seed: u64, t: u64, stop: &Arc<AtomicBool>) -> Script {
+        Script { rng: seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15), next: 0, stop: stop.clone() }
+    }
+}
+
+impl Iterator for Script {
+    type Item = (u64, bool, WriteOptions);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= WRITES || self.stop.load(Ordering::Acquire) {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        let sync = !oracle::next(&mut self.rng).is_multiple_of(3);
+        let durability = if sync { Durability::Sync } else { Durability::Async };
+        Some((i, sync, WriteOptions { durability: Some(durability) }))
+    }
 }
 
 /// Starts the writers; joining the returned handle gives each writer's steps once `stop` is set.
@@ -78,19 +95,14 @@ fn start_writers(
         Writers::Threads => {
             let handles: Vec<_> = (0..writers.count())
                 .map(|t| {
-                    let (db, stop) = (db.clone(), stop.clone());
-                    std::thread::spawn(move || {
-                        let mut steps = Vec::new();
-                        let mut rng = writer_rng(seed, t);
-                        for i in 0..WRITES {
-                            if stop.load(Ordering::Acquire) {
-                                break;
-                            }
-                            let (sync, options) = options(&mut rng);
-                            let result = db.put_with(&key(t, i), &value(t, i), Condition::None, options);
-                            steps.push(Step { sync, version: result.ok().map(|v| v.0) });
-                        }
-                        steps
+                    let (db, script) = (db.clone(), Script::new(seed, t, stop));
+                    std::thread::spawn(move || -> Vec<Step> {
+                        script
+                            .map(|(i, sync, options)| {
+                                let result = db.put_with(&key(t, i), &value(t, i), Condition::None, options);
+                                Step { sync, version: result.ok().map(|v| v.0) }
+                            })
+                            .collect()
                     })
                 })
                 .collect();
@@ -101,15 +113,10 @@ fn start_writers(
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
             let tasks: Vec<_> = (0..writers.count())
                 .map(|t| {
-                    let (db, stop) = (db.clone(), stop.clone());
+                    let (db, script) = (db.clone(), Script::new(seed, t, stop));
                     runtime.spawn(async move {
                         let mut steps = Vec::new();
-                        let mut rng = writer_rng(seed, t);
-                        for i in 0..WRITES {
-                            if stop.load(Ordering::Acquire) {
-                                break;
-                            }
-                            let (sync, options) = options(&mut rng);
+                        for (i, sync, options) in script {
                             // Applied and logged here; acknowledged only once the await returns.
                             let result =
                                 match db.put_pending(&key(t, i), &value(t, i), Condition::None, options) {

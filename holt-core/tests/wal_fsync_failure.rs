@@ -10,6 +10,17 @@ use std::sync::Arc;
 use holt_core::io::{Fault, FaultError, OpKind, SimFs, Vfs};
 use holt_core::{Condition, Db, Error, WriteOptions};
 
+/// EIO from the next fdatasync of the log, once.
+fn next_log_sync_fails_once() -> Fault {
+    Fault {
+        op: Some(OpKind::Sync),
+        path_contains: Some("wal-".into()),
+        nth: 1,
+        error: FaultError::Eio,
+        forever: false,
+    }
+}
+
 #[test]
 fn failed_fsync_poisons_until_reopen() {
     let fs = SimFs::new(oracle::seed("failed_fsync_poisons_until_reopen"));
@@ -18,13 +29,7 @@ fn failed_fsync_poisons_until_reopen() {
     for i in 0..20u32 {
         db.put(format!("ok/{i}").as_bytes(), b"v").unwrap();
     }
-    fs.inject(Fault {
-        op: Some(OpKind::Sync),
-        path_contains: Some("wal-".into()),
-        nth: 1,
-        error: FaultError::Eio,
-        forever: false,
-    });
+    fs.inject(next_log_sync_fails_once());
     match db.put(b"failing", b"v") {
         Err(Error::Io { may_have_applied: true, .. }) => {}
         other => panic!("expected Io with may_have_applied, got {:?}", other.map(|v| v.0)),
@@ -55,13 +60,7 @@ fn failed_fsync_reaches_an_awaiting_task() {
         runtime.block_on(async { db.put_pending(key, b"v", Condition::None, WriteOptions::default())?.await })
     };
     write(b"ok").unwrap();
-    fs.inject(Fault {
-        op: Some(OpKind::Sync),
-        path_contains: Some("wal-".into()),
-        nth: 1,
-        error: FaultError::Eio,
-        forever: false,
-    });
+    fs.inject(next_log_sync_fails_once());
     match write(b"failing") {
         Err(Error::Io { may_have_applied: true, .. }) => {}
         other => panic!("expected Io with may_have_applied, got {:?}", other.map(|v| v.0)),

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use holt_core::{Batch, Condition, Db, Durability, Entry, Version, WriteOptions};
+use holt_core::{Batch, Condition, Db, Durability, Entry, Pending, Version, WriteOptions};
 
 use crate::error::{S3Error, S3Result};
 use bodies::BodyStore;
@@ -38,10 +38,10 @@ pub struct Store {
     pub tokens: Arc<TokenKey>,
 }
 
-/// Runs engine work that may block on the blocking pool: a write may wait for room in the
-/// log ring, and a read (or a write's descent) that misses the frame cache reads and decodes
-/// a 512 KiB frame (about a millisecond); neither may stall an async worker. Reads served from the cache run inline:
-/// they take microseconds, far less than a hand-off to another thread.
+/// Runs engine work that may block on the blocking pool: a read (or a write's descent) that
+/// misses the frame cache reads and decodes a 512 KiB frame (about a millisecond), which must
+/// not stall an async worker. Reads and writes served from the cache run inline: they take
+/// microseconds, far less than a hand-off to another thread.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> holt_core::Result<T> + Send + 'static,
 ) -> S3Result<T> {
@@ -202,44 +202,39 @@ impl Store {
         blocking(move || db.get(&key)).await
     }
 
-    /// A write whose key's path is cached is applied inline (microseconds: the descent, the
-    /// path copy, the log append); one that would read an evicted frame first goes to the
-    /// blocking pool. Either way the group fdatasync is then awaited on the request's task,
-    /// so no thread is held while the log syncs. (A frame evicted between the check and the
-    /// write is read on the worker, once, as a listing page does.)
-    pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
-        let options = WriteOptions::default();
-        let pending = if self.db.is_resident(&key)? {
-            self.db.put_pending(&key, &value, condition, options)?
+    /// Runs `write` inline when `resident` (the written keys' paths are cached: microseconds
+    /// for the descent, the path copy and the log append), on the blocking pool when a frame
+    /// would have to be read first. Either way the group fdatasync is then awaited on the
+    /// request's task, so no thread is held while the log syncs. (A frame evicted between
+    /// the check and the write is read on the worker, once, as a listing page does.)
+    async fn write<T: Send + Unpin + 'static>(
+        &self,
+        resident: bool,
+        write: impl FnOnce(&Db) -> holt_core::Result<Pending<T>> + Send + 'static,
+    ) -> S3Result<T> {
+        let pending = if resident {
+            write(&self.db)?
         } else {
             let db = Arc::clone(&self.db);
-            blocking(move || db.put_pending(&key, &value, condition, options)).await?
+            blocking(move || write(&db)).await?
         };
         Ok(pending.await?)
+    }
+
+    pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
+        let resident = self.db.is_resident(&key)?;
+        self.write(resident, move |db| db.put_pending(&key, &value, condition, WriteOptions::default())).await
     }
 
     pub async fn delete(&self, key: Vec<u8>, condition: Condition) -> S3Result<bool> {
-        let options = WriteOptions::default();
-        let pending = if self.db.is_resident(&key)? {
-            self.db.delete_pending(&key, condition, options)?
-        } else {
-            let db = Arc::clone(&self.db);
-            blocking(move || db.delete_pending(&key, condition, options)).await?
-        };
-        Ok(pending.await?)
+        let resident = self.db.is_resident(&key)?;
+        self.write(resident, move |db| db.delete_pending(&key, condition, WriteOptions::default())).await
     }
 
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
-        let options = WriteOptions::default();
         // A bad key is reported by the write itself, on the blocking path.
         let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
-        let pending = if resident {
-            self.db.write_batch_pending(&batch, options)?
-        } else {
-            let db = Arc::clone(&self.db);
-            blocking(move || db.write_batch_pending(&batch, options)).await?
-        };
-        Ok(pending.await?)
+        self.write(resident, move |db| db.write_batch_pending(&batch, WriteOptions::default())).await
     }
 
     pub async fn scan(
