@@ -255,6 +255,7 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
             "/health" => return ("Health", (StatusCode::OK, "ok").into_response()),
             "/metrics" => {
                 let mut text = state.0.metrics.render(&state.0.store.stats());
+                state.0.store.worker_times.render(&mut text);
                 let inflight = state.0.settings.max_inflight.max(1) - state.0.inflight.available_permits();
                 text.push_str(&format!(
                     "# HELP holt_inflight_requests S3 requests being handled.\n\

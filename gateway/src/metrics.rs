@@ -1,8 +1,9 @@
 //! Prometheus metrics: requests by operation and status, latency histograms per operation,
-//! and the engine's `Db::stats()`.
+//! how long engine writes held an async worker thread, and the engine's `Db::stats()`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -102,6 +103,73 @@ impl Metrics {
     }
 }
 
+/// Upper bounds of the buckets for the time an engine write holds a worker, in seconds: a
+/// cached write takes microseconds; a millisecond or more means it waited (log ring full, the
+/// next log segment not ready, a checkpoint's capture, a frame evicted since the check).
+const WORKER_BUCKETS_S: [f64; 10] =
+    [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.01, 0.1];
+
+/// How long engine writes applied on an async worker thread held it (`Store::write`), and
+/// how many went to the blocking pool instead. Recorded lock-free by every write (one bucket
+/// each; the exposition sums them), read by `/metrics`.
+#[derive(Default)]
+pub struct WorkerTimes {
+    buckets: [AtomicU64; WORKER_BUCKETS_S.len()],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+    max_ns: AtomicU64,
+    pool: AtomicU64,
+}
+
+impl WorkerTimes {
+    /// A write that ran on the worker for `held`.
+    pub fn record_inline(&self, held: Duration) {
+        let secs = held.as_secs_f64();
+        if let Some(i) = WORKER_BUCKETS_S.iter().position(|&bound| secs <= bound) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        let ns = u64::try_from(held.as_nanos()).unwrap_or(u64::MAX);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// A write sent to the blocking pool (a frame on its path was not cached).
+    pub fn record_pool(&self) {
+        self.pool.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes recorded so far: (applied on a worker, sent to the blocking pool).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.count.load(Ordering::Relaxed), self.pool.load(Ordering::Relaxed))
+    }
+
+    /// The Prometheus text exposition, appended to `out`.
+    pub fn render(&self, out: &mut String) {
+        const NAME: &str = "holt_engine_write_worker_seconds";
+        let _ = writeln!(out, "# HELP {NAME} Time engine writes held an async worker thread.");
+        let _ = writeln!(out, "# TYPE {NAME} histogram");
+        let mut below = 0;
+        for (bound, n) in WORKER_BUCKETS_S.iter().zip(&self.buckets) {
+            below += n.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{NAME}_bucket{{le=\"{bound}\"}} {below}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{NAME}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{NAME}_sum {}", self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9);
+        let _ = writeln!(out, "{NAME}_count {count}");
+        let max = self.max_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "# HELP {NAME}_max The longest such hold since start-up.");
+        let _ = writeln!(out, "# TYPE {NAME}_max gauge\n{NAME}_max {max}");
+        let pool = self.pool.load(Ordering::Relaxed);
+        let _ = writeln!(out, "# HELP holt_engine_writes_pool_total Engine writes run on the blocking pool.");
+        let _ = writeln!(
+            out,
+            "# TYPE holt_engine_writes_pool_total counter\nholt_engine_writes_pool_total {pool}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +184,28 @@ mod tests {
         assert!(text.contains("holt_request_duration_seconds_bucket{operation=\"GetObject\",le=\"0.005\"} 1"));
         assert!(text.contains("holt_request_duration_seconds_count{operation=\"GetObject\"} 2"));
         assert!(text.contains("holt_engine_keys 0"));
+    }
+
+    #[test]
+    fn worker_times_render_cumulative_buckets_and_the_maximum() {
+        let w = WorkerTimes::default();
+        w.record_inline(Duration::from_micros(8));
+        w.record_inline(Duration::from_micros(40));
+        w.record_inline(Duration::from_millis(3));
+        w.record_inline(Duration::from_secs(1));
+        w.record_pool();
+        let mut text = String::new();
+        w.render(&mut text);
+        let line = |le: &str| format!("holt_engine_write_worker_seconds_bucket{{le=\"{le}\"}} ");
+        assert!(text.contains(&(line("0.00001") + "1\n")), "{text}");
+        assert!(text.contains(&(line("0.000025") + "1\n")), "{text}");
+        assert!(text.contains(&(line("0.00005") + "2\n")), "{text}");
+        assert!(text.contains(&(line("0.0025") + "2\n")), "{text}");
+        assert!(text.contains(&(line("0.01") + "3\n")), "{text}");
+        assert!(text.contains(&(line("0.1") + "3\n")), "{text}");
+        assert!(text.contains(&(line("+Inf") + "4\n")), "{text}");
+        assert!(text.contains("holt_engine_write_worker_seconds_count 4\n"), "{text}");
+        assert!(text.contains("holt_engine_write_worker_seconds_max 1\n"), "{text}");
+        assert!(text.contains("holt_engine_writes_pool_total 1\n"), "{text}");
     }
 }

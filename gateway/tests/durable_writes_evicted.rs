@@ -84,6 +84,9 @@ async fn durable_writes_on_evicted_frames_survive_restart() {
     }
     let reads = gw.state.0.store.stats().frame_reads - reads_before;
     assert!(reads > 0, "the writes read no frame: the cache held everything, nothing was evicted");
+    let (inline, pool) = gw.state.0.store.worker_times.counts();
+    eprintln!("writes applied inline: {inline}, on the blocking pool: {pool}");
+    assert!(inline > 0 && pool > 0, "one path never ran: {inline} inline, {pool} on the pool");
     let gw = Arc::try_unwrap(gw).ok().expect("sole owner");
     let Gw { state, dir: tempdir } = gw;
     close(state);

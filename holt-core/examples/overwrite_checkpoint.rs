@@ -143,7 +143,9 @@ fn main() {
             put_mem.as_secs_f64() * 1e6,
             (put.as_secs_f64() - put_mem.as_secs_f64()) * 1e6
         ),
-        None => println!("memory (no log): put {:.3} µs (median of {memory_rounds})", put_mem.as_secs_f64() * 1e6),
+        None => {
+            println!("memory (no log): put {:.3} µs (median of {memory_rounds})", put_mem.as_secs_f64() * 1e6)
+        }
     }
 }
 

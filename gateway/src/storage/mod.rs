@@ -15,6 +15,7 @@ use std::sync::Arc;
 use holt_core::{Batch, Condition, Db, Durability, Entry, Pending, Version, WriteOptions};
 
 use crate::error::{S3Error, S3Result};
+use crate::metrics::WorkerTimes;
 use bodies::BodyStore;
 use meta::{BodyId, BodyRef, ObjectMeta, PartMeta};
 use reclaim::Reclaimer;
@@ -36,6 +37,8 @@ pub struct Store {
     reclaimer: Option<Arc<Reclaimer>>,
     pub bodies: Arc<BodyStore>,
     pub tokens: Arc<TokenKey>,
+    /// How long writes applied on a worker held it, and how many went to the pool.
+    pub worker_times: Arc<WorkerTimes>,
 }
 
 /// Runs engine work that may block on the blocking pool: a read (or a write's descent) that
@@ -74,7 +77,14 @@ impl Store {
             // Committed changes are durable already (`Sync`), or there is no log (`Memory`).
             Durability::Sync | Durability::Memory => None,
         };
-        let store = Store { db, durability, reclaimer, bodies, tokens: Arc::new(TokenKey::new(secret)) };
+        let store = Store {
+            db,
+            durability,
+            reclaimer,
+            bodies,
+            tokens: Arc::new(TokenKey::new(secret)),
+            worker_times: Arc::default(),
+        };
         let referenced = store.referenced_bodies().map_err(to_io)?;
         let removed = store.bodies.sweep(&referenced)?;
         if removed > 0 {
@@ -185,8 +195,8 @@ impl Store {
     /// `into_db`, handing the store back while something else still holds the engine (an
     /// engine call on the blocking pool holds it until it returns).
     pub fn try_into_db(self) -> Result<Db, Store> {
-        let Store { db, durability, reclaimer, bodies, tokens } = self;
-        Arc::try_unwrap(db).map_err(|db| Store { db, durability, reclaimer, bodies, tokens })
+        let Store { db, durability, reclaimer, bodies, tokens, worker_times } = self;
+        Arc::try_unwrap(db).map_err(|db| Store { db, durability, reclaimer, bodies, tokens, worker_times })
     }
 
     pub fn stats(&self) -> holt_core::Stats {
@@ -206,15 +216,20 @@ impl Store {
     /// for the descent, the path copy and the log append), on the blocking pool when a frame
     /// would have to be read first. Either way the group fdatasync is then awaited on the
     /// request's task, so no thread is held while the log syncs. (A frame evicted between
-    /// the check and the write is read on the worker, once, as a listing page does.)
+    /// the check and the write is read on the worker, once, as a listing page does.) How long
+    /// an inline write held the worker is recorded in `worker_times` (`/metrics`).
     async fn write<T: Send + Unpin + 'static>(
         &self,
         resident: bool,
         write: impl FnOnce(&Db) -> holt_core::Result<Pending<T>> + Send + 'static,
     ) -> S3Result<T> {
         let pending = if resident {
-            write(&self.db)?
+            let start = std::time::Instant::now();
+            let written = write(&self.db);
+            self.worker_times.record_inline(start.elapsed());
+            written?
         } else {
+            self.worker_times.record_pool();
             let db = Arc::clone(&self.db);
             blocking(move || write(&db)).await?
         };
