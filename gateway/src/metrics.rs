@@ -104,8 +104,9 @@ impl Metrics {
 }
 
 /// Upper bounds of the buckets for the time an engine write holds a worker, in seconds: a
-/// cached write takes microseconds; a millisecond or more means it waited (log ring full, the
-/// next log segment not ready, a checkpoint's capture, a frame evicted since the check).
+/// cached write takes microseconds; a millisecond or more means the thread was preempted or
+/// the write waited (log ring full, the next log segment not ready, a checkpoint's capture,
+/// a frame evicted since the check).
 const WORKER_BUCKETS_S: [f64; 10] =
     [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.01, 0.1];
 
