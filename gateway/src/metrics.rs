@@ -62,20 +62,16 @@ impl Metrics {
             out.push_str("# HELP holt_request_duration_seconds Request latency by operation.\n");
             out.push_str("# TYPE holt_request_duration_seconds histogram\n");
             for (op, h) in &s.latency {
-                for (bound, n) in LATENCY_BUCKETS_S.iter().zip(h.buckets.iter()) {
-                    let _ = writeln!(
-                        out,
-                        "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"{bound}\"}} {n}"
-                    );
-                }
-                let _ = writeln!(
-                    out,
-                    "holt_request_duration_seconds_bucket{{operation=\"{op}\",le=\"+Inf\"}} {}",
-                    h.count
+                let cumulative = LATENCY_BUCKETS_S.iter().copied().zip(h.buckets.iter().copied());
+                let labels = format!("operation=\"{op}\"");
+                write_histogram(
+                    &mut out,
+                    "holt_request_duration_seconds",
+                    &labels,
+                    cumulative,
+                    h.count,
+                    h.sum_s,
                 );
-                let _ = writeln!(out, "holt_request_duration_seconds_sum{{operation=\"{op}\"}} {}", h.sum_s);
-                let _ =
-                    writeln!(out, "holt_request_duration_seconds_count{{operation=\"{op}\"}} {}", h.count);
             }
         }
         let engine: [(&str, &str, u64); 16] = [
@@ -101,6 +97,27 @@ impl Metrics {
         }
         out
     }
+}
+
+/// One histogram's series in the text exposition: `cumulative` pairs each bucket's upper
+/// bound with the count at or below it; `labels` (`key="value"` pairs, or empty) go on every
+/// line.
+fn write_histogram(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    cumulative: impl Iterator<Item = (f64, u64)>,
+    count: u64,
+    sum_s: f64,
+) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    for (bound, n) in cumulative {
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+    let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+    let _ = writeln!(out, "{name}_sum{braces} {sum_s}");
+    let _ = writeln!(out, "{name}_count{braces} {count}");
 }
 
 /// Upper bounds of the buckets for the time an engine write holds a worker, in seconds: a
@@ -150,15 +167,13 @@ impl WorkerTimes {
         const NAME: &str = "holt_engine_write_worker_seconds";
         let _ = writeln!(out, "# HELP {NAME} Time engine writes held an async worker thread.");
         let _ = writeln!(out, "# TYPE {NAME} histogram");
-        let mut below = 0;
-        for (bound, n) in WORKER_BUCKETS_S.iter().zip(&self.buckets) {
-            below += n.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{NAME}_bucket{{le=\"{bound}\"}} {below}");
-        }
+        let cumulative = WORKER_BUCKETS_S.iter().zip(&self.buckets).scan(0, |below, (&bound, n)| {
+            *below += n.load(Ordering::Relaxed);
+            Some((bound, *below))
+        });
         let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{NAME}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{NAME}_sum {}", self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9);
-        let _ = writeln!(out, "{NAME}_count {count}");
+        let sum_s = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        write_histogram(out, NAME, "", cumulative, count, sum_s);
         let max = self.max_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let _ = writeln!(out, "# HELP {NAME}_max The longest such hold since start-up.");
         let _ = writeln!(out, "# TYPE {NAME}_max gauge\n{NAME}_max {max}");

@@ -84,12 +84,13 @@ fn main() {
     let mut durable_only = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "--memory-only" => memory_only = true,
-            "--durable-only" => durable_only = true,
-            _ => {}
+        // The two switches take no value; every other flag does.
+        if flag == "--memory-only" {
+            memory_only = true;
+            continue;
         }
-        if flag.ends_with("-only") {
+        if flag == "--durable-only" {
+            durable_only = true;
             continue;
         }
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
