@@ -74,7 +74,7 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 16] = [
+        let engine: [(&str, &str, u64); 17] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -83,6 +83,7 @@ impl Metrics {
             ("frame_reads_total", "counter", stats.frame_reads),
             ("frame_evictions_total", "counter", stats.frame_evictions),
             ("frame_image_reads_total", "counter", stats.frame_image_reads),
+            ("frame_page_reads_total", "counter", stats.frame_page_reads),
             ("wal_bytes_written_total", "counter", stats.wal_bytes_written),
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),

@@ -266,6 +266,8 @@ pub struct Stats {
     pub frame_evictions: u64,
     /// Point reads answered by walking an evicted frame's on-disk image instead of decoding it.
     pub frame_image_reads: u64,
+    /// 4 KiB pages those point reads fetched (through the page cache), header pages included.
+    pub frame_page_reads: u64,
     pub wal_bytes_written: u64,
     pub wal_syncs: u64,
     pub checkpoints: u64,

@@ -311,6 +311,7 @@ impl Db {
                 frame_reads: pool.source_reads,
                 frame_evictions: pool.frame_evictions,
                 frame_image_reads: pool.image_reads,
+                frame_page_reads: pool.page_reads,
                 wal_bytes_written: d.wal.bytes_written(),
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
@@ -330,6 +331,7 @@ impl Db {
             frame_reads: pool.source_reads,
             frame_evictions: pool.frame_evictions,
             frame_image_reads: pool.image_reads,
+            frame_page_reads: pool.page_reads,
             last_lsn: last,
             durable_lsn: last,
             ..Stats::default()

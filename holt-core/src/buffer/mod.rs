@@ -23,7 +23,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
-use crate::format::frame::STORE_ALIGN_BYTES;
+use crate::format::frame::{self, FrameHead, FRAME_HEADER_LEN, PAGE_BYTES, STORE_ALIGN_BYTES};
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::sync::root_cell::RootCell;
 
@@ -34,6 +34,11 @@ pub(crate) trait FrameSource: Send + Sync {
     /// `FRAME_SIZE` long; the caller reuses it across reads) and returns how many bytes it
     /// read: the image's stored length when known, else the whole `FRAME_SIZE`.
     fn read_frame(&self, id: FrameId, buf: &mut [u8]) -> Result<usize>;
+    /// Reads the bytes `[offset, offset + buf.len())` of frame `id`'s last checkpointed image
+    /// into `buf`, through the operating system's page cache (a point read fetches the few
+    /// pages its path crosses, and pages read again are served from memory the process does
+    /// not hold). Whole pages: `offset` and the length are multiples of `PAGE_BYTES`.
+    fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()>;
     /// How many deltas apply on top of frame `id`'s image (its image alone is stale if any).
     fn delta_count(&self, id: FrameId) -> usize {
         let _ = id;
@@ -345,6 +350,8 @@ pub(crate) struct BufferPool<N> {
     image_reads: AtomicU64,
     /// Reads from the frame source (decoding loads and image reads alike).
     source_reads: AtomicU64,
+    /// Pages read by point reads of evicted frames.
+    page_reads: AtomicU64,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
@@ -392,6 +399,7 @@ pub(crate) struct PoolStats {
     pub frame_evictions: u64,
     pub image_reads: u64,
     pub source_reads: u64,
+    pub page_reads: u64,
 }
 
 impl<N> BufferPool<N> {
@@ -406,6 +414,7 @@ impl<N> BufferPool<N> {
             frame_evictions: AtomicU64::new(0),
             image_reads: AtomicU64::new(0),
             source_reads: AtomicU64::new(0),
+            page_reads: AtomicU64::new(0),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
             read_buffer_freed: Condvar::new(),
@@ -438,6 +447,7 @@ impl<N> BufferPool<N> {
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),
             image_reads: self.image_reads.load(Ordering::Relaxed),
             source_reads: self.source_reads.load(Ordering::Relaxed),
+            page_reads: self.page_reads.load(Ordering::Relaxed),
         }
     }
 
@@ -480,17 +490,18 @@ impl<N> BufferPool<N> {
         Ok(root)
     }
 
-    /// Reads the image of the evicted frame `cell` and hands it to `walk`, without decoding or
-    /// admitting it: a point read's way through a frame while the cache is full. `None` when
+    /// Opens the image of the evicted frame `cell` for `walk`, which fetches the pages it
+    /// needs (each verified against the frame's page table), without decoding or admitting
+    /// the frame: a point read's way through a frame while the cache is full. `None` when
     /// the frame should be decoded and admitted instead: it is resident already, the cache
     /// has room, or this frame has been read this way `ADMIT_AFTER_IMAGE_READS` times since
     /// it was last admitted (so frames read often enough win a place in the cache). Held
     /// under the frame's load lock, like a load: nobody can change (and so rewrite) the frame
-    /// while its image is read.
+    /// while its pages are read.
     pub(crate) fn read_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
-        walk: impl FnOnce(&[u8], &(PathBuf, u64)) -> Result<R>,
+        walk: impl FnOnce(&mut dyn ImageBody) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         if !self.is_full() {
@@ -504,9 +515,12 @@ impl<N> BufferPool<N> {
         if cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
             return Ok(None); // `load` resets the count
         }
-        let result = self.read_frame(&**source, cell.id, walk)?;
+        self.source_reads.fetch_add(1, Ordering::Relaxed);
+        let mut image = PagedImage::open(&**source, cell.id)?;
+        let result = walk(&mut image);
+        self.page_reads.fetch_add(image.pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
-        Ok(Some(result))
+        result.map(Some)
     }
 
     /// Reads frame `id` from `source` into a reused buffer and hands its bytes to `f`.
@@ -608,6 +622,109 @@ impl<N> BufferPool<N> {
     }
 }
 
+/// The body of a frame image as a point read walks it: from the root record down, one record
+/// per step, each fetched (and verified) on demand.
+pub(crate) trait ImageBody {
+    /// The body offset of the root record.
+    fn root_offset(&self) -> usize;
+    /// The body's length in bytes.
+    fn body_len(&self) -> usize;
+    /// The body's bytes from offset `pos` on: at least `len` of them (fewer only at the
+    /// body's end), fetched and verified. `pos` is inside the body.
+    fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]>;
+    /// A corruption error naming `offset` (in the image) of this frame.
+    fn corruption(&self, offset: usize, reason: String) -> Error;
+}
+
+/// An evicted frame's image, read page by page through the page cache: page 0 (header and
+/// page table) at open, then the pages holding each record the walk visits, kept in a small
+/// window (a point read moves from the root record towards the body's start, visiting
+/// about one record per level).
+pub(crate) struct PagedImage<'s> {
+    source: &'s dyn FrameSource,
+    id: FrameId,
+    head: FrameHead,
+    location: (PathBuf, u64),
+    /// Image pages `first ..` (whole pages, each verified).
+    window: Vec<u8>,
+    first: usize,
+    /// Pages fetched from the source.
+    pub(crate) pages_read: u64,
+}
+
+impl<'s> PagedImage<'s> {
+    /// Reads and verifies frame `id`'s page 0: header, page table and first records.
+    pub(crate) fn open(source: &'s dyn FrameSource, id: FrameId) -> Result<PagedImage<'s>> {
+        let location = source.locate(id);
+        let mut window = vec![0u8; PAGE_BYTES];
+        source.read_pages(id, 0, &mut window)?;
+        let head = frame::open_frame_head(&window, FRAME_SIZE, id)
+            .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
+        Ok(PagedImage { source, id, head, location, window, first: 0, pages_read: 1 })
+    }
+
+    fn window_pages(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.window.len() / PAGE_BYTES
+    }
+}
+
+impl ImageBody for PagedImage<'_> {
+    fn root_offset(&self) -> usize {
+        self.head.root_offset
+    }
+    fn body_len(&self) -> usize {
+        self.head.used - FRAME_HEADER_LEN
+    }
+    fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]> {
+        let start = FRAME_HEADER_LEN + pos;
+        let end = start.saturating_add(len).min(self.head.used);
+        if start >= end {
+            return Err(self.corruption(start, "a record lies outside the body".into()));
+        }
+        let (first, last) = (start / PAGE_BYTES, end.div_ceil(PAGE_BYTES));
+        let have = self.window_pages();
+        if !(have.start <= first && last <= have.end) {
+            // Keep what the window holds when it starts the run (a record found longer than
+            // first fetched); otherwise start a new window at the record's page.
+            let keep = if have.contains(&first) { have.end } else { first };
+            if keep == first {
+                self.window.clear();
+                self.first = first;
+            }
+            let from = self.window.len();
+            self.window.resize((last - self.first) * PAGE_BYTES, 0);
+            if let Err(e) = self.source.read_pages(self.id, keep * PAGE_BYTES, &mut self.window[from..]) {
+                self.window.clear(); // nothing unread stays readable
+                return Err(e);
+            }
+            self.pages_read += (last - keep) as u64;
+            for page in keep..last {
+                let at = (page - self.first) * PAGE_BYTES;
+                if let Err(e) = self.head.pages.check(page, &self.window[at..]) {
+                    self.window.clear(); // nothing unverified stays readable
+                    return Err(self.corruption(e.offset, e.reason));
+                }
+            }
+        }
+        let base = self.first * PAGE_BYTES;
+        Ok(&self.window[start - base..self.head.used.min(self.window_pages().end * PAGE_BYTES) - base])
+    }
+    fn corruption(&self, offset: usize, reason: String) -> Error {
+        corruption_at(&self.location, self.id, offset, reason)
+    }
+}
+
+fn corruption_at(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
+    Error::Corruption {
+        location: Location {
+            file: location.0.clone(),
+            frame: Some(id.0),
+            offset: location.1 + offset as u64,
+        },
+        reason,
+    }
+}
+
 /// Frame images held in memory: the frame source of tests and of the tree harness.
 #[derive(Default)]
 pub(crate) struct MemFrameSource {
@@ -644,6 +761,16 @@ impl FrameSource for MemFrameSource {
         // An image holds the frame up to its padding, which is never read.
         buf[..image.len()].copy_from_slice(image);
         Ok(image.len())
+    }
+    fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let frames = self.frames.lock();
+        let bytes = frames.get(&id).and_then(|image| image.get(offset..offset.checked_add(buf.len())?));
+        let bytes = bytes.ok_or_else(|| Error::Corruption {
+            location: Location { file: PathBuf::from("<memory>"), frame: Some(id.0), offset: offset as u64 },
+            reason: "frame image missing or shorter than the pages read".into(),
+        })?;
+        buf.copy_from_slice(bytes);
+        Ok(())
     }
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
         let _ = id;

@@ -273,6 +273,28 @@ impl FrameSource for FrameStore {
         self.read_image_at(id.0, slot_offset(loc.image), buf)
     }
 
+    fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()> {
+        // Held across the read, as for a whole image: the slot cannot be freed meanwhile.
+        let slots = self.slots.read();
+        let Some(loc) = slots.get(&id.0) else {
+            return Err(Error::Corruption {
+                location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id.0), offset: 0 },
+                reason: "frame is not in the manifest".into(),
+            });
+        };
+        let at = slot_offset(loc.image) + offset as u64;
+        if offset.saturating_add(buf.len()) > FRAME_SIZE {
+            return Err(Error::InvalidArgument(format!("pages past the end of frame {id}'s slot")));
+        }
+        self.file.read_cached_at(buf, at).map_err(|source| match source.kind() {
+            io::ErrorKind::UnexpectedEof => Error::Corruption {
+                location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id.0), offset: at },
+                reason: "frames file ends inside the slot".into(),
+            },
+            _ => Error::Io { op: "read frame pages", source, may_have_applied: false },
+        })
+    }
+
     fn delta_count(&self, id: FrameId) -> usize {
         self.slots.read().get(&id.0).map_or(0, |loc| loc.deltas.len())
     }

@@ -2,7 +2,7 @@
 //! image, with their values (or their deletion) as of the checkpoint. A frame on disk is a
 //! whole image followed by a chain of deltas, applied in order when the frame is loaded.
 //!
-//! A delta uses the frame header's layout (`frame::seal_as`), with magic `b"HDLT"`, version
+//! A delta uses the frame header's first 32 bytes (`frame::seal_as`, without the page table), with magic `b"HDLT"`, version
 //! 1, the entry count at offset 20 and the delta's position in its frame's chain (1 for the
 //! first delta after the image) at offset 28. Its body is `entry_count` entries in strictly
 //! ascending key order, each key relative to the frame (the bytes after the parent's child
@@ -18,7 +18,8 @@ use super::node::{put_varint, write_leaf, Record, RecordError, RecordReader, TAG
 use super::FrameId;
 use crate::api::KEY_LEN_MAX;
 
-pub(crate) const DELTA_IMAGE: ImageKind = ImageKind { magic: *b"HDLT", version: 1, what: "frame delta" };
+pub(crate) const DELTA_IMAGE: ImageKind =
+    ImageKind { magic: *b"HDLT", version: 1, what: "frame delta", paged: false };
 
 /// Tag of a delete entry (a put entry is a leaf record).
 pub(crate) const TAG_DELETE: u8 = 0x03;
@@ -46,7 +47,7 @@ pub(crate) struct DeltaWriter {
 
 impl DeltaWriter {
     pub(crate) fn new(capacity_hint: usize) -> DeltaWriter {
-        DeltaWriter { buf: frame::start_frame(capacity_hint), entries: 0 }
+        DeltaWriter { buf: frame::start_image(DELTA_IMAGE, capacity_hint), entries: 0 }
     }
 
     pub(crate) fn push(&mut self, entry: &DeltaEntry<'_>) {

@@ -264,16 +264,20 @@ pub(crate) struct RecordError {
 pub(crate) struct RecordReader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The body offset of `bytes[0]`: a reader over a window of the body (a point read's
+    /// pages) checks back distances and names offsets as a reader over the whole body would.
+    base: usize,
 }
 
 impl<'a> RecordReader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        RecordReader { bytes, pos: 0 }
+        RecordReader { bytes, pos: 0, base: 0 }
     }
 
-    /// A reader whose next record starts at `pos` of `bytes` (offsets stay relative to `bytes`).
-    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Self {
-        RecordReader { bytes, pos: pos.min(bytes.len()) }
+    /// A reader over `window`, the body's bytes from body offset `base` on, whose next record
+    /// starts at `base`. Positions in errors and distance checks are body offsets.
+    pub(crate) fn window(window: &'a [u8], base: usize) -> Self {
+        RecordReader { bytes: window, pos: 0, base }
     }
 
     pub(crate) fn position(&self) -> usize {
@@ -290,7 +294,7 @@ impl<'a> RecordReader<'a> {
     }
 
     fn error(&self, offset: usize, reason: impl Into<String>) -> RecordError {
-        RecordError { offset, reason: reason.into() }
+        RecordError { offset: self.base + offset, reason: reason.into() }
     }
 
     pub(crate) fn byte(&mut self) -> Result<u8, RecordError> {
@@ -370,7 +374,7 @@ impl<'a> RecordReader<'a> {
                 };
                 let popped = child_count + usize::from(has_terminal);
                 let distances = Distances(self.slice(DISTANCE_LEN * popped)?);
-                if (0..popped).any(|i| distances.get(i).is_none_or(|d| d == 0 || d > start)) {
+                if (0..popped).any(|i| distances.get(i).is_none_or(|d| d == 0 || d > self.base + start)) {
                     return Err(self.error(start, "a back distance does not point before the record"));
                 }
                 Ok(Record::Inner { kind, prefix, has_terminal, child_count, keys, distances })

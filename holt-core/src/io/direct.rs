@@ -110,6 +110,10 @@ impl VfsFile for DirectFile {
         self.read_many_at(&mut one)
     }
 
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.buffered.read_exact_at(buf, offset)
+    }
+
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write_many_at(&[(buf, offset)])
     }

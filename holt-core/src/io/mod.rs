@@ -47,6 +47,11 @@ pub(crate) fn read_head<const N: usize>(vfs: &dyn Vfs, name: &str) -> Option<[u8
 pub trait VfsFile: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset` (short reads past the end are an error).
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// `read_exact_at` through the operating system's page cache, where the file does direct
+    /// I/O otherwise (small reads that are likely read again: a point read's frame pages).
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
     /// Writes all of `buf` at `offset`, growing the file if needed.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes every completed write to this file durable (fdatasync). A failure means the

@@ -11,10 +11,10 @@ use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
 use super::Tree;
 use super::{walk_frame, write, Walk};
 use crate::buffer::FrameSize;
-use crate::buffer::{ChangeLog, Delta};
+use crate::buffer::{ChangeLog, Delta, ImageBody};
 use crate::error::{Error, Location, Result};
 use crate::format::delta::{self as delta_format, DeltaEntry, DeltaWriter};
-use crate::format::frame::{self, HEADER_LEN};
+use crate::format::frame::{self, FRAME_HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
 use crate::format::{FrameId, FRAME_SIZE};
 
@@ -35,7 +35,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
     let mut written: Vec<usize> = Vec::new();
     let mut distances: Vec<usize> = Vec::new();
     while let Some(step) = stack.pop() {
-        let start = buf.len() - HEADER_LEN;
+        let start = buf.len() - FRAME_HEADER_LEN;
         match step {
             Step::Enter(Node::Leaf(l)) => write_leaf(&mut buf, l.suffix(), l.value(), l.version()),
             Step::Enter(Node::Link(cell)) => write_link(&mut buf, cell.id.0),
@@ -206,8 +206,8 @@ pub(super) fn decode_frame(
     let mut records: u32 = 0;
     while !reader.is_at_end() {
         let body_at = reader.position();
-        let at = HEADER_LEN + body_at;
-        let record = reader.next_record().map_err(|e| fail(HEADER_LEN + e.offset, e.reason))?;
+        let at = FRAME_HEADER_LEN + body_at;
+        let record = reader.next_record().map_err(|e| fail(FRAME_HEADER_LEN + e.offset, e.reason))?;
         records = records.saturating_add(1);
         match record {
             Record::Leaf { suffix, value, version } => {
@@ -275,9 +275,11 @@ pub(super) fn decode_frame(
     }
     // Links as roots could chain frames without the key getting deeper (see `walk_image`).
     if matches!(root, Node::Link(_)) {
-        return Err(fail(HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
+        return Err(fail(FRAME_HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
     }
-    Ok((root, HEADER_LEN + view.body.len()))
+    // The size writers keep (`split::frame_size`): the fixed header and the records; the page
+    // table is the same 512 bytes in every frame, so `FRAME_BUDGET_BYTES` leaves room for it.
+    Ok((root, frame::HEADER_LEN + view.body.len()))
 }
 
 impl Tree {
@@ -325,9 +327,10 @@ impl Tree {
 }
 
 /// Where a point lookup over a frame's encoded image ends.
-pub(super) enum ImageWalk<'a> {
+pub(super) enum ImageWalk {
+    /// The value, copied out of the image, and its version.
     Found {
-        value: &'a [u8],
+        value: Vec<u8>,
         version: u64,
     },
     Missing,
@@ -338,45 +341,56 @@ pub(super) enum ImageWalk<'a> {
     },
 }
 
-/// Looks `key` up in the image of frame `id` without decoding it (the checksum is verified
-/// first): from the root record, each inner record's back distances lead to the one record on
-/// the key's path, so a lookup reads a dozen records instead of building thousands of nodes.
-/// `depth` as in `walk_frame`. Never panics; a malformed body is a corruption error.
-pub(super) fn walk_image<'a>(
-    bytes: &'a [u8],
-    id: FrameId,
-    location: &(PathBuf, u64),
-    key: &[u8],
-    mut depth: usize,
-) -> Result<ImageWalk<'a>> {
-    let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-    let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
-    let mut pos = view.root_offset;
+/// Bytes fetched for a record before its length is known: most records (inner nodes of
+/// path-shaped keys, leaves with small values) are shorter; a longer one fetches more.
+const RECORD_GUESS_BYTES: usize = 256;
+
+/// Looks `key` up in a frame's image without decoding it: from the root record, each inner
+/// record's back distances lead to the one record on the key's path, so a lookup reads a
+/// dozen records (and, from disk, the few pages holding them) instead of building thousands
+/// of nodes. `depth` as in `walk_frame`. Never panics; a malformed body is a corruption error.
+pub(super) fn walk_image(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result<ImageWalk> {
+    let root_offset = image.root_offset();
+    let body_len = image.body_len();
+    let mut pos = root_offset;
     let mut at_terminal = false;
     // Bound: `pos` strictly decreases at every step (the reader rejects back distances that
     // do not point before their record).
     loop {
-        let mut reader = RecordReader::at(view.body, pos);
-        let record = reader.next_record().map_err(|e| fail(HEADER_LEN + e.offset, e.reason))?;
-        let rest = key.get(depth..).unwrap_or_default();
-        if at_terminal && !matches!(record, Record::Leaf { .. }) {
-            return Err(fail(HEADER_LEN + pos, "terminal is not a leaf".into()));
+        // Fetch until the record parses or the body ends (bound: the fetch grows each time).
+        let mut want = RECORD_GUESS_BYTES;
+        loop {
+            let bytes = image.bytes_at(pos, want)?;
+            let fetched = bytes.len();
+            match RecordReader::window(bytes, pos).next_record() {
+                Ok(_) => break,
+                Err(_) if pos + fetched < body_len => want = fetched + frame::PAGE_BYTES,
+                Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+            }
         }
-        match record {
-            Record::Leaf { suffix, value, version } => {
+        let bytes = image.bytes_at(pos, want)?;
+        let record = RecordReader::window(bytes, pos).next_record();
+        let record = record.map_err(|e| (FRAME_HEADER_LEN + e.offset, e.reason));
+        let rest = key.get(depth..).unwrap_or_default();
+        let step = match record {
+            Err(e) => Err(e),
+            Ok(_) if at_terminal && !matches!(record, Ok(Record::Leaf { .. })) => {
+                Err((FRAME_HEADER_LEN + pos, "terminal is not a leaf".into()))
+            }
+            Ok(Record::Leaf { suffix, value, version }) => {
                 return Ok(if suffix == rest {
-                    ImageWalk::Found { value, version }
+                    ImageWalk::Found { value: value.to_vec(), version }
                 } else {
                     ImageWalk::Missing
                 });
             }
             // A frame's root is never a link: links as roots could chain frames without the
             // key getting any deeper, so a corrupt pair of frames could send lookups in circles.
-            Record::Link { .. } if pos == view.root_offset => {
-                return Err(fail(HEADER_LEN + pos, "the frame's root is a link".into()));
+            Ok(Record::Link { .. }) if pos == root_offset => {
+                Err((FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
             }
-            Record::Link { frame } => return Ok(ImageWalk::Link { frame: FrameId(frame), depth }),
-            Record::Inner { prefix, has_terminal, keys, distances, .. } => {
+            Ok(Record::Link { frame }) => return Ok(ImageWalk::Link { frame: FrameId(frame), depth }),
+            Ok(Record::Inner { prefix, has_terminal, keys, distances, .. }) => {
                 if !rest.starts_with(prefix) {
                     return Ok(ImageWalk::Missing);
                 }
@@ -395,12 +409,50 @@ pub(super) fn walk_image<'a>(
                         None => return Ok(ImageWalk::Missing),
                     },
                 };
-                let back = distances
-                    .get(index)
-                    .ok_or_else(|| fail(HEADER_LEN + pos, "missing back distance".into()))?;
-                pos -= back;
+                distances.get(index).ok_or((FRAME_HEADER_LEN + pos, "missing back distance".to_string()))
             }
+        };
+        match step {
+            Ok(back) => pos -= back,
+            Err((offset, reason)) => return Err(image.corruption(offset, reason)),
         }
+    }
+}
+
+/// A frame image held whole in memory (verified when wrapped), walked like a paged one.
+#[cfg(test)]
+pub(super) struct WholeImage<'a> {
+    body: &'a [u8],
+    root_offset: usize,
+    id: FrameId,
+    location: &'a (PathBuf, u64),
+}
+
+#[cfg(test)]
+impl<'a> WholeImage<'a> {
+    /// Verifies the image of frame `id` (header, page table, every page).
+    pub(super) fn open(bytes: &'a [u8], id: FrameId, location: &'a (PathBuf, u64)) -> Result<WholeImage<'a>> {
+        let view = frame::open(bytes, id).map_err(|e| corruption(location, id, e.offset, e.reason))?;
+        Ok(WholeImage { body: view.body, root_offset: view.root_offset, id, location })
+    }
+}
+
+#[cfg(test)]
+impl ImageBody for WholeImage<'_> {
+    fn root_offset(&self) -> usize {
+        self.root_offset
+    }
+    fn body_len(&self) -> usize {
+        self.body.len()
+    }
+    fn bytes_at(&mut self, pos: usize, _len: usize) -> Result<&[u8]> {
+        match self.body.get(pos..) {
+            Some(rest) if !rest.is_empty() => Ok(rest),
+            _ => Err(self.corruption(FRAME_HEADER_LEN + pos, "a record lies outside the body".into())),
+        }
+    }
+    fn corruption(&self, offset: usize, reason: String) -> Error {
+        corruption(self.location, self.id, offset, reason)
     }
 }
 
@@ -427,11 +479,14 @@ mod tests {
         ];
         assert_eq!((view.body, view.node_count, view.root_offset), (expected, 3, 10));
         let at = (PathBuf::from("<test>"), 0);
-        let found = |key: &[u8]| match walk_image(&image, FrameId::ROOT, &at, key, 0).unwrap() {
-            ImageWalk::Found { value, version } => Some((value.to_vec(), version)),
-            ImageWalk::Missing => None,
-            ImageWalk::Link { .. } => panic!("no links here"),
-        };
+        let found =
+            |key: &[u8]| match walk_image(&mut WholeImage::open(&image, FrameId::ROOT, &at).unwrap(), key, 0)
+                .unwrap()
+            {
+                ImageWalk::Found { value, version } => Some((value, version)),
+                ImageWalk::Missing => None,
+                ImageWalk::Link { .. } => panic!("no links here"),
+            };
         assert_eq!(found(b"ab"), Some((b"x".to_vec(), 5)));
         assert_eq!(found(b"ac"), Some((b"y".to_vec(), 6)));
         assert_eq!((found(b"a"), found(b"ad"), found(b"abc"), found(b"b")), (None, None, None, None));
@@ -448,7 +503,8 @@ mod tests {
         let at = (PathBuf::from("<test>"), 0);
         let decoded = decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root)));
         assert!(matches!(decoded, Err(Error::Corruption { .. })));
-        let walked = walk_image(&image, FrameId(5), &at, b"key", 0);
+        let walked =
+            WholeImage::open(&image, FrameId(5), &at).and_then(|mut i| walk_image(&mut i, b"key", 0));
         assert!(matches!(walked, Err(Error::Corruption { .. })));
     }
 }

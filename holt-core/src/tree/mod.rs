@@ -31,7 +31,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::api::{Entry, Version};
 use crate::buffer::{BufferPool, FrameCell, FrameSource};
 use crate::error::Result;
-use crate::format::frame::HEADER_LEN;
+use crate::format::frame::FRAME_HEADER_LEN;
 use crate::format::{FrameId, FRAME_SIZE};
 use node::{Cell, Inner, Leaf, Node, Shared};
 
@@ -39,8 +39,11 @@ pub(crate) use apply::ApplyOutcome;
 pub(crate) use codec::{encode_delta, encode_frame};
 pub(crate) use frames::{Capture, CapturedFrame};
 
-/// Split a frame when its encoded size passes this (the whole frame minus its header).
-pub(crate) const FRAME_BUDGET_BYTES: usize = FRAME_SIZE - HEADER_LEN;
+/// Split a frame when its encoded size passes this: the whole frame minus its header and page
+/// table. (Encoded sizes count the 32-byte fixed header and the records, not the page table,
+/// which takes the same 512 bytes in every frame; so a frame at this size, page table
+/// included, still fits `FRAME_SIZE`.)
+pub(crate) const FRAME_BUDGET_BYTES: usize = FRAME_SIZE - FRAME_HEADER_LEN;
 
 pub(crate) struct Tree {
     root: Arc<Cell>,
@@ -325,9 +328,9 @@ impl Tree {
             Missing,
             Link(Arc<Cell>, usize),
         }
-        let step = self.pool.read_image(cell, |bytes, location| {
-            Ok(match codec::walk_image(bytes, cell.id, location, key, depth)? {
-                codec::ImageWalk::Found { value, version } => Step::Found(value.to_vec(), Version(version)),
+        let step = self.pool.read_image(cell, |image| {
+            Ok(match codec::walk_image(image, key, depth)? {
+                codec::ImageWalk::Found { value, version } => Step::Found(value, Version(version)),
                 codec::ImageWalk::Missing => Step::Missing,
                 // Resolved while this frame's load lock is held, as the decoder resolves its
                 // links: a merge of the child into this frame must load this frame first, so
@@ -336,14 +339,8 @@ impl Tree {
                     // A named point inside the window, so a test can run a merge in it.
                     fail::fail_point!("image-walk-link");
                     let child = self.linked_frame(&self.frames.lock(), cell, frame);
-                    let child = child.ok_or_else(|| crate::error::Error::Corruption {
-                        location: crate::error::Location {
-                            file: location.0.clone(),
-                            frame: Some(cell.id.0),
-                            offset: location.1,
-                        },
-                        reason: format!("link to unknown frame {frame}"),
-                    })?;
+                    let child =
+                        child.ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
                     Step::Link(child, depth)
                 }
             })

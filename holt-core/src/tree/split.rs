@@ -37,7 +37,8 @@ pub(super) fn subtree_footprint(node: &Node) -> Footprint {
     total
 }
 
-/// The size of the frame rooted at `root`, measured by walking it (header included).
+/// The size of the frame rooted at `root`, measured by walking it (the fixed header included,
+/// the page table not: see `FRAME_BUDGET_BYTES`).
 pub(super) fn frame_size(root: &Node) -> FrameSize {
     let header = Footprint { encoded: HEADER_LEN as isize, memory: 0 };
     (header + subtree_footprint(root)).to_size()
