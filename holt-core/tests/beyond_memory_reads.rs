@@ -170,3 +170,54 @@ fn a_corrupt_or_torn_page_is_named_never_served() {
     assert!(named.contains_key("page 2 checksum mismatch"), "the flipped byte was never detected");
     assert!(named.contains_key("page 3 checksum mismatch"), "the torn page was never detected");
 }
+
+/// Point reads of evicted frames that have deltas (keys overwritten or deleted since the
+/// frames' images were written) look the key up in the deltas before the image: every key
+/// reads back its latest state with the frames evicted and read page by page.
+#[test]
+fn point_reads_of_frames_with_deltas_see_the_latest_state() {
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = scratch_dir();
+    let count = 120_000;
+    load(dir.path(), count);
+    // A few percent of the keys overwritten or deleted, in two checkpoints: chains of deltas.
+    let mut model: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
+    let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
+    for round in 0..2u8 {
+        let mut batch = Batch::new();
+        for _ in 0..1_500 {
+            let i = rng.gen_range(0..count);
+            if rng.gen_bool(0.3) {
+                batch.delete(key(i));
+                model.insert(i, None);
+            } else {
+                let v = format!("round {round} of {i}").into_bytes();
+                batch.put(key(i), v.clone());
+                model.insert(i, Some(v));
+            }
+        }
+        db.write_batch(&batch, WriteOptions::default()).unwrap();
+        db.checkpoint().unwrap();
+    }
+    let deltas = db.stats().checkpoint_frames_delta;
+    db.close().unwrap();
+    assert!(deltas > 0, "the checkpoints wrote no deltas");
+    drop_page_cache(dir.path());
+
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    for i in 0..count {
+        let want = model.get(&i).cloned().unwrap_or_else(|| Some(value(i)));
+        assert_eq!(db.get(&key(i)).unwrap().map(|e| e.value), want, "key {i}");
+    }
+    let stats = db.stats();
+    println!(
+        "{deltas} frame deltas; {} image reads fetching {} pages, {} frames loaded",
+        stats.frame_image_reads,
+        stats.frame_page_reads,
+        stats.frame_reads - stats.frame_image_reads
+    );
+    assert!(stats.frame_image_reads > u64::from(count) / 2, "most reads should walk evicted frames");
+    db.close().unwrap();
+}

@@ -112,6 +112,10 @@ pub(crate) struct FrameCell<N> {
     /// Point reads served from the frame's image since it was last admitted (see
     /// `BufferPool::read_image`).
     image_reads: AtomicU32,
+    /// The verified header and page table of the frame's image on disk, kept from the first
+    /// point read that fetched them while the frame is clean (its image cannot move then),
+    /// so later point reads skip page 0: 552 bytes per frame, not counted in the budget.
+    image_head: Mutex<Option<Arc<FrameHead>>>,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
     /// The changes written since the last capture, for the next checkpoint's delta.
@@ -207,6 +211,7 @@ impl<N> FrameCell<N> {
             referenced: AtomicBool::new(true),
             lead: AtomicU16::new(LEAD_UNKNOWN),
             image_reads: AtomicU32::new(0),
+            image_head: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
             changes: Mutex::new(ChangeLog::default()),
         }
@@ -236,8 +241,11 @@ impl<N> FrameCell<N> {
     pub(crate) fn mark_dirty(&self) {
         self.dirty_generation.fetch_add(1, Ordering::AcqRel);
     }
-    /// Records that generation `generation` of the frame is on disk.
+    /// Records that generation `generation` of the frame is on disk (after the manifest
+    /// naming it is installed). A whole image written there may lie in a new slot: the
+    /// header a point read kept describes the old one, so it goes.
     pub(crate) fn mark_clean(&self, generation: u64) {
+        *self.image_head.lock() = None;
         self.clean_generation.fetch_max(generation, Ordering::AcqRel);
     }
     pub(crate) fn is_retired(&self) -> bool {
@@ -387,7 +395,7 @@ const READ_BUFFERS_MAX: usize = 8;
 
 /// A frame read this many times from its image since it was last loaded (while the cache was
 /// full) is decoded and admitted on the next read (evicting a colder frame).
-const ADMIT_AFTER_IMAGE_READS: u32 = 32;
+const ADMIT_AFTER_IMAGE_READS: u32 = 1024;
 
 /// Counters of the cache.
 #[derive(Debug, Clone, Copy, Default)]
@@ -491,8 +499,8 @@ impl<N> BufferPool<N> {
     }
 
     /// Opens the image of the evicted frame `cell` for `walk`, which fetches the pages it
-    /// needs (each verified against the frame's page table), without decoding or admitting
-    /// the frame: a point read's way through a frame while the cache is full. `None` when
+    /// needs (each verified against the frame's page table), and hands it the frame's deltas,
+    /// without decoding or admitting the frame: a point read's way through a frame while the cache is full. `None` when
     /// the frame should be decoded and admitted instead: it is resident already, the cache
     /// has room, or this frame has been read this way `ADMIT_AFTER_IMAGE_READS` times since
     /// it was last admitted (so frames read often enough win a place in the cache). Held
@@ -501,23 +509,29 @@ impl<N> BufferPool<N> {
     pub(crate) fn read_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
-        walk: impl FnOnce(&mut dyn ImageBody) -> Result<R>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         if !self.is_full() {
             return Ok(None); // no lock needed to decide to load instead
         }
         let _loading = cell.load_lock.lock();
-        // A frame with deltas is read whole: its image alone is older than the frame.
-        if cell.root.load().is_some() || !self.is_full() || source.delta_count(cell.id) > 0 {
+        if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
         if cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);
-        let mut image = PagedImage::open(&**source, cell.id)?;
-        let result = walk(&mut image);
+        let kept = cell.image_head.lock().clone();
+        let mut image = PagedImage::open(&**source, cell.id, kept.clone())?;
+        if kept.is_none() {
+            *cell.image_head.lock() = Some(Arc::clone(&image.head));
+        }
+        // The frame's deltas (changes to keys since its image; each a few KiB), read whole:
+        // the walk looks the key up in them, newest first, before trusting the image.
+        let deltas = self.read_deltas(&**source, cell.id)?;
+        let result = walk(&mut image, &deltas);
         self.page_reads.fetch_add(image.pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
         result.map(Some)
@@ -634,6 +648,8 @@ pub(crate) trait ImageBody {
     fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]>;
     /// A corruption error naming `offset` (in the image) of this frame.
     fn corruption(&self, offset: usize, reason: String) -> Error;
+    /// The frame's id.
+    fn id(&self) -> FrameId;
 }
 
 /// An evicted frame's image, read page by page through the page cache: page 0 (header and
@@ -643,7 +659,7 @@ pub(crate) trait ImageBody {
 pub(crate) struct PagedImage<'s> {
     source: &'s dyn FrameSource,
     id: FrameId,
-    head: FrameHead,
+    head: Arc<FrameHead>,
     location: (PathBuf, u64),
     /// Image pages `first ..` (whole pages, each verified).
     window: Vec<u8>,
@@ -653,14 +669,30 @@ pub(crate) struct PagedImage<'s> {
 }
 
 impl<'s> PagedImage<'s> {
-    /// Reads and verifies frame `id`'s page 0: header, page table and first records.
-    pub(crate) fn open(source: &'s dyn FrameSource, id: FrameId) -> Result<PagedImage<'s>> {
+    /// Opens frame `id`'s image: with its header as a point read verified it before
+    /// (`kept`), or by reading and verifying page 0 (header, page table and first records).
+    pub(crate) fn open(
+        source: &'s dyn FrameSource,
+        id: FrameId,
+        kept: Option<Arc<FrameHead>>,
+    ) -> Result<PagedImage<'s>> {
         let location = source.locate(id);
+        if let Some(head) = kept {
+            return Ok(PagedImage {
+                source,
+                id,
+                head,
+                location,
+                window: Vec::new(),
+                first: 0,
+                pages_read: 0,
+            });
+        }
         let mut window = vec![0u8; PAGE_BYTES];
         source.read_pages(id, 0, &mut window)?;
         let head = frame::open_frame_head(&window, FRAME_SIZE, id)
             .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
-        Ok(PagedImage { source, id, head, location, window, first: 0, pages_read: 1 })
+        Ok(PagedImage { source, id, head: Arc::new(head), location, window, first: 0, pages_read: 1 })
     }
 
     fn window_pages(&self) -> std::ops::Range<usize> {
@@ -711,6 +743,9 @@ impl ImageBody for PagedImage<'_> {
     }
     fn corruption(&self, offset: usize, reason: String) -> Error {
         corruption_at(&self.location, self.id, offset, reason)
+    }
+    fn id(&self) -> FrameId {
+        self.id
     }
 }
 

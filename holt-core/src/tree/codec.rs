@@ -349,7 +349,48 @@ const RECORD_GUESS_BYTES: usize = 256;
 /// record's back distances lead to the one record on the key's path, so a lookup reads a
 /// dozen records (and, from disk, the few pages holding them) instead of building thousands
 /// of nodes. `depth` as in `walk_frame`. Never panics; a malformed body is a corruption error.
-pub(super) fn walk_image(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result<ImageWalk> {
+/// `deltas` are the frame's deltas in the order they apply: a key they name has the state the
+/// last of them gives it, whatever the image holds (deltas change keys, never the frame's
+/// shape, so a key under a link is never in them).
+pub(super) fn walk_image(
+    image: &mut dyn ImageBody,
+    deltas: &[Delta],
+    key: &[u8],
+    depth: usize,
+) -> Result<ImageWalk> {
+    if !deltas.is_empty() {
+        if let Some(state) = delta_state(image.id(), deltas, key.get(depth..).unwrap_or_default())? {
+            return Ok(state);
+        }
+    }
+    walk_pages(image, key, depth)
+}
+
+/// The state the last of `deltas` that names `key` (relative to the frame) gives it; `None`
+/// when none does. Each delta is verified (checksum, chain position) before it is used.
+fn delta_state(id: FrameId, deltas: &[Delta], key: &[u8]) -> Result<Option<ImageWalk>> {
+    for (i, (bytes, location)) in deltas.iter().enumerate().rev() {
+        let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
+        let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
+        if view.chain_index as usize != i + 1 {
+            return Err(fail(
+                28,
+                format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
+            ));
+        }
+        let entries = view.entries().map_err(|e| fail(e.offset, e.reason))?;
+        if let Ok(at) = entries.binary_search_by(|entry| entry.key().cmp(key)) {
+            return Ok(Some(match entries[at] {
+                DeltaEntry::Put { value, version, .. } => ImageWalk::Found { value: value.to_vec(), version },
+                DeltaEntry::Delete { .. } => ImageWalk::Missing,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// `walk_image` over the image alone.
+fn walk_pages(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result<ImageWalk> {
     let root_offset = image.root_offset();
     let body_len = image.body_len();
     let mut pos = root_offset;
@@ -454,6 +495,9 @@ impl ImageBody for WholeImage<'_> {
     fn corruption(&self, offset: usize, reason: String) -> Error {
         corruption(self.location, self.id, offset, reason)
     }
+    fn id(&self) -> FrameId {
+        self.id
+    }
 }
 
 #[cfg(test)]
@@ -479,14 +523,18 @@ mod tests {
         ];
         assert_eq!((view.body, view.node_count, view.root_offset), (expected, 3, 10));
         let at = (PathBuf::from("<test>"), 0);
-        let found =
-            |key: &[u8]| match walk_image(&mut WholeImage::open(&image, FrameId::ROOT, &at).unwrap(), key, 0)
-                .unwrap()
-            {
-                ImageWalk::Found { value, version } => Some((value, version)),
-                ImageWalk::Missing => None,
-                ImageWalk::Link { .. } => panic!("no links here"),
-            };
+        let found = |key: &[u8]| match walk_image(
+            &mut WholeImage::open(&image, FrameId::ROOT, &at).unwrap(),
+            &[],
+            key,
+            0,
+        )
+        .unwrap()
+        {
+            ImageWalk::Found { value, version } => Some((value, version)),
+            ImageWalk::Missing => None,
+            ImageWalk::Link { .. } => panic!("no links here"),
+        };
         assert_eq!(found(b"ab"), Some((b"x".to_vec(), 5)));
         assert_eq!(found(b"ac"), Some((b"y".to_vec(), 6)));
         assert_eq!((found(b"a"), found(b"ad"), found(b"abc"), found(b"b")), (None, None, None, None));
@@ -504,7 +552,7 @@ mod tests {
         let decoded = decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root)));
         assert!(matches!(decoded, Err(Error::Corruption { .. })));
         let walked =
-            WholeImage::open(&image, FrameId(5), &at).and_then(|mut i| walk_image(&mut i, b"key", 0));
+            WholeImage::open(&image, FrameId(5), &at).and_then(|mut i| walk_image(&mut i, &[], b"key", 0));
         assert!(matches!(walked, Err(Error::Corruption { .. })));
     }
 }

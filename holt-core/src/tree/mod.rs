@@ -328,8 +328,8 @@ impl Tree {
             Missing,
             Link(Arc<Cell>, usize),
         }
-        let step = self.pool.read_image(cell, |image| {
-            Ok(match codec::walk_image(image, key, depth)? {
+        let step = self.pool.read_image(cell, |image, deltas| {
+            Ok(match codec::walk_image(image, deltas, key, depth)? {
                 codec::ImageWalk::Found { value, version } => Step::Found(value, Version(version)),
                 codec::ImageWalk::Missing => Step::Missing,
                 // Resolved while this frame's load lock is held, as the decoder resolves its
