@@ -39,16 +39,59 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// XML timestamp form with milliseconds.
 pub fn iso8601(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60,
-        ms % 1000
-    )
+    let mut out = String::with_capacity(24);
+    iso8601_into(&mut out, ms);
+    out
+}
+
+/// Appends `iso8601(ms)` to `out`.
+pub fn iso8601_into(out: &mut String, ms: u64) {
+    Iso8601Writer::default().write(out, ms);
+}
+
+/// Writes many timestamps in a row (a listing writes a thousand per page): no formatter and
+/// no allocation, and the date and time of day are computed once per distinct second.
+#[derive(Default)]
+pub struct Iso8601Writer {
+    /// The second `prefix` was made for.
+    secs: Option<u64>,
+    /// `YYYY-MM-DDTHH:MM:SS.` of that second.
+    prefix: String,
+}
+
+impl Iso8601Writer {
+    pub fn write(&mut self, out: &mut String, ms: u64) {
+        let secs = ms / 1000;
+        if self.secs != Some(secs) {
+            let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+            let sod = secs % 86_400;
+            let mut text = *b"0000-00-00T00:00:00.";
+            digits(&mut text[0..4], y.clamp(0, 9999) as u64);
+            digits(&mut text[5..7], u64::from(mo));
+            digits(&mut text[8..10], u64::from(d));
+            digits(&mut text[11..13], sod / 3600);
+            digits(&mut text[14..16], (sod / 60) % 60);
+            digits(&mut text[17..19], sod % 60);
+            self.prefix.clear();
+            self.prefix.extend(text.iter().map(|&b| char::from(b)));
+            self.secs = Some(secs);
+        }
+        out.push_str(&self.prefix);
+        let ms = (ms % 1000) as u32;
+        for digit in [ms / 100, ms / 10 % 10, ms % 10] {
+            out.push(char::from(b'0' + digit as u8));
+        }
+        out.push('Z');
+    }
+}
+
+/// Writes `v` in decimal into all of `out`, zero-padded (the most significant digits are cut
+/// if it does not fit).
+fn digits(out: &mut [u8], mut v: u64) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
 }
 
 #[cfg(test)]
@@ -60,6 +103,14 @@ mod tests {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso8601(1_255_369_830_123), "2009-10-12T17:50:30.123Z");
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        // The writer reuses the second's text: milliseconds change, and a new second is made anew.
+        let mut w = Iso8601Writer::default();
+        let mut s = String::new();
+        for ms in [1_255_369_830_123, 1_255_369_830_999, 1_255_369_831_004, 951_782_400_000] {
+            w.write(&mut s, ms);
+            s.push(' ');
+        }
+        assert_eq!(s, "2009-10-12T17:50:30.123Z 2009-10-12T17:50:30.999Z 2009-10-12T17:50:31.004Z 2000-02-29T00:00:00.000Z ");
         assert_eq!(http_date(1_255_369_830_123), "Mon, 12 Oct 2009 17:50:30 GMT");
         assert_eq!(parse_http_date("Mon, 12 Oct 2009 17:50:30 GMT"), Some(1_255_369_830_000));
         assert_eq!(parse_http_date("yesterday"), None);

@@ -154,6 +154,16 @@ impl Enc {
             s.to_owned()
         }
     }
+
+    /// `<name>s</name>`, `s` url-encoded when the page is, escaped otherwise (no copy of `s`
+    /// on the way when it is not encoded).
+    fn elem(&self, w: &mut XmlWriter, name: &str, s: &str) {
+        if self.url {
+            w.elem(name, &url_encode(s));
+        } else {
+            w.elem(name, s);
+        }
+    }
 }
 
 /// Decides whether to url-encode: when the client asked, or when some text could not be
@@ -163,16 +173,17 @@ fn must_encode(requested: bool, texts: &[&str], page: &Page) -> bool {
 }
 
 fn write_contents(w: &mut XmlWriter, enc: &Enc, page: &Page, owner: Option<&str>, versions: bool) {
+    let mut dates = time::Iso8601Writer::default();
     for e in &page.entries {
         if let Entry::Key { key, meta } = e {
             w.open(if versions { "Version" } else { "Contents" });
-            w.elem("Key", &enc.f(key));
+            enc.elem(w, "Key", key);
             if versions {
                 w.elem("VersionId", "null");
                 w.elem_bool("IsLatest", true);
             }
-            w.elem("LastModified", &time::iso8601(meta.last_modified_ms));
-            w.elem("ETag", &meta.etag());
+            w.elem_with("LastModified", |out| dates.write(out, meta.last_modified_ms));
+            w.elem_with("ETag", |out| meta.etag_xml_into(out));
             w.elem_num("Size", meta.size);
             if let Some(o) = owner {
                 owner_elem(w, o);
@@ -187,7 +198,7 @@ fn write_contents(w: &mut XmlWriter, enc: &Enc, page: &Page, owner: Option<&str>
     for e in &page.entries {
         if let Entry::Prefix(p) = e {
             w.open("CommonPrefixes");
-            w.elem("Prefix", &enc.f(p));
+            enc.elem(w, "Prefix", p);
             w.close("CommonPrefixes");
         }
     }

@@ -98,6 +98,22 @@ impl ListedObject {
     pub fn etag(&self) -> String {
         etag_text(&self.md5, self.parts)
     }
+
+    /// Appends the quoted ETag escaped as XML text (`&quot;…&quot;`), as `etag` would read
+    /// once escaped, without allocating.
+    pub fn etag_xml_into(&self, out: &mut String) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        out.push_str("&quot;");
+        for b in self.md5 {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        }
+        if self.parts != 0 {
+            out.push('-');
+            out.push_str(itoa::Buffer::new().format(self.parts));
+        }
+        out.push_str("&quot;");
+    }
 }
 
 fn etag_text(md5: &[u8; 16], parts: u32) -> String {
@@ -275,6 +291,43 @@ impl<'a> Dec<'a> {
             _ => None,
         }
     }
+    /// `opt_str` without building the string (checked as UTF-8 all the same).
+    fn skip_opt_str(&mut self) -> Option<()> {
+        match self.byte()? {
+            0 => Some(()),
+            1 => std::str::from_utf8(self.bytes()?).ok().map(drop),
+            _ => None,
+        }
+    }
+    /// `headers`, keeping only the storage class: a listing allocates nothing for the rest.
+    fn storage_class(&mut self) -> Option<Option<String>> {
+        for _ in 0..6 {
+            self.skip_opt_str()?;
+        }
+        let storage_class = self.opt_str()?;
+        let n = self.u64()?;
+        if n > self.0.len() as u64 {
+            return None;
+        }
+        for _ in 0..2 * n {
+            std::str::from_utf8(self.bytes()?).ok()?;
+        }
+        Some(storage_class)
+    }
+    /// `checksums`, keeping only the first algorithm.
+    fn first_checksum_algo(&mut self) -> Option<Option<ChecksumAlgo>> {
+        let n = self.u64()?;
+        if n > 5 {
+            return None;
+        }
+        let mut first = None;
+        for _ in 0..n {
+            let algo = ChecksumAlgo::from_code(self.byte()?)?;
+            self.bytes()?;
+            first.get_or_insert(algo);
+        }
+        Some(first)
+    }
     fn headers(&mut self) -> Option<ObjectHeaders> {
         let content_type = self.opt_str()?;
         let content_encoding = self.opt_str()?;
@@ -360,8 +413,8 @@ impl ObjectMeta {
     pub fn decode_listed(b: &[u8]) -> Option<ListedObject> {
         let (mut d, _) = Dec::start_v1_or_v2(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
-        let storage_class = d.headers()?.storage_class;
-        let checksum_algo = d.checksums()?.first().map(|(algo, _)| *algo);
+        let storage_class = d.storage_class()?;
+        let checksum_algo = d.first_checksum_algo()?;
         Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
     }
 
@@ -563,6 +616,51 @@ mod tests {
         assert_eq!(shown, vec![(ChecksumAlgo::Crc32, "AQIDBA==-3".to_owned())]);
         let full = ObjectMeta { checksum_type: ChecksumType::FullObject, ..m };
         assert_eq!(full.checksum_values().next().map(|(_, v)| v).as_deref(), Some("AQIDBA=="));
+    }
+
+    #[test]
+    fn listed_etags_escape_as_the_etag_does() {
+        for parts in [0, 3, 10_000] {
+            let listed = ListedObject {
+                size: 1,
+                md5: [0xa7; 16],
+                parts,
+                last_modified_ms: 0,
+                storage_class: None,
+                checksum_algo: None,
+            };
+            let (mut fast, mut escaped) = (String::new(), String::new());
+            listed.etag_xml_into(&mut fast);
+            crate::xml::escape_into(&mut escaped, &listed.etag());
+            assert_eq!(fast, escaped);
+        }
+    }
+
+    /// The listing's decoder skips what a listing does not show without building it: it
+    /// must agree with the full decoder on every field it keeps, and refuse what it refuses.
+    #[test]
+    fn listed_fields_agree_with_the_full_record() {
+        let mut m = sample();
+        m.headers.content_type = Some("text/plain".into());
+        m.headers.cache_control = Some("no-cache".into());
+        m.headers.storage_class = Some("REDUCED_REDUNDANCY".into());
+        m.headers.user_meta = vec![("a".into(), "1".into()), ("b".into(), "2".into())];
+        for record in [m.encode(), sample().encode()] {
+            let full = ObjectMeta::decode(&record).unwrap();
+            let listed = ObjectMeta::decode_listed(&record).unwrap();
+            assert_eq!(listed.storage_class, full.headers.storage_class);
+            assert_eq!(listed.checksum_algo, full.checksums.first().map(|(a, _)| *a));
+            assert_eq!((listed.size, listed.md5, listed.parts), (full.size, full.md5, full.parts));
+            assert_eq!(listed.etag(), full.etag());
+        }
+        // A header that is not UTF-8 is refused by both.
+        let mut bad = m.clone();
+        bad.headers.content_type = Some("QQQQQQQQ".into());
+        let mut record = bad.encode();
+        let at = record.windows(8).position(|w| w == b"QQQQQQQQ").unwrap();
+        record[at] = 0xFF;
+        assert!(ObjectMeta::decode(&record).is_none());
+        assert!(ObjectMeta::decode_listed(&record).is_none());
     }
 
     #[test]

@@ -11,21 +11,59 @@ pub fn is_xml_char(c: char) -> bool {
 
 /// Whether every character of `s` can be written as XML 1.0 character data.
 pub fn is_xml_safe(s: &str) -> bool {
-    s.chars().all(is_xml_char)
+    // Bytes below 0x20 other than tab, LF and CR are never XML characters; in UTF-8 the only
+    // others (U+FFFE and U+FFFF; surrogates cannot be in a `str`) start with 0xEF. A fold
+    // without an early exit compiles to vector compares.
+    let suspect = s
+        .as_bytes()
+        .iter()
+        .fold(false, |acc, &x| acc | ((x < 0x20) & (x != b'\t') & (x != b'\n') & (x != b'\r')) | (x == 0xEF));
+    !suspect || s.chars().all(is_xml_char)
 }
+
+/// How `escape_into` treats a byte: 0 copies it as is, anything else sends the text between
+/// the previous special byte and this one to the output whole, then handles this byte alone.
+const ESCAPE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = 1; // control characters: tab and LF are kept, CR and the rest are not
+        b += 1;
+    }
+    t[b'&' as usize] = 1;
+    t[b'<' as usize] = 1;
+    t[b'>' as usize] = 1;
+    t[b'"' as usize] = 1;
+    t[b'\'' as usize] = 1;
+    t[0xEF] = 1; // may start U+FFFE or U+FFFF
+    t
+};
 
 /// Appends `s` escaped as XML character data. Characters XML 1.0 cannot carry never reach the
 /// output: callers that must round-trip such text switch to `encoding-type=url` first; anything
 /// left is percent-encoded so the document stays well formed. `\r` is written as a character
 /// reference because parsers normalize a raw CR away.
 pub fn escape_into(out: &mut String, s: &str) {
-    // Most text (keys, ETags, dates, numbers) is printable ASCII without markup: copy it whole.
-    let plain = |b: u8| matches!(b, 0x20..=0x7E) && !matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
-    if s.bytes().all(plain) {
+    let bytes = s.as_bytes();
+    // The common case, text with nothing to escape, is one vectorized pass and one copy.
+    let special = bytes.iter().fold(false, |acc, &b| {
+        acc | (b < 0x20) | (b == b'&') | (b == b'<') | (b == b'>') | (b == b'"') | (b == b'\'') | (b == 0xEF)
+    });
+    if !special {
         out.push_str(s);
         return;
     }
-    for c in s.chars() {
+    // Runs of ordinary bytes (most keys, dates and numbers are one run) are copied whole.
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if ESCAPE_CLASS[bytes[i] as usize] == 0 {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        // A special byte is ASCII or starts a 3-byte character (0xEF): `i` is a char boundary.
+        let c = s[i..].chars().next().unwrap_or('\u{FFFD}');
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -36,13 +74,20 @@ pub fn escape_into(out: &mut String, s: &str) {
             c if !is_xml_char(c) => {
                 let mut buf = [0u8; 4];
                 for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("%{b:02X}"));
+                    out.push('%');
+                    out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
+                    out.push(char::from(HEX_UPPER[usize::from(b & 0xF)]));
                 }
             }
             c => out.push(c),
         }
+        i += c.len_utf8();
+        run = i;
     }
+    out.push_str(&s[run..]);
 }
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Builds one response document. Elements are written in call order; the writer does not
 /// check nesting (each document type in `response.rs` is a straight-line function, tested by a
@@ -107,7 +152,17 @@ impl XmlWriter {
     }
 
     pub fn elem_num(&mut self, name: &str, v: u64) {
-        self.elem(name, &v.to_string());
+        self.open(name);
+        self.out.push_str(itoa::Buffer::new().format(v));
+        self.close(name);
+    }
+
+    /// `<name>…</name>` with the text written by `text`, which must write XML-safe,
+    /// escaped text (numbers, dates, hex): no copy of the text on the way.
+    pub fn elem_with(&mut self, name: &str, text: impl FnOnce(&mut String)) {
+        self.open(name);
+        text(&mut self.out);
+        self.close(name);
     }
 
     /// Raw access for text that is escaped by the caller.
@@ -139,6 +194,9 @@ mod tests {
             ("tab\tnew\nline", "tab\tnew\nline"),
             ("caf\u{e9} <&>", "caf\u{e9} &lt;&amp;&gt;"),
             ("del\u{7f}", "del\u{7f}"),
+            // 0xEF starts U+FFFE and U+FFFF but also ordinary characters such as U+F000.
+            ("a\u{f000}b&c\u{ffff}", "a\u{f000}b&amp;c%EF%BF%BF"),
+            ("\u{1}tail", "%01tail"),
         ] {
             let mut s = String::from("x");
             escape_into(&mut s, text);
