@@ -26,7 +26,11 @@ fn main() -> ExitCode {
         }
     };
     init_logging(config.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(config.blocking_threads)
+        .build();
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             eprintln!("holt-gateway: starting the runtime: {e}");
