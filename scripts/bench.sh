@@ -18,6 +18,13 @@ usage: scripts/bench.sh [options]
   --objects N       objects loaded into each S3 server (default 100000)
   --gw-seconds S    seconds per gateway load point (default 8)
   --gw-reps R       repetitions of every gateway load point (default 3; medians are quoted)
+  --beyond LIST     key counts of the beyond-memory section (default 10000000; the full run is
+                    10000000,100000000: the 100M size takes about an hour). For each size:
+                    holt-core, LMDB and RocksDB with a cache budget of 1/8 of holt-core's data
+                    (engine_bench phases, one repetition), and point gets side by side
+                    (paired_get: cold with the page cache dropped and a 16 MiB budget, and
+                    with the files in the page cache and a budget of 1/8 of the data)
+  --skip-beyond     do not run the beyond-memory section
   --no-build        use the binaries already built
   -h, --help        this text
 
@@ -39,6 +46,8 @@ OBJECTS=100000
 GW_SECONDS=8
 GW_REPS=3
 BUILD=1
+BEYOND="10000000"
+RUN_BEYOND=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --keys) KEYS="$2"; shift 2 ;;
@@ -50,6 +59,8 @@ while [[ $# -gt 0 ]]; do
         --objects) OBJECTS="$2"; shift 2 ;;
         --gw-seconds) GW_SECONDS="$2"; shift 2 ;;
         --gw-reps) GW_REPS="$2"; shift 2 ;;
+        --beyond) BEYOND="$2"; shift 2 ;;
+        --skip-beyond) RUN_BEYOND=0; shift ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -107,6 +118,32 @@ if [[ $RUN_ENGINES -eq 1 && ",$ENGINES," == *",holt-core,"* && ",$ENGINES," == *
         $PAIRED_CMD | sed "s/^{/{\"run\":$rep,/" >> "$RUN_DIR/paired.jsonl"
     done
     cp "$RUN_DIR/paired.jsonl" "$OUT/paired-list-raw.jsonl"
+fi
+
+# --- beyond memory: metadata larger than the cache budget ---------------------------------
+# Bytes of holt-core's data per key measured at 1M (148 MB on disk): the budget for 1/8 of it.
+BEYOND_CMDS=()
+if [[ $RUN_BEYOND -eq 1 ]]; then
+    IFS=',' read -r -a beyond_sizes <<< "$BEYOND"
+    for size in "${beyond_sizes[@]}"; do
+        budget_mb=$(( size * 148 / 8 / 1000000 ))
+        dir="$RUN_DIR/beyond-$size"
+        rm -rf "$dir"
+        cmd="$BIN/bench_driver --keys $size --reps 1 --engines holt-core,lmdb,rocksdb --cache-mb $budget_mb --out $dir --data-dir $DATA_DIR/beyond --timeout-s 7200"
+        BEYOND_CMDS+=("$cmd")
+        log "beyond memory, $size keys: $cmd"
+        $cmd || echo "- bench_driver at $size keys failed" >> "$RUN_DIR/beyond-notes.md"
+        cp "$dir/raw.jsonl" "$OUT/beyond-$size-engines-raw.jsonl" 2>/dev/null || true
+        cp "$dir/tables.md" "$OUT/beyond-$size-engines-tables.md" 2>/dev/null || true
+        for peer in lmdb rocksdb; do
+            cmd="$BIN/paired_get --keys $size --engines holt-core,$peer --pairs 3 --dir $DATA_DIR/paired-get-$size"
+            BEYOND_CMDS+=("$cmd")
+            log "beyond memory, paired gets: $cmd"
+            $cmd > "$OUT/beyond-$size-paired-get-$peer.jsonl" ||
+                echo "- paired_get holt-core,$peer at $size keys failed" >> "$RUN_DIR/beyond-notes.md"
+        done
+        rm -rf "$DATA_DIR/beyond" "$DATA_DIR/paired-get-$size"
+    done
 fi
 
 # --- gateway comparison -----------------------------------------------------------------

@@ -39,14 +39,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// XML timestamp form with milliseconds.
 pub fn iso8601(ms: u64) -> String {
-    let mut out = String::with_capacity(24);
-    iso8601_into(&mut out, ms);
-    out
-}
-
-/// Appends `iso8601(ms)` to `out`.
-pub fn iso8601_into(out: &mut String, ms: u64) {
-    Iso8601Writer::default().write(out, ms);
+    let mut out = Vec::with_capacity(24);
+    Iso8601Writer::default().write(&mut out, ms);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Writes many timestamps in a row (a listing writes a thousand per page): no formatter and
@@ -56,11 +51,12 @@ pub struct Iso8601Writer {
     /// The second `prefix` was made for.
     secs: Option<u64>,
     /// `YYYY-MM-DDTHH:MM:SS.` of that second.
-    prefix: String,
+    prefix: [u8; 20],
 }
 
 impl Iso8601Writer {
-    pub fn write(&mut self, out: &mut String, ms: u64) {
+    /// Appends the timestamp `ms` (ASCII).
+    pub fn write(&mut self, out: &mut Vec<u8>, ms: u64) {
         let secs = ms / 1000;
         if self.secs != Some(secs) {
             let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
@@ -72,16 +68,19 @@ impl Iso8601Writer {
             digits(&mut text[11..13], sod / 3600);
             digits(&mut text[14..16], (sod / 60) % 60);
             digits(&mut text[17..19], sod % 60);
-            self.prefix.clear();
-            self.prefix.extend(text.iter().map(|&b| char::from(b)));
+            self.prefix = text;
             self.secs = Some(secs);
         }
-        out.push_str(&self.prefix);
-        let ms = (ms % 1000) as u32;
-        for digit in [ms / 100, ms / 10 % 10, ms % 10] {
-            out.push(char::from(b'0' + digit as u8));
-        }
-        out.push('Z');
+        let ms = (ms % 1000) as u16;
+        let mut text = [0u8; 24];
+        text[..20].copy_from_slice(&self.prefix);
+        text[20..].copy_from_slice(&[
+            b'0' + (ms / 100) as u8,
+            b'0' + (ms / 10 % 10) as u8,
+            b'0' + (ms % 10) as u8,
+            b'Z',
+        ]);
+        out.extend_from_slice(&text);
     }
 }
 
@@ -105,12 +104,12 @@ mod tests {
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
         // The writer reuses the second's text: milliseconds change, and a new second is made anew.
         let mut w = Iso8601Writer::default();
-        let mut s = String::new();
+        let mut s = Vec::new();
         for ms in [1_255_369_830_123, 1_255_369_830_999, 1_255_369_831_004, 951_782_400_000] {
             w.write(&mut s, ms);
-            s.push(' ');
+            s.push(b' ');
         }
-        assert_eq!(s, "2009-10-12T17:50:30.123Z 2009-10-12T17:50:30.999Z 2009-10-12T17:50:31.004Z 2000-02-29T00:00:00.000Z ");
+        assert_eq!(String::from_utf8(s).unwrap(), "2009-10-12T17:50:30.123Z 2009-10-12T17:50:30.999Z 2009-10-12T17:50:31.004Z 2000-02-29T00:00:00.000Z ");
         assert_eq!(http_date(1_255_369_830_123), "Mon, 12 Oct 2009 17:50:30 GMT");
         assert_eq!(parse_http_date("Mon, 12 Oct 2009 17:50:30 GMT"), Some(1_255_369_830_000));
         assert_eq!(parse_http_date("yesterday"), None);

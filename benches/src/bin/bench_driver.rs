@@ -3,7 +3,7 @@
 //! holt-core as Markdown, plus a CSV of the headline ratios for the chart.
 //!
 //! usage: bench_driver [--keys N] [--reps R] [--quick] [--engines a,b,c] [--out DIR]
-//!                     [--data-dir DIR] [--seed S]
+//!                     [--data-dir DIR] [--seed S] [--cache-mb MB]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,6 +28,8 @@ struct Args {
     include: Vec<PathBuf>,
     /// Longest an engine process may run before it is killed and recorded as timed out.
     timeout_s: u64,
+    /// Cache budget handed to every engine (`engine_bench --cache-mb`); its default if unset.
+    cache_mb: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -53,6 +55,7 @@ fn parse_args() -> Result<Args, String> {
         seed: 0x5EED_2026,
         include: Vec::new(),
         timeout_s: 1200,
+        cache_mb: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,8 +70,9 @@ fn parse_args() -> Result<Args, String> {
             "--data-dir" => a.data_dir = PathBuf::from(value()?),
             "--include" => a.include.push(PathBuf::from(value()?)),
             "--timeout-s" => a.timeout_s = value()?.parse().map_err(|e| format!("--timeout-s: {e}"))?,
+            "--cache-mb" => a.cache_mb = Some(value()?.parse().map_err(|e| format!("--cache-mb: {e}"))?),
             "--help" | "-h" => {
-                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S] [--include RAW.jsonl] [--timeout-s S]");
+                println!("bench_driver [--keys N] [--reps R] [--quick] [--engines a,b] [--out DIR] [--data-dir DIR] [--seed S] [--include RAW.jsonl] [--timeout-s S] [--cache-mb MB]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -127,6 +131,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .stderr(log);
             if args.quick {
                 cmd.arg("--quick");
+            }
+            if let Some(mb) = args.cache_mb {
+                cmd.args(["--cache-mb", &mb.to_string()]);
             }
             let (status, stdout) = run_bounded(cmd, Duration::from_secs(args.timeout_s))?;
             let parsed = stdout.lines().rev().find_map(|l| serde_json::from_str::<Value>(l).ok());

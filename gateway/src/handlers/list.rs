@@ -1,13 +1,14 @@
 //! ListObjectsV2, ListObjects (v1) and ListObjectVersions. Every page is ONE `Db::list` call
 //! under `objects_prefix(bucket) + prefix` with the client's delimiter: the engine rolls keys
 //! up into common prefixes and skips the keys under each one, so a page costs O(entries), not
-//! O(keys under the prefixes).
+//! O(keys under the prefixes). Each entry is written as XML while the engine visits it (no
+//! per-entry allocation), and the document goes out as the pieces it was written in.
 
 use axum::response::Response;
 use holt_core::ListEntry;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use super::{xml_response, ReqCtx};
+use super::{xml_response_chunks, ReqCtx};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::meta::{ListedObject, ObjectMeta};
 use crate::storage::schema;
@@ -54,54 +55,58 @@ pub fn parse_encoding(ctx: &ReqCtx) -> S3Result<bool> {
     }
 }
 
-/// One listed entry, namespace stripped.
-enum Entry {
-    Key { key: String, meta: ListedObject },
-    Prefix(String),
+/// What an entry of a page is written as.
+#[derive(Clone, Copy)]
+struct Style<'a> {
+    /// `<Version>` elements (ListObjectVersions) instead of `<Contents>`.
+    versions: bool,
+    /// The owner shown in every entry, if the request asked for it.
+    owner: Option<&'a str>,
 }
 
-impl Entry {
-    fn name(&self) -> &str {
-        match self {
-            Entry::Key { key, .. } => key,
-            Entry::Prefix(p) => p,
-        }
-    }
-}
-
-struct Page {
-    entries: Vec<Entry>,
+/// One page, rendered as it is listed: the entries' elements in the order the document
+/// shows them (objects, then common prefixes), to follow the document's header unjoined.
+struct Rendered {
+    contents: Vec<u8>,
+    prefixes: Vec<u8>,
+    count: usize,
     truncated: bool,
+    /// The last entry's name (namespace stripped), raw.
+    last: String,
+    /// Whether names and prefixes were url-encoded (`EncodingType` must say so).
+    url: bool,
 }
 
-impl Page {
-    /// About the size of this page's listing document: ~260 bytes of markup per object
-    /// entry besides its key, ~50 per common prefix.
-    fn document_bytes(&self) -> usize {
-        let entries: usize = self
-            .entries
-            .iter()
-            .map(|e| match e {
-                Entry::Key { key, .. } => 260 + key.len(),
-                Entry::Prefix(p) => 50 + p.len(),
-            })
-            .sum();
-        1024 + entries
-    }
+/// About the size of a page's entries: ~260 bytes of markup per object entry besides its key.
+fn contents_capacity(max: usize) -> usize {
+    max.min(MAX_KEYS_LIMIT) * 320
 }
 
 /// One engine call: entries of `bucket` under `prefix`, rolled up at `delimiter`, strictly
-/// after `start_after`, at most `max` of them.
-async fn list_page(
+/// after `start_after`, at most `max` of them, written as they come. `None` when a name
+/// cannot be carried by XML 1.0 and `url` is off: the caller renders the page again
+/// url-encoded (S3 encodes the whole page then, and says so).
+#[expect(clippy::too_many_arguments, reason = "one listing request's fields, passed through once")]
+fn render_page(
     ctx: &ReqCtx,
     bucket: &str,
     prefix: &str,
     delimiter: &str,
     start_after: &str,
     max: usize,
-) -> S3Result<Page> {
+    url: bool,
+    style: Style<'_>,
+) -> S3Result<Option<Rendered>> {
+    let mut page = Rendered {
+        contents: Vec::new(),
+        prefixes: Vec::new(),
+        count: 0,
+        truncated: false,
+        last: String::new(),
+        url,
+    };
     if max == 0 {
-        return Ok(Page { entries: Vec::new(), truncated: false });
+        return Ok(Some(page));
     }
     let ns = schema::objects_prefix(bucket);
     let mut full_prefix = ns.clone();
@@ -120,88 +125,126 @@ async fn list_page(
         limit: max,
         with_values: true,
     };
-    let mut entries = Vec::with_capacity(max.min(1000));
-    let strip = |k: &[u8]| -> S3Result<String> {
-        let rest = k
-            .strip_prefix(ns.as_slice())
-            .ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
-        String::from_utf8(rest.to_vec()).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
-    };
+    let mut refused = false;
+    let mut dates = time::Iso8601Writer::default();
+    let mut contents = XmlWriter::fragment(contents_capacity(max));
+    let mut prefixes = XmlWriter::fragment(0);
+    let mut last = String::new();
+    let mut count = 0;
     let truncated = ctx.store().list_with(&request, |entry| {
-        entries.push(match entry {
-            ListEntry::Key { key, value, .. } => {
+        let name = match entry {
+            ListEntry::Key { key, .. } | ListEntry::CommonPrefix(key) => strip_namespace(&ns, key)?,
+        };
+        if !url && !is_xml_safe(name) {
+            refused = true;
+            return Err(S3Error::internal("list", "a name XML cannot carry"));
+        }
+        match entry {
+            ListEntry::Key { value, .. } => {
                 let meta = ObjectMeta::decode_listed(value)
                     .ok_or_else(|| S3Error::internal("list", "undecodable object record"))?;
-                Entry::Key { key: strip(key)?, meta }
+                write_entry(&mut contents, url, name, &meta, style, &mut dates);
             }
-            ListEntry::CommonPrefix(p) => Entry::Prefix(strip(p)?),
-        });
+            ListEntry::CommonPrefix(_) => {
+                prefixes.open("CommonPrefixes");
+                text_elem(&mut prefixes, url, "Prefix", name);
+                prefixes.close("CommonPrefixes");
+            }
+        }
+        last.clear();
+        last.push_str(name);
+        count += 1;
         Ok(())
-    })?;
-    Ok(Page { entries, truncated })
+    });
+    if refused {
+        return Ok(None);
+    }
+    page.truncated = truncated?;
+    page.contents = contents.finish();
+    page.prefixes = prefixes.finish();
+    page.last = last;
+    page.count = count;
+    Ok(Some(page))
 }
 
-/// Text fields of a listing document, encoded or not.
-struct Enc {
+/// `key` without the bucket's namespace `ns`, as text.
+fn strip_namespace<'k>(ns: &[u8], key: &'k [u8]) -> S3Result<&'k str> {
+    let rest = key.strip_prefix(ns).ok_or_else(|| S3Error::internal("list", "entry outside its bucket"))?;
+    std::str::from_utf8(rest).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
+}
+
+/// Lists and renders one page: url-encoded when the client asked, when the request's own
+/// texts (`texts`, echoed in the header) need it, or when a listed name does.
+#[expect(clippy::too_many_arguments, reason = "one listing request's fields, passed through once")]
+fn list_rendered(
+    ctx: &ReqCtx,
+    bucket: &str,
+    prefix: &str,
+    delimiter: &str,
+    start_after: &str,
+    max: usize,
+    requested: bool,
+    texts: &[&str],
+    style: Style<'_>,
+) -> S3Result<Rendered> {
+    let url = requested || !texts.iter().all(|t| is_xml_safe(t));
+    if let Some(page) = render_page(ctx, bucket, prefix, delimiter, start_after, max, url, style)? {
+        return Ok(page);
+    }
+    render_page(ctx, bucket, prefix, delimiter, start_after, max, true, style)?
+        .ok_or_else(|| S3Error::internal("list", "a url-encoded page refused a name"))
+}
+
+/// `<name>s</name>`, `s` url-encoded when the page is, escaped otherwise.
+fn text_elem(w: &mut XmlWriter, url: bool, name: &str, s: &str) {
+    if url {
+        w.elem(name, &url_encode(s));
+    } else {
+        w.elem(name, s);
+    }
+}
+
+/// Text fields of the document's header: url-encoded when the page is.
+fn enc(url: bool, s: &str) -> std::borrow::Cow<'_, str> {
+    if url {
+        url_encode(s).into()
+    } else {
+        s.into()
+    }
+}
+
+fn write_entry(
+    w: &mut XmlWriter,
     url: bool,
+    key: &str,
+    meta: &ListedObject,
+    style: Style<'_>,
+    dates: &mut time::Iso8601Writer,
+) {
+    w.open(if style.versions { "Version" } else { "Contents" });
+    text_elem(w, url, "Key", key);
+    if style.versions {
+        w.elem("VersionId", "null");
+        w.elem_bool("IsLatest", true);
+    }
+    w.elem_with("LastModified", |out| dates.write(out, meta.last_modified_ms));
+    w.elem_with("ETag", |out| meta.etag_xml_into(out));
+    w.elem_num("Size", meta.size);
+    if let Some(o) = style.owner {
+        owner_elem(w, o);
+    }
+    if let Some(algo) = meta.checksum_algo {
+        w.elem("ChecksumAlgorithm", algo.name());
+    }
+    w.elem("StorageClass", meta.storage_class.as_deref().unwrap_or("STANDARD"));
+    w.close(if style.versions { "Version" } else { "Contents" });
 }
 
-impl Enc {
-    fn f(&self, s: &str) -> String {
-        if self.url {
-            url_encode(s)
-        } else {
-            s.to_owned()
-        }
-    }
-
-    /// `<name>s</name>`, `s` url-encoded when the page is, escaped otherwise (no copy of `s`
-    /// on the way when it is not encoded).
-    fn elem(&self, w: &mut XmlWriter, name: &str, s: &str) {
-        if self.url {
-            w.elem(name, &url_encode(s));
-        } else {
-            w.elem(name, s);
-        }
-    }
-}
-
-/// Decides whether to url-encode: when the client asked, or when some text could not be
-/// carried by XML 1.0 otherwise (control characters in keys). Returns whether it applies.
-fn must_encode(requested: bool, texts: &[&str], page: &Page) -> bool {
-    requested || !texts.iter().all(|t| is_xml_safe(t)) || !page.entries.iter().all(|e| is_xml_safe(e.name()))
-}
-
-fn write_contents(w: &mut XmlWriter, enc: &Enc, page: &Page, owner: Option<&str>, versions: bool) {
-    let mut dates = time::Iso8601Writer::default();
-    for e in &page.entries {
-        if let Entry::Key { key, meta } = e {
-            w.open(if versions { "Version" } else { "Contents" });
-            enc.elem(w, "Key", key);
-            if versions {
-                w.elem("VersionId", "null");
-                w.elem_bool("IsLatest", true);
-            }
-            w.elem_with("LastModified", |out| dates.write(out, meta.last_modified_ms));
-            w.elem_with("ETag", |out| meta.etag_xml_into(out));
-            w.elem_num("Size", meta.size);
-            if let Some(o) = owner {
-                owner_elem(w, o);
-            }
-            if let Some(algo) = meta.checksum_algo {
-                w.elem("ChecksumAlgorithm", algo.name());
-            }
-            w.elem("StorageClass", meta.storage_class.as_deref().unwrap_or("STANDARD"));
-            w.close(if versions { "Version" } else { "Contents" });
-        }
-    }
-    for e in &page.entries {
-        if let Entry::Prefix(p) = e {
-            w.open("CommonPrefixes");
-            enc.elem(w, "Prefix", p);
-            w.close("CommonPrefixes");
-        }
-    }
+/// The response: the header `w` wrote, the page's entries, and the root's closing tag, sent
+/// as they are (a 1,000-entry page is ~220 KB: joining would copy it once more).
+fn page_response(w: XmlWriter, page: Rendered, root: &str) -> Response {
+    let close = format!("</{root}>");
+    xml_response_chunks(vec![w.finish(), page.contents, page.prefixes, close.into_bytes()])
 }
 
 pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
@@ -229,36 +272,36 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     };
     // A continuation token overrides start-after (both are echoed).
     let from = resume.as_deref().unwrap_or(start_after);
-    let page = list_page(ctx, bucket, prefix, delimiter, from, max).await?;
-    let enc = Enc { url: must_encode(requested, &[prefix, delimiter, start_after], &page) };
-    let next_token = match (page.truncated, page.entries.last()) {
-        (true, Some(last)) => Some(ctx.store().tokens.encode(&scope, last.name().as_bytes())),
+    let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let style = Style { versions: false, owner: fetch_owner.then_some(owner.as_str()) };
+    let texts = [prefix, delimiter, start_after];
+    let page = list_rendered(ctx, bucket, prefix, delimiter, from, max, requested, &texts, style)?;
+    let next_token = match (page.truncated, page.count) {
+        (true, 1..) => Some(ctx.store().tokens.encode(&scope, page.last.as_bytes())),
         _ => None,
     };
-    let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let mut w = XmlWriter::with_capacity(page.document_bytes());
+    let url = page.url;
+    let mut w = XmlWriter::new();
     w.open_root("ListBucketResult");
     w.elem("Name", bucket);
-    w.elem("Prefix", &enc.f(prefix));
+    w.elem("Prefix", &enc(url, prefix));
     if !delimiter.is_empty() {
-        w.elem("Delimiter", &enc.f(delimiter));
+        w.elem("Delimiter", &enc(url, delimiter));
     }
     w.elem_num("MaxKeys", max as u64);
-    if enc.url {
+    if url {
         w.elem("EncodingType", "url");
     }
-    w.elem_num("KeyCount", page.entries.len() as u64);
+    w.elem_num("KeyCount", page.count as u64);
     w.elem_bool("IsTruncated", page.truncated);
     if let Some(t) = token_in {
         w.elem("ContinuationToken", t);
     }
     w.elem_opt("NextContinuationToken", next_token.as_deref());
     if !start_after.is_empty() {
-        w.elem("StartAfter", &enc.f(start_after));
+        w.elem("StartAfter", &enc(url, start_after));
     }
-    write_contents(&mut w, &enc, &page, fetch_owner.then_some(owner.as_str()), false);
-    w.close("ListBucketResult");
-    Ok(xml_response(w.finish()))
+    Ok(page_response(w, page, "ListBucketResult"))
 }
 
 pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
@@ -269,30 +312,28 @@ pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let max = parse_max(ctx, "max-keys", MAX_KEYS_LIMIT)?;
     let requested = parse_encoding(ctx)?;
     let marker = ctx.query.get("marker").unwrap_or("");
-    let page = list_page(ctx, bucket, prefix, delimiter, marker, max).await?;
-    let enc = Enc { url: must_encode(requested, &[prefix, delimiter, marker], &page) };
-    let mut w = XmlWriter::with_capacity(page.document_bytes());
+    let style = Style { versions: false, owner: Some(owner.as_str()) };
+    let texts = [prefix, delimiter, marker];
+    let page = list_rendered(ctx, bucket, prefix, delimiter, marker, max, requested, &texts, style)?;
+    let url = page.url;
+    let mut w = XmlWriter::new();
     w.open_root("ListBucketResult");
     w.elem("Name", bucket);
-    w.elem("Prefix", &enc.f(prefix));
-    w.elem("Marker", &enc.f(marker));
+    w.elem("Prefix", &enc(url, prefix));
+    w.elem("Marker", &enc(url, marker));
     // NextMarker only with a delimiter (without one, clients resume from the last key).
-    if page.truncated && !delimiter.is_empty() {
-        if let Some(last) = page.entries.last() {
-            w.elem("NextMarker", &enc.f(last.name()));
-        }
+    if page.truncated && !delimiter.is_empty() && page.count > 0 {
+        w.elem("NextMarker", &enc(url, &page.last));
     }
     w.elem_num("MaxKeys", max as u64);
     if !delimiter.is_empty() {
-        w.elem("Delimiter", &enc.f(delimiter));
+        w.elem("Delimiter", &enc(url, delimiter));
     }
-    if enc.url {
+    if url {
         w.elem("EncodingType", "url");
     }
     w.elem_bool("IsTruncated", page.truncated);
-    write_contents(&mut w, &enc, &page, Some(&owner), false);
-    w.close("ListBucketResult");
-    Ok(xml_response(w.finish()))
+    Ok(page_response(w, page, "ListBucketResult"))
 }
 
 /// ListObjectVersions of an unversioned bucket: every object is its own latest, `null`
@@ -307,31 +348,29 @@ pub async fn handle_list_object_versions(ctx: &ReqCtx) -> S3Result<Response> {
     let key_marker = ctx.query.get("key-marker").unwrap_or("");
     let version_marker = ctx.query.get("version-id-marker").unwrap_or("");
     // The only version of each key is `null`: a marker naming it resumes after the key.
-    let page = list_page(ctx, bucket, prefix, delimiter, key_marker, max).await?;
-    let enc = Enc { url: must_encode(requested, &[prefix, delimiter, key_marker], &page) };
-    let mut w = XmlWriter::with_capacity(page.document_bytes());
+    let style = Style { versions: true, owner: Some(owner.as_str()) };
+    let texts = [prefix, delimiter, key_marker];
+    let page = list_rendered(ctx, bucket, prefix, delimiter, key_marker, max, requested, &texts, style)?;
+    let url = page.url;
+    let mut w = XmlWriter::new();
     w.open_root("ListVersionsResult");
     w.elem("Name", bucket);
-    w.elem("Prefix", &enc.f(prefix));
-    w.elem("KeyMarker", &enc.f(key_marker));
+    w.elem("Prefix", &enc(url, prefix));
+    w.elem("KeyMarker", &enc(url, key_marker));
     w.elem("VersionIdMarker", version_marker);
-    if page.truncated {
-        if let Some(last) = page.entries.last() {
-            w.elem("NextKeyMarker", &enc.f(last.name()));
-            w.elem("NextVersionIdMarker", "null");
-        }
+    if page.truncated && page.count > 0 {
+        w.elem("NextKeyMarker", &enc(url, &page.last));
+        w.elem("NextVersionIdMarker", "null");
     }
     w.elem_num("MaxKeys", max as u64);
     if !delimiter.is_empty() {
-        w.elem("Delimiter", &enc.f(delimiter));
+        w.elem("Delimiter", &enc(url, delimiter));
     }
-    if enc.url {
+    if url {
         w.elem("EncodingType", "url");
     }
     w.elem_bool("IsTruncated", page.truncated);
-    write_contents(&mut w, &enc, &page, Some(&owner), true);
-    w.close("ListVersionsResult");
-    Ok(xml_response(w.finish()))
+    Ok(page_response(w, page, "ListVersionsResult"))
 }
 
 #[cfg(test)]

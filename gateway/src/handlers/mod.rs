@@ -116,6 +116,38 @@ pub fn xml_response(body: Vec<u8>) -> Response {
     resp
 }
 
+/// An XML response whose document is in several pieces already (a listing's header, entries
+/// and prefixes), sent one after another without joining them, with its exact length.
+pub fn xml_response_chunks(chunks: Vec<Vec<u8>>) -> Response {
+    let chunks = chunks.into_iter().filter(|c| !c.is_empty()).map(bytes::Bytes::from).collect();
+    let mut resp = Response::new(Body::new(Chunks(chunks)));
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    resp
+}
+
+/// A body of chunks in memory, with an exact size hint (so it goes out with Content-Length).
+struct Chunks(std::collections::VecDeque<bytes::Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|chunk| Ok(http_body::Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.iter().map(|c| c.len() as u64).sum())
+    }
+}
+
 pub fn empty_response(status: StatusCode) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = status;

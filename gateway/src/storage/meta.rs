@@ -101,18 +101,20 @@ impl ListedObject {
 
     /// Appends the quoted ETag escaped as XML text (`&quot;…&quot;`), as `etag` would read
     /// once escaped, without allocating.
-    pub fn etag_xml_into(&self, out: &mut String) {
+    pub fn etag_xml_into(&self, out: &mut Vec<u8>) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        out.push_str("&quot;");
-        for b in self.md5 {
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        let mut text = [0u8; 6 + 32];
+        text[..6].copy_from_slice(b"&quot;");
+        for (i, b) in self.md5.iter().enumerate() {
+            text[6 + 2 * i] = HEX[usize::from(b >> 4)];
+            text[7 + 2 * i] = HEX[usize::from(b & 0xF)];
         }
+        out.extend_from_slice(&text);
         if self.parts != 0 {
-            out.push('-');
-            out.push_str(itoa::Buffer::new().format(self.parts));
+            out.push(b'-');
+            out.extend_from_slice(itoa::Buffer::new().format(self.parts).as_bytes());
         }
-        out.push_str("&quot;");
+        out.extend_from_slice(b"&quot;");
     }
 }
 
@@ -629,7 +631,7 @@ mod tests {
                 storage_class: None,
                 checksum_algo: None,
             };
-            let (mut fast, mut escaped) = (String::new(), String::new());
+            let (mut fast, mut escaped) = (Vec::new(), Vec::new());
             listed.etag_xml_into(&mut fast);
             crate::xml::escape_into(&mut escaped, &listed.etag());
             assert_eq!(fast, escaped);

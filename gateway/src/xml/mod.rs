@@ -43,14 +43,14 @@ const ESCAPE_CLASS: [u8; 256] = {
 /// output: callers that must round-trip such text switch to `encoding-type=url` first; anything
 /// left is percent-encoded so the document stays well formed. `\r` is written as a character
 /// reference because parsers normalize a raw CR away.
-pub fn escape_into(out: &mut String, s: &str) {
+pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     // The common case, text with nothing to escape, is one vectorized pass and one copy.
     let special = bytes.iter().fold(false, |acc, &b| {
         acc | (b < 0x20) | (b == b'&') | (b == b'<') | (b == b'>') | (b == b'"') | (b == b'\'') | (b == 0xEF)
     });
     if !special {
-        out.push_str(s);
+        out.extend_from_slice(bytes);
         return;
     }
     // Runs of ordinary bytes (most keys, dates and numbers are one run) are copied whole.
@@ -61,39 +61,41 @@ pub fn escape_into(out: &mut String, s: &str) {
             i += 1;
             continue;
         }
-        out.push_str(&s[run..i]);
+        out.extend_from_slice(&bytes[run..i]);
         // A special byte is ASCII or starts a 3-byte character (0xEF): `i` is a char boundary.
         let c = s[i..].chars().next().unwrap_or('\u{FFFD}');
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\r' => out.push_str("&#13;"),
+            '&' => out.extend_from_slice(b"&amp;"),
+            '<' => out.extend_from_slice(b"&lt;"),
+            '>' => out.extend_from_slice(b"&gt;"),
+            '"' => out.extend_from_slice(b"&quot;"),
+            '\'' => out.extend_from_slice(b"&apos;"),
+            '\r' => out.extend_from_slice(b"&#13;"),
             c if !is_xml_char(c) => {
                 let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push('%');
-                    out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
-                    out.push(char::from(HEX_UPPER[usize::from(b & 0xF)]));
+                for &b in c.encode_utf8(&mut buf).as_bytes() {
+                    out.extend_from_slice(&[
+                        b'%',
+                        HEX_UPPER[usize::from(b >> 4)],
+                        HEX_UPPER[usize::from(b & 0xF)],
+                    ]);
                 }
             }
-            c => out.push(c),
+            c => out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
         }
         i += c.len_utf8();
         run = i;
     }
-    out.push_str(&s[run..]);
+    out.extend_from_slice(&bytes[run..]);
 }
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Builds one response document. Elements are written in call order; the writer does not
 /// check nesting (each document type in `response.rs` is a straight-line function, tested by a
-/// golden test).
+/// golden test). The buffer holds UTF-8: every write appends a `str` or ASCII bytes.
 pub struct XmlWriter {
-    out: String,
+    out: Vec<u8>,
 }
 
 impl Default for XmlWriter {
@@ -110,28 +112,35 @@ impl XmlWriter {
     /// A writer whose buffer starts with room for `bytes` (a listing knows its entry count:
     /// growing a 200 KB document by doubling copies it about twice).
     pub fn with_capacity(bytes: usize) -> Self {
-        let mut out = String::with_capacity(bytes);
-        out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let mut out = Vec::with_capacity(bytes);
+        out.extend_from_slice(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         XmlWriter { out }
+    }
+
+    /// A writer for part of a document (no XML declaration), with room for `bytes`.
+    pub fn fragment(bytes: usize) -> Self {
+        XmlWriter { out: Vec::with_capacity(bytes) }
     }
 
     /// Opens the root element with the S3 namespace.
     pub fn open_root(&mut self, name: &str) {
-        self.out.push('<');
-        self.out.push_str(name);
-        self.out.push_str(" xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+        self.open(name);
+        self.out.pop();
+        self.out.extend_from_slice(b" xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
     }
 
     pub fn open(&mut self, name: &str) {
-        self.out.push('<');
-        self.out.push_str(name);
-        self.out.push('>');
+        self.out.reserve(name.len() + 2);
+        self.out.push(b'<');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(b'>');
     }
 
     pub fn close(&mut self, name: &str) {
-        self.out.push_str("</");
-        self.out.push_str(name);
-        self.out.push('>');
+        self.out.reserve(name.len() + 3);
+        self.out.extend_from_slice(b"</");
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(b'>');
     }
 
     /// `<name>escaped text</name>`.
@@ -153,25 +162,25 @@ impl XmlWriter {
 
     pub fn elem_num(&mut self, name: &str, v: u64) {
         self.open(name);
-        self.out.push_str(itoa::Buffer::new().format(v));
+        self.out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         self.close(name);
     }
 
     /// `<name>…</name>` with the text written by `text`, which must write XML-safe,
-    /// escaped text (numbers, dates, hex): no copy of the text on the way.
-    pub fn elem_with(&mut self, name: &str, text: impl FnOnce(&mut String)) {
+    /// escaped UTF-8 (numbers, dates, hex): no copy of the text on the way.
+    pub fn elem_with(&mut self, name: &str, text: impl FnOnce(&mut Vec<u8>)) {
         self.open(name);
         text(&mut self.out);
         self.close(name);
     }
 
-    /// Raw access for text that is escaped by the caller.
-    pub fn out_mut(&mut self) -> &mut String {
-        &mut self.out
+    /// Escaped text at the current position.
+    pub fn text(&mut self, text: &str) {
+        escape_into(&mut self.out, text);
     }
 
     pub fn finish(self) -> Vec<u8> {
-        self.out.into_bytes()
+        self.out
     }
 }
 
@@ -181,9 +190,9 @@ mod tests {
 
     #[test]
     fn escapes_markup_and_illegal_chars() {
-        let mut s = String::new();
+        let mut s = Vec::new();
         escape_into(&mut s, "a<b>&\"'\r\u{1}\u{FFFE}z");
-        assert_eq!(s, "a&lt;b&gt;&amp;&quot;&apos;&#13;%01%EF%BF%BEz");
+        assert_eq!(s, b"a&lt;b&gt;&amp;&quot;&apos;&#13;%01%EF%BF%BEz");
     }
 
     #[test]
@@ -198,9 +207,9 @@ mod tests {
             ("a\u{f000}b&c\u{ffff}", "a\u{f000}b&amp;c%EF%BF%BF"),
             ("\u{1}tail", "%01tail"),
         ] {
-            let mut s = String::from("x");
+            let mut s = b"x".to_vec();
             escape_into(&mut s, text);
-            assert_eq!(s, format!("x{want}"), "{text:?}");
+            assert_eq!(String::from_utf8(s).unwrap(), format!("x{want}"), "{text:?}");
         }
     }
 

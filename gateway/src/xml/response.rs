@@ -47,7 +47,7 @@ pub fn location_constraint(location: Option<&str>) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("LocationConstraint");
     if let Some(l) = location.filter(|l| *l != "us-east-1") {
-        super::escape_into(w.out_mut(), l);
+        w.text(l);
     }
     w.close("LocationConstraint");
     w.finish()

@@ -217,11 +217,11 @@ impl FrameStore {
         }
     }
 
-    /// Reads the image or delta at byte `offset` into the start of `buf` (`FRAME_SIZE` long)
-    /// and returns its stored length: the length last written or read there when known, else
+    /// Reads the image or delta at byte `offset` into the start of `buf` (`FRAME_SIZE` long;
+    /// through the page cache when `cached`) and returns its stored length: the length last written or read there when known, else
     /// the first 4 KiB and then the rest its header names (a corrupt header is reported by the
     /// decoder). An image never runs past its slot's end.
-    fn read_image_at(&self, frame: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read_image_at(&self, frame: u64, offset: u64, buf: &mut [u8], cached: bool) -> Result<usize> {
         if buf.len() != FRAME_SIZE {
             return Err(Error::InvalidArgument(format!("frame buffer of {} bytes", buf.len())));
         }
@@ -230,7 +230,12 @@ impl FrameStore {
             reason: reason.into(),
         };
         let read = |buf: &mut [u8], at: usize| {
-            self.file.read_exact_at(buf, offset + at as u64).map_err(|source| match source.kind() {
+            let done = if cached {
+                self.file.read_cached_at(buf, offset + at as u64)
+            } else {
+                self.file.read_exact_at(buf, offset + at as u64)
+            };
+            done.map_err(|source| match source.kind() {
                 io::ErrorKind::UnexpectedEof => corrupt("frames file ends inside the slot"),
                 _ => Error::Io { op: "read frame", source, may_have_applied: false },
             })
@@ -270,7 +275,7 @@ impl FrameSource for FrameStore {
                 reason: "frame is not in the manifest".into(),
             });
         };
-        self.read_image_at(id.0, slot_offset(loc.image), buf)
+        self.read_image_at(id.0, slot_offset(loc.image), buf, false)
     }
 
     fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()> {
@@ -307,7 +312,8 @@ impl FrameSource for FrameStore {
                 reason: format!("frame has no delta {index} in the manifest"),
             });
         };
-        let len = self.read_image_at(id.0, at, buf)?;
+        // Deltas are small and read by every point read of their frame: through the page cache.
+        let len = self.read_image_at(id.0, at, buf, true)?;
         Ok((len, (PathBuf::from(FRAMES_NAME), at)))
     }
 

@@ -110,6 +110,34 @@ impl<'a> DeltaView<'a> {
     }
 }
 
+impl<'a> DeltaView<'a> {
+    /// The entry for `key`, if the delta has one: entries are read in order up to the first
+    /// key not below `key` (what a point read needs), each checked as `entries` checks it.
+    pub(crate) fn find(&self, key: &[u8]) -> Result<Option<DeltaEntry<'a>>, RecordError> {
+        let mut reader = RecordReader::new(self.body);
+        let shift = |e: RecordError| RecordError { offset: HEADER_LEN + e.offset, ..e };
+        let mut previous: Option<&'a [u8]> = None;
+        // Bound: every entry consumes at least one byte of the body.
+        while !reader.is_at_end() {
+            let start = reader.position();
+            let entry = read_entry(&mut reader).map_err(shift)?;
+            let (DeltaEntry::Put { key: entry_key, .. } | DeltaEntry::Delete { key: entry_key }) = entry;
+            if previous.is_some_and(|p| p >= entry_key) {
+                return Err(RecordError {
+                    offset: HEADER_LEN + start,
+                    reason: "delta keys not strictly ascending".into(),
+                });
+            }
+            match entry_key.cmp(key) {
+                std::cmp::Ordering::Less => previous = Some(entry_key),
+                std::cmp::Ordering::Equal => return Ok(Some(entry)),
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Appends `entry` in a delta's entry encoding.
 fn write_entry(out: &mut Vec<u8>, entry: &DeltaEntry<'_>) {
     match *entry {
@@ -145,6 +173,22 @@ const _: () = assert!(TAG_DELETE != TAG_LEAF);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `find` agrees with the whole list of entries, for every key in it and keys between.
+    #[test]
+    fn find_agrees_with_the_entries() {
+        let image = sample();
+        let view = open(&image, FrameId(3)).unwrap();
+        let entries = view.entries().unwrap();
+        for entry in &entries {
+            assert_eq!(view.find(entry.key()).unwrap().as_ref(), Some(entry));
+            let mut after = entry.key().to_vec();
+            after.push(0);
+            let between = entries.iter().any(|e| e.key() == after.as_slice());
+            assert_eq!(view.find(&after).unwrap().is_some(), between);
+        }
+        assert_eq!(view.find(b"\xff\xff").unwrap(), None);
+    }
 
     fn sample() -> Vec<u8> {
         let mut w = DeltaWriter::new(64);

@@ -378,9 +378,8 @@ fn delta_state(id: FrameId, deltas: &[Delta], key: &[u8]) -> Result<Option<Image
                 format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
             ));
         }
-        let entries = view.entries().map_err(|e| fail(e.offset, e.reason))?;
-        if let Ok(at) = entries.binary_search_by(|entry| entry.key().cmp(key)) {
-            return Ok(Some(match entries[at] {
+        if let Some(entry) = view.find(key).map_err(|e| fail(e.offset, e.reason))? {
+            return Ok(Some(match entry {
                 DeltaEntry::Put { value, version, .. } => ImageWalk::Found { value: value.to_vec(), version },
                 DeltaEntry::Delete { .. } => ImageWalk::Missing,
             }));
