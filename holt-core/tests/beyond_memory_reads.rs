@@ -221,3 +221,78 @@ fn point_reads_of_frames_with_deltas_see_the_latest_state() {
     assert!(stats.frame_image_reads > u64::from(count) / 2, "most reads should walk evicted frames");
     db.close().unwrap();
 }
+
+/// Point reads of evicted frames (page walks, deltas included) while a writer overwrites
+/// keys and checkpoints write deltas and whole frames: no read fails or returns a value
+/// that was never written for its key.
+#[test]
+fn page_walks_race_writes_and_checkpoints() {
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let dir = scratch_dir();
+    let count = 100_000;
+    load(dir.path(), count);
+    let db = std::sync::Arc::new(Db::open(dir.path(), options(BUDGET_BYTES)).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let overwritten = |i: u32, round: u32| format!("overwrite {round} of {i}").into_bytes();
+    let writer = {
+        let (db, stop) = (std::sync::Arc::clone(&db), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut round = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let mut batch = Batch::new();
+                for _ in 0..200 {
+                    let i = rng.gen_range(0..count);
+                    batch.put(key(i), overwritten(i, round));
+                }
+                db.write_batch(&batch, WriteOptions::default()).unwrap();
+                if round % 5 == 0 {
+                    db.checkpoint().unwrap();
+                }
+            }
+            round
+        })
+    };
+    let readers: Vec<_> = (0..3u64)
+        .map(|r| {
+            let (db, stop) = (std::sync::Arc::clone(&db), std::sync::Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (r + 1));
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let i = rng.gen_range(0..count);
+                    let got = db.get(&key(i)).unwrap_or_else(|e| panic!("key {i}: {e}"));
+                    let value = got.unwrap_or_else(|| panic!("key {i} lost")).value;
+                    let prefix = "overwrite ";
+                    assert!(
+                        value == super_value(i)
+                            || (value.starts_with(prefix.as_bytes())
+                                && value.ends_with(format!(" of {i}").as_bytes())),
+                        "key {i}: a value never written for it"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let stats = db.stats();
+    println!(
+        "{rounds} write rounds, {reads} reads, {} image reads, {} deltas written",
+        stats.frame_image_reads, stats.checkpoint_frames_delta
+    );
+    assert!(
+        stats.frame_image_reads > 1_000 && stats.checkpoint_frames_delta > 0,
+        "the race was not exercised"
+    );
+}
+
+fn super_value(i: u32) -> Vec<u8> {
+    value(i)
+}

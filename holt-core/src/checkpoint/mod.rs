@@ -252,11 +252,17 @@ impl Durable {
                 return Err(e);
             }
         };
-        drop(durable_manifest);
-        self.remove_segments_before(rolled.segment);
+        // Clean before the manifest lock is released: a checkpoint waiting for it would
+        // otherwise capture these frames again (still dirty, at the same generation), and
+        // then rewrite them after this loop let the cache evict them, changing the slots of
+        // a clean, evicted frame under a point read that is walking its pages and deltas.
         for frame in &capture.dirty {
             tree.mark_clean(frame.id, frame.generation);
         }
+        drop(durable_manifest);
+        // A named point after the lock is released, so a test can start a checkpoint here.
+        fail::fail_point!("checkpoint-unlocked");
+        self.remove_segments_before(rolled.segment);
         tracing::debug!(
             lsn,
             segment = rolled.segment,
