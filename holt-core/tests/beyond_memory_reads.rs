@@ -248,7 +248,7 @@ fn page_walks_race_writes_and_checkpoints() {
                     batch.put(key(i), overwritten(i, round));
                 }
                 db.write_batch(&batch, WriteOptions::default()).unwrap();
-                if round % 5 == 0 {
+                if round.is_multiple_of(5) {
                     db.checkpoint().unwrap();
                 }
             }
@@ -264,12 +264,12 @@ fn page_walks_race_writes_and_checkpoints() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let i = rng.gen_range(0..count);
                     let got = db.get(&key(i)).unwrap_or_else(|e| panic!("key {i}: {e}"));
-                    let value = got.unwrap_or_else(|| panic!("key {i} lost")).value;
+                    let read = got.unwrap_or_else(|| panic!("key {i} lost")).value;
                     let prefix = "overwrite ";
                     assert!(
-                        value == super_value(i)
-                            || (value.starts_with(prefix.as_bytes())
-                                && value.ends_with(format!(" of {i}").as_bytes())),
+                        read == value(i)
+                            || (read.starts_with(prefix.as_bytes())
+                                && read.ends_with(format!(" of {i}").as_bytes())),
                         "key {i}: a value never written for it"
                     );
                     reads += 1;
@@ -291,8 +291,4 @@ fn page_walks_race_writes_and_checkpoints() {
         stats.frame_image_reads > 1_000 && stats.checkpoint_frames_delta > 0,
         "the race was not exercised"
     );
-}
-
-fn super_value(i: u32) -> Vec<u8> {
-    value(i)
 }

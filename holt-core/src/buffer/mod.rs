@@ -499,13 +499,13 @@ impl<N> BufferPool<N> {
     }
 
     /// Opens the image of the evicted frame `cell` for `walk`, which fetches the pages it
-    /// needs (each verified against the frame's page table), and hands it the frame's deltas,
-    /// without decoding or admitting the frame: a point read's way through a frame while the cache is full. `None` when
-    /// the frame should be decoded and admitted instead: it is resident already, the cache
-    /// has room, or this frame has been read this way `ADMIT_AFTER_IMAGE_READS` times since
-    /// it was last admitted (so frames read often enough win a place in the cache). Held
-    /// under the frame's load lock, like a load: nobody can change (and so rewrite) the frame
-    /// while its pages are read.
+    /// needs (each verified against the frame's page table), and hands it the frame's
+    /// deltas, without decoding or admitting the frame: a point read's way through a frame
+    /// while the cache is full. `None` when the frame should be decoded and admitted
+    /// instead: it is resident already, the cache has room, or this frame has been read this
+    /// way `ADMIT_AFTER_IMAGE_READS` times since it was last admitted (so frames read often
+    /// enough win a place in the cache). Held under the frame's load lock, like a load:
+    /// nobody can change (and so rewrite) the frame while its pages are read.
     pub(crate) fn read_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
