@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn find_agrees_with_the_entries() {
         let image = sample();
-        let view = open(&image, FrameId(3)).unwrap();
+        let view = open(&image, FrameId(4)).unwrap();
         let entries = view.entries().unwrap();
         for entry in &entries {
             assert_eq!(view.find(entry.key()).unwrap().as_ref(), Some(entry));
