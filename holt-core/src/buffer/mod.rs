@@ -749,7 +749,8 @@ impl ImageBody for PagedImage<'_> {
     }
 }
 
-fn corruption_at(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
+/// A corruption error at byte `offset` of frame `id`'s image (or delta) that lies at `location`.
+pub(crate) fn corruption_at(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
     Error::Corruption {
         location: Location {
             file: location.0.clone(),

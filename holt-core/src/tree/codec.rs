@@ -11,9 +11,9 @@ use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
 use super::Tree;
 use super::{walk_frame, write, Walk};
 use crate::buffer::FrameSize;
-use crate::buffer::{ChangeLog, Delta, ImageBody};
-use crate::error::{Error, Location, Result};
-use crate::format::delta::{self as delta_format, DeltaEntry, DeltaWriter};
+use crate::buffer::{corruption_at as corruption, ChangeLog, Delta, ImageBody};
+use crate::error::{Error, Result};
+use crate::format::delta::{self as delta_format, DeltaEntry, DeltaView, DeltaWriter};
 use crate::format::frame::{self, FRAME_HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
 use crate::format::{FrameId, FRAME_SIZE};
@@ -144,13 +144,7 @@ fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
 pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Result<Node> {
     for (i, (bytes, location)) in deltas.iter().enumerate() {
         let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-        let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
-        if view.chain_index as usize != i + 1 {
-            return Err(fail(
-                28,
-                format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
-            ));
-        }
+        let view = open_delta(id, i, bytes, location)?;
         for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
             let change = match entry {
                 DeltaEntry::Put { key, value, version } => write::put(&root, key, 0, value, version)?,
@@ -162,15 +156,22 @@ pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Res
     Ok(root)
 }
 
-fn corruption(location: &(PathBuf, u64), id: FrameId, offset: usize, reason: String) -> Error {
-    Error::Corruption {
-        location: Location {
-            file: location.0.clone(),
-            frame: Some(id.0),
-            offset: location.1 + offset as u64,
-        },
-        reason,
+/// Opens delta `i` (from 0) of frame `id`'s chain: header, checksum, and its position.
+fn open_delta<'a>(
+    id: FrameId,
+    i: usize,
+    bytes: &'a [u8],
+    location: &(PathBuf, u64),
+) -> Result<DeltaView<'a>> {
+    let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
+    let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
+    if view.chain_index as usize != i + 1 {
+        return Err(fail(
+            28,
+            format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
+        ));
     }
+    Ok(view)
 }
 
 /// A decoded record waiting for its parent: leaves stay bare until we know whether they are
@@ -371,13 +372,7 @@ pub(super) fn walk_image(
 fn delta_state(id: FrameId, deltas: &[Delta], key: &[u8]) -> Result<Option<ImageWalk>> {
     for (i, (bytes, location)) in deltas.iter().enumerate().rev() {
         let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-        let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
-        if view.chain_index as usize != i + 1 {
-            return Err(fail(
-                28,
-                format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
-            ));
-        }
+        let view = open_delta(id, i, bytes, location)?;
         if let Some(entry) = view.find(key).map_err(|e| fail(e.offset, e.reason))? {
             return Ok(Some(match entry {
                 DeltaEntry::Put { value, version, .. } => ImageWalk::Found { value: value.to_vec(), version },
