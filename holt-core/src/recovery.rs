@@ -76,17 +76,31 @@ fn read_sync_mark(vfs: &dyn Vfs) -> u64 {
     read_head::<SYNC_MARK_BYTES>(vfs, SYNC_MARK_NAME).and_then(|bytes| decode_sync_mark(&bytes)).unwrap_or(0)
 }
 
-/// Creates the first manifest of a new database. Anything left by an earlier attempt that
-/// crashed before its manifest was durable is removed first: no write can have been
-/// acknowledged before the manifest existed.
+/// Creates the first manifest of a new database. A `MANIFEST.tmp` or cut mark left by an
+/// attempt that crashed before its first manifest was durable is removed first (the log's
+/// segments, the frames file and the sync mark are only made once the manifest is durable).
+/// Any of those data files without a manifest means the manifest of a database was lost
+/// (deleted, or not restored from a backup): the open is refused, and nothing is removed.
 fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
-    for name in vfs.list().map_err(io("list directory"))? {
-        if parse_segment_name(&name).is_some()
-            || name == MANIFEST_TMP_NAME
-            || name == FRAMES_NAME
-            || name == SYNC_MARK_NAME
-            || name == CUT_MARK_NAME
-        {
+    let names = vfs.list().map_err(io("list directory"))?;
+    let data: Vec<&String> = names
+        .iter()
+        .filter(|name| parse_segment_name(name).is_some() || *name == FRAMES_NAME || *name == SYNC_MARK_NAME)
+        .collect();
+    if !data.is_empty() {
+        let listed: Vec<&str> = data.iter().take(4).map(|n| n.as_str()).collect();
+        return Err(Error::Corruption {
+            location: Location { file: PathBuf::from(MANIFEST_NAME), frame: None, offset: 0 },
+            reason: format!(
+                "the manifest is missing but the directory holds a database's files ({}{}): refusing \
+                 to create a new database over them",
+                listed.join(", "),
+                if data.len() > listed.len() { ", ..." } else { "" }
+            ),
+        });
+    }
+    for name in names {
+        if name == MANIFEST_TMP_NAME || name == CUT_MARK_NAME {
             vfs.remove(Path::new(&name)).map_err(io("remove leftover file"))?;
         }
     }
