@@ -11,10 +11,13 @@ use holt_core::io::{Fault, FaultError, OpKind, SimFs, Vfs};
 use holt_core::{Condition, Db, Error, WriteOptions};
 
 /// EIO from the next fdatasync of the log, once.
+/// The next fdatasync of the first log segment, the one these tests write in (a new database
+/// starts its log in segment 1). Matching every `wal-` file let the helper thread that
+/// prepares the spare segment (segment 2) take the fault first, when it ran late.
 fn next_log_sync_fails_once() -> Fault {
     Fault {
         op: Some(OpKind::Sync),
-        path_contains: Some("wal-".into()),
+        path_contains: Some(format!("wal-{:016}.log", 1)),
         nth: 1,
         error: FaultError::Eio,
         forever: false,
