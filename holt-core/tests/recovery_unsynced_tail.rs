@@ -48,9 +48,11 @@ fn failed_fsync_reopen_write_power_cut() {
             db.put(&k, b"v").unwrap();
             acked.push(k);
         }
+        // The first segment's sync only (a new database's log starts in segment 1): matching
+        // every `wal-` file let the spare segment's preparation take the fault when it ran late.
         fs.inject(Fault {
             op: Some(OpKind::Sync),
-            path_contains: Some("wal-".into()),
+            path_contains: Some(format!("wal-{:016}.log", 1)),
             nth: 1,
             error: FaultError::Eio,
             forever: false,
