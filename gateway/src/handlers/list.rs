@@ -82,21 +82,22 @@ fn contents_capacity(max: usize) -> usize {
     max.min(MAX_KEYS_LIMIT) * 320
 }
 
-/// One engine call: entries of `bucket` under `prefix`, rolled up at `delimiter`, strictly
-/// after `start_after`, at most `max` of them, written as they come. `None` when a name
-/// cannot be carried by XML 1.0 and `url` is off: the caller renders the page again
-/// url-encoded (S3 encodes the whole page then, and says so).
-#[expect(clippy::too_many_arguments, reason = "one listing request's fields, passed through once")]
-fn render_page(
-    ctx: &ReqCtx,
-    bucket: &str,
-    prefix: &str,
-    delimiter: &str,
-    start_after: &str,
+/// One page asked for: entries of `bucket` under `prefix`, rolled up at `delimiter`,
+/// strictly after `start_after`, at most `max` of them, each written in `style`.
+struct PageRequest<'a> {
+    bucket: &'a str,
+    prefix: &'a str,
+    delimiter: &'a str,
+    start_after: &'a str,
     max: usize,
-    url: bool,
-    style: Style<'_>,
-) -> S3Result<Option<Rendered>> {
+    style: Style<'a>,
+}
+
+/// One engine call for `req`, each entry written as it comes. `None` when a name cannot be
+/// carried by XML 1.0 and `url` is off: the caller renders the page again url-encoded (S3
+/// encodes the whole page then, and says so).
+fn render_page(ctx: &ReqCtx, req: &PageRequest<'_>, url: bool) -> S3Result<Option<Rendered>> {
+    let PageRequest { bucket, prefix, delimiter, start_after, max, style } = *req;
     let mut page = Rendered {
         contents: Vec::new(),
         prefixes: Vec::new(),
@@ -173,26 +174,14 @@ fn strip_namespace<'k>(ns: &[u8], key: &'k [u8]) -> S3Result<&'k str> {
     std::str::from_utf8(rest).map_err(|_| S3Error::internal("list", "stored key is not UTF-8"))
 }
 
-/// Lists and renders one page: url-encoded when the client asked, when the request's own
-/// texts (`texts`, echoed in the header) need it, or when a listed name does.
-#[expect(clippy::too_many_arguments, reason = "one listing request's fields, passed through once")]
-fn list_rendered(
-    ctx: &ReqCtx,
-    bucket: &str,
-    prefix: &str,
-    delimiter: &str,
-    start_after: &str,
-    max: usize,
-    requested: bool,
-    texts: &[&str],
-    style: Style<'_>,
-) -> S3Result<Rendered> {
+/// Lists and renders one page: url-encoded when the client asked (`requested`), when the
+/// request's own texts (`texts`, echoed in the header) need it, or when a listed name does.
+fn list_rendered(ctx: &ReqCtx, req: &PageRequest<'_>, requested: bool, texts: &[&str]) -> S3Result<Rendered> {
     let url = requested || !texts.iter().all(|t| is_xml_safe(t));
-    if let Some(page) = render_page(ctx, bucket, prefix, delimiter, start_after, max, url, style)? {
+    if let Some(page) = render_page(ctx, req, url)? {
         return Ok(page);
     }
-    render_page(ctx, bucket, prefix, delimiter, start_after, max, true, style)?
-        .ok_or_else(|| S3Error::internal("list", "a url-encoded page refused a name"))
+    render_page(ctx, req, true)?.ok_or_else(|| S3Error::internal("list", "a url-encoded page refused a name"))
 }
 
 /// `<name>s</name>`, `s` url-encoded when the page is, escaped otherwise.
@@ -275,7 +264,8 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let style = Style { versions: false, owner: fetch_owner.then_some(owner.as_str()) };
     let texts = [prefix, delimiter, start_after];
-    let page = list_rendered(ctx, bucket, prefix, delimiter, from, max, requested, &texts, style)?;
+    let req = PageRequest { bucket, prefix, delimiter, start_after: from, max, style };
+    let page = list_rendered(ctx, &req, requested, &texts)?;
     let next_token = match (page.truncated, page.count) {
         (true, 1..) => Some(ctx.store().tokens.encode(&scope, page.last.as_bytes())),
         _ => None,
@@ -314,7 +304,8 @@ pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let marker = ctx.query.get("marker").unwrap_or("");
     let style = Style { versions: false, owner: Some(owner.as_str()) };
     let texts = [prefix, delimiter, marker];
-    let page = list_rendered(ctx, bucket, prefix, delimiter, marker, max, requested, &texts, style)?;
+    let req = PageRequest { bucket, prefix, delimiter, start_after: marker, max, style };
+    let page = list_rendered(ctx, &req, requested, &texts)?;
     let url = page.url;
     let mut w = XmlWriter::new();
     w.open_root("ListBucketResult");
@@ -350,7 +341,8 @@ pub async fn handle_list_object_versions(ctx: &ReqCtx) -> S3Result<Response> {
     // The only version of each key is `null`: a marker naming it resumes after the key.
     let style = Style { versions: true, owner: Some(owner.as_str()) };
     let texts = [prefix, delimiter, key_marker];
-    let page = list_rendered(ctx, bucket, prefix, delimiter, key_marker, max, requested, &texts, style)?;
+    let req = PageRequest { bucket, prefix, delimiter, start_after: key_marker, max, style };
+    let page = list_rendered(ctx, &req, requested, &texts)?;
     let url = page.url;
     let mut w = XmlWriter::new();
     w.open_root("ListVersionsResult");
