@@ -74,7 +74,7 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 17] = [
+        let engine: [(&str, &str, u64); 18] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -84,6 +84,7 @@ impl Metrics {
             ("frame_evictions_total", "counter", stats.frame_evictions),
             ("frame_image_reads_total", "counter", stats.frame_image_reads),
             ("frame_page_reads_total", "counter", stats.frame_page_reads),
+            ("frame_unloaded_writes_total", "counter", stats.frame_unloaded_writes),
             ("wal_bytes_written_total", "counter", stats.wal_bytes_written),
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),

@@ -268,6 +268,8 @@ pub struct Stats {
     pub frame_image_reads: u64,
     /// 4 KiB pages those point reads fetched (through the page cache), header pages included.
     pub frame_page_reads: u64,
+    /// Puts recorded in an evicted frame's change log without loading the frame.
+    pub frame_unloaded_writes: u64,
     pub wal_bytes_written: u64,
     pub wal_syncs: u64,
     pub checkpoints: u64,

@@ -331,6 +331,7 @@ impl Db {
                 frame_evictions: pool.frame_evictions,
                 frame_image_reads: pool.image_reads,
                 frame_page_reads: pool.page_reads,
+                frame_unloaded_writes: pool.unloaded_writes,
                 wal_bytes_written: d.wal.bytes_written(),
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
@@ -351,6 +352,7 @@ impl Db {
             frame_evictions: pool.frame_evictions,
             frame_image_reads: pool.image_reads,
             frame_page_reads: pool.page_reads,
+            frame_unloaded_writes: pool.unloaded_writes,
             last_lsn: last,
             durable_lsn: last,
             ..Stats::default()

@@ -129,13 +129,26 @@ impl TreeHarness {
     /// Encodes every dirty frame into the image store and marks it clean, like a checkpoint.
     pub fn checkpoint(&self) -> Result<()> {
         let capture = self.tree.capture()?;
+        let mut images = Vec::with_capacity(capture.dirty.len());
         for frame in &capture.dirty {
-            self.images.store(frame.id, encode_frame(frame.id, &frame.root)?);
+            let image = match &frame.root {
+                Some(root) => encode_frame(frame.id, root)?,
+                None => encode_frame(frame.id, &self.tree.rebuild_unloaded(frame)?)?,
+            };
+            images.push((frame.id, image));
+        }
+        // As a checkpoint does: no load or point read of a frame captured without a root
+        // sees its new image before its captured changes are dropped.
+        let held: Vec<_> =
+            capture.dirty.iter().filter(|f| f.root.is_none()).map(|f| f.cell.hold_loads()).collect();
+        for (id, image) in images {
+            self.images.store(id, image);
         }
         self.images.retain(&capture.live);
         for frame in &capture.dirty {
             self.tree.mark_clean(frame.id, frame.generation);
         }
+        drop(held);
         Ok(())
     }
 

@@ -69,6 +69,8 @@ pub(crate) trait FrameRoot: Clone {
 
 /// `FrameCell::lead` when the root has none or it is not known (any value above a byte).
 const LEAD_UNKNOWN: u16 = 0x100;
+/// `FrameCell::lead` when the root is known to have no own byte.
+const LEAD_NONE: u16 = 0x101;
 
 /// What a frame costs: its encoded bytes (header and records: what decides splits and merges)
 /// and the heap bytes of its decoded nodes (what the memory budget counts; requested bytes,
@@ -118,8 +120,25 @@ pub(crate) struct FrameCell<N> {
     image_head: Mutex<Option<Arc<FrameHead>>>,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
-    /// The changes written since the last capture, for the next checkpoint's delta.
-    changes: Mutex<ChangeLog<N>>,
+    /// The changes written since the last capture (for the next checkpoint's delta), and
+    /// those the checkpoint in flight captured (until it marks the frame clean).
+    changes: Mutex<ChangeLogs<N>>,
+}
+
+/// A frame's change logs: the one writes append to, and the one a checkpoint captured and is
+/// writing. While a frame is evicted these hold the writes made to it since its image and
+/// deltas on disk (see `Tree::put_unloaded`): reads and loads apply `captured`, then
+/// `current`, on top of what they read from disk.
+#[derive(Debug)]
+struct ChangeLogs<N> {
+    current: ChangeLog<N>,
+    captured: Option<Arc<ChangeLog<N>>>,
+}
+
+impl<N> Default for ChangeLogs<N> {
+    fn default() -> Self {
+        ChangeLogs { current: ChangeLog::default(), captured: None }
+    }
 }
 
 /// What a frame's writes changed since the last checkpoint captured it: each write's key
@@ -141,11 +160,14 @@ pub(crate) struct ChangeLog<N> {
     /// What the log holds, counted as a delta's bytes would be (keys and values): what
     /// `CHANGE_LOG_FRACTION` limits.
     accounted: usize,
+    /// Heap bytes of the states written while the frame was evicted, held by this log alone
+    /// (no root shares them): counted in the cache's bytes until the log is dropped.
+    detached: usize,
 }
 
 impl<N> Default for ChangeLog<N> {
     fn default() -> Self {
-        ChangeLog { whole: false, keys: Vec::new(), states: Vec::new(), accounted: 0 }
+        ChangeLog { whole: false, keys: Vec::new(), states: Vec::new(), accounted: 0, detached: 0 }
     }
 }
 
@@ -171,6 +193,44 @@ impl<N> ChangeLog<N> {
     pub(crate) fn accounted_bytes(&self) -> usize {
         self.accounted
     }
+
+    /// The state the last entry for `key` left, if any entry names it.
+    fn state_of(&self, key: &[u8]) -> Option<Option<&N>> {
+        let mut last = None;
+        for (k, state) in self.iter() {
+            if k == key {
+                last = Some(state);
+            }
+        }
+        last
+    }
+
+    fn push(&mut self, key: &[u8], state: Option<N>) {
+        self.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        self.keys.extend_from_slice(key);
+        self.states.push(state);
+    }
+
+    /// `earlier`'s entries, then this log's: a failed checkpoint's capture put back.
+    fn after(self, earlier: &ChangeLog<N>) -> ChangeLog<N>
+    where
+        N: Clone,
+    {
+        if self.whole || earlier.whole {
+            return ChangeLog { detached: self.detached + earlier.detached, ..ChangeLog::given_up() };
+        }
+        let mut log = ChangeLog {
+            whole: false,
+            keys: Vec::with_capacity(earlier.keys.len() + self.keys.len()),
+            states: Vec::with_capacity(earlier.states.len() + self.states.len()),
+            accounted: earlier.accounted + self.accounted,
+            detached: earlier.detached + self.detached,
+        };
+        for (key, state) in earlier.iter().chain(self.iter()) {
+            log.push(key, state.cloned());
+        }
+        log
+    }
 }
 
 /// A frame's change log gives up (the frame is written whole) past this fraction of the
@@ -191,7 +251,7 @@ impl<N> FrameCell<N> {
         cell.set_size(size);
         if dirty {
             cell.dirty_generation.store(1, Ordering::Relaxed);
-            *cell.changes.lock() = ChangeLog::given_up();
+            cell.changes.lock().current = ChangeLog::given_up();
         }
         cell
     }
@@ -213,7 +273,7 @@ impl<N> FrameCell<N> {
             image_reads: AtomicU32::new(0),
             image_head: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
-            changes: Mutex::new(ChangeLog::default()),
+            changes: Mutex::new(ChangeLogs::default()),
         }
     }
 
@@ -242,11 +302,14 @@ impl<N> FrameCell<N> {
         self.dirty_generation.fetch_add(1, Ordering::AcqRel);
     }
     /// Records that generation `generation` of the frame is on disk (after the manifest
-    /// naming it is installed). A whole image written there may lie in a new slot: the
-    /// header a point read kept describes the old one, so it goes.
-    pub(crate) fn mark_clean(&self, generation: u64) {
+    /// naming it is installed), with the changes captured for it: the captured log goes.
+    /// A whole image written there may lie in a new slot: the header a point read kept
+    /// describes the old one, so it goes too. Returns the detached bytes released.
+    pub(crate) fn mark_clean(&self, generation: u64) -> usize {
         *self.image_head.lock() = None;
+        let released = self.changes.lock().captured.take().map_or(0, |l| l.detached);
         self.clean_generation.fetch_max(generation, Ordering::AcqRel);
+        released
     }
     pub(crate) fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
@@ -273,7 +336,7 @@ impl<N> FrameCell<N> {
         N: FrameRoot,
     {
         let old = self.lead.load(Ordering::Relaxed);
-        let new = root.lead().map_or(LEAD_UNKNOWN, u16::from);
+        let new = root.lead().map_or(LEAD_NONE, u16::from);
         if old != new && old != LEAD_UNKNOWN {
             self.lead.store(LEAD_UNKNOWN, Ordering::Release);
         }
@@ -293,7 +356,7 @@ impl<N> FrameCell<N> {
     where
         N: FrameRoot,
     {
-        self.lead.store(root.lead().map_or(LEAD_UNKNOWN, u16::from), Ordering::Release);
+        self.lead.store(root.lead().map_or(LEAD_NONE, u16::from), Ordering::Release);
         // A named point between the two stores, so a test can write meanwhile.
         fail::fail_point!("frame-load-lead");
         self.root.store(Some(root));
@@ -303,6 +366,22 @@ impl<N> FrameCell<N> {
     #[inline]
     pub(crate) fn lead(&self) -> Option<u8> {
         u8::try_from(self.lead.load(Ordering::Acquire)).ok()
+    }
+    /// Sets the lead and encoded size of an evicted frame not loaded since open, read from
+    /// its image (under its latch and load lock, when the image is all the frame holds).
+    pub(crate) fn learn_image(&self, lead: Option<u8>, encoded: usize) {
+        self.lead.store(lead.map_or(LEAD_NONE, u16::from), Ordering::Release);
+        self.size_bytes.store(encoded, Ordering::Relaxed);
+    }
+    /// The lead of an evicted frame, read under its latch and load lock (nothing publishes
+    /// it then): `Some(None)` when its root has no own byte, `None` when not known (the
+    /// frame was not loaded since open).
+    pub(crate) fn known_lead(&self) -> Option<Option<u8>> {
+        match self.lead.load(Ordering::Acquire) {
+            LEAD_UNKNOWN => None,
+            LEAD_NONE => Some(None),
+            lead => u8::try_from(lead).ok().map(Some),
+        }
     }
     pub(crate) fn touch(&self) {
         if !self.referenced.load(Ordering::Relaxed) {
@@ -320,29 +399,172 @@ impl<N> FrameCell<N> {
     /// Called under the write gate, before the write is published: the last entry for a key
     /// is then the key's state in any root a checkpoint captures with the log.
     pub(crate) fn record_change(&self, key: &[u8], state: Option<N>, value_len: usize) {
-        let limit = (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES);
-        let mut log = self.changes.lock();
+        let limit = self.change_log_limit();
+        let mut logs = self.changes.lock();
+        let log = &mut logs.current;
         if log.whole {
             return;
         }
         // About the bytes of the delta entry, the most a leaf held here can keep alive.
-        log.accounted += 8 + key.len() + value_len;
+        log.accounted += change_bytes(key, value_len);
         if log.accounted > limit {
+            // Resident: the root holds every state the log held (none was detached).
+            debug_assert_eq!(log.detached, 0, "an evicted frame's log gave up");
             *log = ChangeLog::given_up();
             return;
         }
-        log.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        log.keys.extend_from_slice(key);
-        log.states.push(state);
+        log.push(key, state);
     }
+
+    fn change_log_limit(&self) -> usize {
+        (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES)
+    }
+
+    /// Records a put to the evicted frame (under its latch, the write gate and its load lock,
+    /// with the root still `None`): `state` is held by the log alone and costs `memory` heap
+    /// bytes, which the caller adds to the cache's count. Refused (`false`, nothing recorded)
+    /// when the log would pass its limit, since giving up would lose the write: the caller
+    /// loads the frame instead. Checked before the write is logged.
+    pub(crate) fn can_record_unloaded(&self, key: &[u8], value_len: usize) -> bool {
+        let logs = self.changes.lock();
+        !logs.current.whole
+            && logs.current.accounted + change_bytes(key, value_len) <= self.change_log_limit()
+    }
+
+    /// Heap bytes of the states the frame's change logs hold alone (counted in the cache).
+    pub(crate) fn detached_bytes(&self) -> usize {
+        let logs = self.changes.lock();
+        logs.current.detached + logs.captured.as_ref().map_or(0, |l| l.detached)
+    }
+
+    /// Whether any write is recorded in the frame's change logs.
+    pub(crate) fn has_unloaded_changes(&self) -> bool {
+        let logs = self.changes.lock();
+        !logs.current.states.is_empty() || logs.captured.as_ref().is_some_and(|l| !l.states.is_empty())
+    }
+
+    /// Records the put `can_record_unloaded` allowed; the frame grows by at most the entry's
+    /// bytes, counted now so its size stays an upper bound while it is evicted. `memory` is
+    /// the state's heap bytes; returns the heap bytes the log grew by (the state's and any
+    /// growth of the log's buffers), for the caller to add to the cache's count.
+    pub(crate) fn record_unloaded(&self, key: &[u8], state: N, value_len: usize, memory: usize) -> usize {
+        let bytes = change_bytes(key, value_len);
+        let mut logs = self.changes.lock();
+        let log = &mut logs.current;
+        let buffers =
+            |log: &ChangeLog<N>| log.keys.capacity() + log.states.capacity() * size_of::<Option<N>>();
+        let before = buffers(log);
+        log.accounted += bytes;
+        log.push(key, Some(state));
+        let grown = memory + buffers(log) - before;
+        log.detached += grown;
+        self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
+        grown
+    }
+
+    /// The state the writes recorded while the frame was evicted left `key` (relative to the
+    /// frame) in: `None` when none names it. Under the load lock, so that no checkpoint moves
+    /// the logs' writes to disk meanwhile.
+    pub(crate) fn unloaded_state(&self, key: &[u8]) -> Option<Option<N>>
+    where
+        N: Clone,
+    {
+        let logs = self.changes.lock();
+        let state = logs.current.state_of(key).or_else(|| logs.captured.as_ref()?.state_of(key))?;
+        Some(state.cloned())
+    }
+
+    /// Hands `apply` every change recorded since the frame's disk state (the captured log's,
+    /// then the current one's), for a load to apply on top of it (under the load lock).
+    /// `apply` returns the node it stored for the change: the current log then holds that
+    /// node instead of its own copy, so the log no longer holds states alone (as for a
+    /// resident frame, whose log may give up and drop its entries). Returns the detached
+    /// bytes released; nothing changes if `apply` fails.
+    pub(crate) fn replay_changes(
+        &self,
+        mut apply: impl FnMut(&[u8], Option<&N>) -> Result<Option<N>>,
+    ) -> Result<usize> {
+        let mut logs = self.changes.lock();
+        if logs.current.whole {
+            // Only a resident frame gives up its log, and a resident frame is not loaded.
+            return Err(Error::InvalidArgument(format!(
+                "frame {}: a log that gave up cannot be replayed",
+                self.id
+            )));
+        }
+        for (key, state) in logs.captured.iter().flat_map(|l| l.iter()) {
+            apply(key, state)?;
+        }
+        let mut stored = Vec::with_capacity(logs.current.states.len());
+        for (key, state) in logs.current.iter() {
+            stored.push(apply(key, state)?);
+        }
+        logs.current.states = stored;
+        Ok(std::mem::take(&mut logs.current.detached))
+    }
+
     /// The frame changed in a way a delta cannot describe: the next checkpoint writes it whole.
+    /// Only for a resident frame (under its latch).
     pub(crate) fn rewrite_whole(&self) {
-        *self.changes.lock() = ChangeLog::given_up();
+        let mut logs = self.changes.lock();
+        // A load replays the log into the root and keeps the root's nodes (`replay_changes`).
+        debug_assert_eq!(logs.current.detached, 0, "a resident frame's log holds no detached states");
+        logs.current = ChangeLog::given_up();
     }
-    /// Takes the change log for a checkpoint's capture (under the exclusive write gate).
-    pub(crate) fn take_changes(&self) -> ChangeLog<N> {
-        std::mem::take(&mut *self.changes.lock())
+
+    /// Takes the change log for a checkpoint's capture (under the exclusive write gate): it
+    /// stays readable here as the captured log until `mark_clean` or `checkpoint_failed`.
+    /// Also returns the detached bytes released (none unless an earlier capture was left).
+    pub(crate) fn capture_changes(&self) -> (Arc<ChangeLog<N>>, usize)
+    where
+        N: Clone,
+    {
+        let mut logs = self.changes.lock();
+        let mut taken = std::mem::take(&mut logs.current);
+        let mut released = 0;
+        if let Some(earlier) = logs.captured.take() {
+            // Never met: every capture ends in `mark_clean` or `checkpoint_failed`.
+            let before = earlier.detached + taken.detached;
+            taken = taken.after(&earlier);
+            released = before - taken.detached;
+        }
+        let taken = Arc::new(taken);
+        logs.captured = Some(Arc::clone(&taken));
+        (taken, released)
     }
+
+    /// A checkpoint that captured this frame failed: its captured changes go back in front
+    /// of the current ones (nothing reached the disk). Returns the detached bytes released.
+    pub(crate) fn checkpoint_failed(&self) -> usize
+    where
+        N: Clone,
+    {
+        let mut logs = self.changes.lock();
+        let Some(captured) = logs.captured.take() else { return 0 };
+        let before = captured.detached + logs.current.detached;
+        let current = std::mem::take(&mut logs.current);
+        logs.current = current.after(&captured);
+        before - logs.current.detached
+    }
+
+    /// Holds off loads and point reads of the frame: a checkpoint holds it while it switches
+    /// an evicted frame's disk state and drops the captured changes that state now holds.
+    pub(crate) fn hold_loads(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.load_lock.lock()
+    }
+
+    /// Drops every change log (a frame merged away). Returns the detached bytes released.
+    pub(crate) fn drop_changes(&self) -> usize {
+        let mut logs = self.changes.lock();
+        let released = logs.current.detached + logs.captured.as_ref().map_or(0, |l| l.detached);
+        *logs = ChangeLogs::default();
+        released
+    }
+}
+
+/// The bytes a change to `key` with a value of `value_len` bytes adds to a delta, about.
+fn change_bytes(key: &[u8], value_len: usize) -> usize {
+    8 + key.len() + value_len
 }
 
 /// The cache of frames: memory budget, clock ring, and the source evicted frames come from.
@@ -360,6 +582,8 @@ pub(crate) struct BufferPool<N> {
     source_reads: AtomicU64,
     /// Pages read by point reads of evicted frames.
     page_reads: AtomicU64,
+    /// Puts recorded in an evicted frame's change log (`Tree::put_unloaded`).
+    unloaded_writes: AtomicU64,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
@@ -408,6 +632,7 @@ pub(crate) struct PoolStats {
     pub image_reads: u64,
     pub source_reads: u64,
     pub page_reads: u64,
+    pub unloaded_writes: u64,
 }
 
 impl<N> BufferPool<N> {
@@ -423,6 +648,7 @@ impl<N> BufferPool<N> {
             image_reads: AtomicU64::new(0),
             source_reads: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
+            unloaded_writes: AtomicU64::new(0),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
             read_buffer_freed: Condvar::new(),
@@ -433,6 +659,11 @@ impl<N> BufferPool<N> {
     pub(crate) fn admit(&self, cell: &Arc<FrameCell<N>>) {
         self.cached_bytes.fetch_add(cell.size().memory as i64, Ordering::Relaxed);
         self.ring.lock().push_back(Arc::clone(cell));
+    }
+
+    /// Counts a put recorded in an evicted frame's change log.
+    pub(crate) fn count_unloaded_write(&self) {
+        self.unloaded_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Adjusts the cached byte count after a resident frame's memory changed by `delta`.
@@ -456,6 +687,7 @@ impl<N> BufferPool<N> {
             image_reads: self.image_reads.load(Ordering::Relaxed),
             source_reads: self.source_reads.load(Ordering::Relaxed),
             page_reads: self.page_reads.load(Ordering::Relaxed),
+            unloaded_writes: self.unloaded_writes.load(Ordering::Relaxed),
         }
     }
 
@@ -474,12 +706,7 @@ impl<N> BufferPool<N> {
             if let Some(root) = cell.root.load_full() {
                 return Ok(root);
             }
-            let source = self.source.as_ref().ok_or_else(|| Error::Corruption {
-                location: Location { file: PathBuf::from("<memory>"), frame: Some(cell.id.0), offset: 0 },
-                reason: "frame is not resident and there is no frame source".into(),
-            })?;
-            let deltas = self.read_deltas(&**source, cell.id)?;
-            let (root, size) = self.read_frame(&**source, cell.id, |bytes, at| decode(bytes, at, &deltas))?;
+            let (root, size) = self.read_stored(cell.id, decode)?;
             // Counted before the root is published: once it is, a writer may change the frame
             // and account for that change itself.
             cell.set_size(size);
@@ -498,6 +725,22 @@ impl<N> BufferPool<N> {
         Ok(root)
     }
 
+    /// Frame `id`'s image and deltas on disk, handed to `decode`: for a load (under the
+    /// frame's load lock), or for a checkpoint rebuilding an evicted frame (under the
+    /// manifest lock: the disk state cannot change meanwhile).
+    pub(crate) fn read_stored<R>(
+        &self,
+        id: FrameId,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<R>,
+    ) -> Result<R> {
+        let source = self.source.as_ref().ok_or_else(|| Error::Corruption {
+            location: Location { file: PathBuf::from("<memory>"), frame: Some(id.0), offset: 0 },
+            reason: "frame is not resident and there is no frame source".into(),
+        })?;
+        let deltas = self.read_deltas(&**source, id)?;
+        self.read_frame(&**source, id, |bytes, at| decode(bytes, at, &deltas))
+    }
+
     /// Opens the image of the evicted frame `cell` for `walk`, which fetches the pages it
     /// needs (each verified against the frame's page table), and hands it the frame's
     /// deltas, without decoding or admitting the frame: a point read's way through a frame
@@ -511,6 +754,26 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
     ) -> Result<Option<R>> {
+        self.walk_image(cell, true, walk)
+    }
+
+    /// `read_image` for a write (`Tree::put_unloaded`): it does not count towards admitting
+    /// the frame, since a write that loaded the frame would pin it (a dirty frame cannot be
+    /// evicted) until the next checkpoint.
+    pub(crate) fn read_image_for_write<R>(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        self.walk_image(cell, false, walk)
+    }
+
+    fn walk_image<R>(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        admit: bool,
+        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
+    ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         if !self.is_full() {
             return Ok(None); // no lock needed to decide to load instead
@@ -519,7 +782,7 @@ impl<N> BufferPool<N> {
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
-        if cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
+        if admit && cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);

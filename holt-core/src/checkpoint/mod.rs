@@ -242,13 +242,14 @@ impl Durable {
             if capture.dirty.is_empty() && lsn == self.last_checkpoint_lsn.load(Ordering::Acquire) {
                 return Ok(None);
             }
-            self.write_checkpoint(&mut durable_manifest, lsn, &rolled, &capture).map(|()| Some(rolled))
+            self.write_checkpoint(tree, &mut durable_manifest, lsn, &rolled, &capture)
+                .map(|held| Some((rolled, held)))
         });
-        let rolled = match written {
-            Ok(Some(rolled)) => rolled,
+        let (rolled, held) = match written {
+            Ok(Some(written)) => written,
             Ok(None) => return Ok(()),
             Err(e) => {
-                tree.rewrite_whole(capture.dirty.iter().map(|f| f.id));
+                tree.checkpoint_failed(capture.dirty.iter().map(|f| f.id));
                 return Err(e);
             }
         };
@@ -259,6 +260,7 @@ impl Durable {
         for frame in &capture.dirty {
             tree.mark_clean(frame.id, frame.generation);
         }
+        drop(held);
         drop(durable_manifest);
         // A named point after the lock is released, so a test can start a checkpoint here.
         fail::fail_point!("checkpoint-unlocked");
@@ -275,28 +277,33 @@ impl Durable {
 
     /// How a captured frame is written: a delta when its change log allows and its chain has
     /// room, else its whole image.
-    fn encode_captured(&self, frame: &CapturedFrame, old: &SlotTable) -> Result<Encoded> {
+    fn encode_captured(&self, tree: &Tree, frame: &CapturedFrame, old: &SlotTable) -> Result<Encoded> {
         let id = frame.id;
         let delta = old.get(&id.0).filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
             let chain: usize =
                 loc.deltas.iter().map(|&at| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
             let room = (frame.encoded_bytes / DELTA_CHAIN_FRACTION).checked_sub(chain)?;
-            encode_delta(id, &frame.root, &frame.changes, loc.deltas.len() as u32 + 1, room)
+            encode_delta(id, frame.root.as_ref(), &frame.changes, loc.deltas.len() as u32 + 1, room)
         });
-        Ok(match delta {
-            Some(bytes) => (id.0, bytes, true),
-            None => (id.0, encode_frame(id, &frame.root)?, false),
+        Ok(match (delta, &frame.root) {
+            (Some(bytes), _) => (id.0, bytes, true),
+            (None, Some(root)) => (id.0, encode_frame(id, root)?, false),
+            (None, None) => (id.0, encode_frame(id, &tree.rebuild_unloaded(frame)?)?, false),
         })
     }
 
     /// Steps 2 to 4 of a checkpoint (see the module docs) for a capture taken at `lsn`.
-    fn write_checkpoint(
+    /// Returns the load locks of the frames captured without a root, held from before the
+    /// new manifest's slots are installed: the caller marks the frames clean (dropping the
+    /// captured changes the new slots hold) before it lets loads and point reads in.
+    fn write_checkpoint<'c>(
         &self,
+        tree: &Tree,
         durable_manifest: &mut Manifest,
         lsn: u64,
         rolled: &Rolled,
-        capture: &Capture,
-    ) -> Result<()> {
+        capture: &'c Capture,
+    ) -> Result<Vec<parking_lot::MutexGuard<'c, ()>>> {
         // Encode and write in batches: the images of every dirty frame at once would be held
         // in memory together (about the encoded size of the whole tree after random writes).
         let old = self.store.slots();
@@ -327,7 +334,7 @@ impl Durable {
             Ok(())
         };
         for frames in capture.dirty.chunks(WRITE_BATCH_FRAMES) {
-            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(f, &old))?;
+            let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(tree, f, &old))?;
             let mut images: Vec<(u64, Vec<u8>)> = Vec::new();
             for (id, bytes, is_delta) in blobs {
                 if !is_delta {
@@ -385,13 +392,15 @@ impl Durable {
                 return Err(Error::Io { op, source, may_have_applied: false });
             }
         }
+        // In id order, as every holder of more than one takes them (a loader holds one).
+        let held = capture.dirty.iter().filter(|f| f.root.is_none()).map(|f| f.cell.hold_loads()).collect();
         self.store.install(table);
         *durable_manifest = manifest;
         self.last_checkpoint_lsn.store(lsn, Ordering::Release);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.frames_whole.fetch_add(whole, Ordering::Relaxed);
         self.frames_delta.fetch_add(deltas, Ordering::Relaxed);
-        Ok(())
+        Ok(held)
     }
 
     /// Deletes log segments older than `segment` (the durable checkpoint covers them).

@@ -9,7 +9,7 @@ use smallvec::{smallvec, SmallVec};
 
 use super::node::{first_own_byte, Cell, Footprint, Leaf, Node, Shared};
 use super::write::Change;
-use super::{split, walk_frame, write, Tree, Walk};
+use super::{codec, split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
 use crate::format::FrameId;
@@ -376,10 +376,21 @@ impl Tree {
     ) -> Result<Option<ApplyOutcome>> {
         let key = op.key();
         loop {
-            let (cell, depth) = self.find_owner(key)?;
+            let (cell, depth) = match op {
+                Op::Put { .. } => self.find_owner_unloaded(key)?,
+                Op::Delete { .. } => self.find_owner(key)?,
+            };
             let latch = cell.latch.lock();
             if cell.is_retired() {
                 continue;
+            }
+            if let Op::Put { value, condition, .. } = op {
+                let condition = if check_conditions { *condition } else { Condition::None };
+                match self.put_unloaded(&cell, key, depth, value, condition, log)? {
+                    Unloaded::Done(outcome) => return Ok(Some(outcome)),
+                    Unloaded::Moved => continue,
+                    Unloaded::Load => {}
+                }
             }
             let root = self.load_root(&cell)?;
             let needs_parent = cell.lead() != first_own_byte(&root)
@@ -424,7 +435,99 @@ impl Tree {
     }
 }
 
+/// How `Tree::put_unloaded` ended.
+enum Unloaded {
+    /// Recorded in the evicted frame's change log.
+    Done(ApplyOutcome),
+    /// The key's path leaves the frame (it split since the owner was found): find it again.
+    Moved,
+    /// The frame is resident, the cache has room, or the put may change what the frame's
+    /// parent relies on: load the frame and write as usual.
+    Load,
+}
+
 impl Tree {
+    /// A put to the evicted frame `cell` (latched; `key` enters it at `depth`) while the cache
+    /// is full, recorded without loading the frame: the key's current version is read from
+    /// the frame's image (the few pages on its path), its deltas and the writes already
+    /// recorded this way; the new leaf goes to the frame's change log, which reads and loads
+    /// apply on top of the disk state and the next checkpoint writes as a delta. A full frame
+    /// image read and decoded per write (the cost of loading) is what this saves once the
+    /// frames written to no longer fit the budget.
+    ///
+    /// Only a put that cannot change the frame's lead (its parent's rollups rely on it), that
+    /// keeps the frame within the split threshold, and that fits the change log's limit;
+    /// otherwise `Unloaded::Load`.
+    fn put_unloaded(
+        &self,
+        cell: &Arc<Cell>,
+        key: &[u8],
+        depth: usize,
+        value: &[u8],
+        condition: Condition,
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<Unloaded> {
+        let rel = key.get(depth..).unwrap_or_default();
+        // Checked again under the load lock below; this spares the gate when it is resident.
+        if cell.root.load().is_some() {
+            return Ok(Unloaded::Load);
+        }
+        // Held before the load lock: a merge holding the gate may wait for that lock.
+        let gate = self.gate.read();
+        let done = self.pool.read_image_for_write(cell, |image, deltas| {
+            // Under the latch and the load lock with the root evicted: nothing publishes the
+            // lead, so it is the frame's current one (puts recorded this way keep it).
+            let lead = match cell.known_lead() {
+                Some(lead) => lead,
+                // Not loaded since open: with no deltas and no writes recorded, the frame is
+                // its image, whose root record gives the lead.
+                None if deltas.is_empty() && !cell.has_unloaded_changes() => {
+                    let lead = codec::image_lead(image)?;
+                    cell.learn_image(lead, crate::format::frame::HEADER_LEN + image.body_len());
+                    lead
+                }
+                None => return Ok(Unloaded::Load),
+            };
+            if lead.is_some_and(|lead| rel.first() != Some(&lead)) {
+                return Ok(Unloaded::Load);
+            }
+            if cell.size_bytes() + 8 + rel.len() + value.len() > self.frame_budget_bytes
+                || !cell.can_record_unloaded(rel, value.len())
+            {
+                return Ok(Unloaded::Load);
+            }
+            let current = match cell.unloaded_state(rel) {
+                Some(Some(Node::Leaf(leaf))) => Some(leaf.version()),
+                Some(None) => None,
+                Some(Some(_)) => return Ok(Unloaded::Load),
+                None => match codec::walk_image(image, deltas, key, depth)? {
+                    codec::ImageWalk::Found { version, .. } => Some(version),
+                    codec::ImageWalk::Missing => None,
+                    codec::ImageWalk::Link { .. } => return Ok(Unloaded::Moved),
+                },
+            };
+            if !condition_holds(condition, current) {
+                return Err(Error::ConditionFailed);
+            }
+            let seq = log()?;
+            let leaf = Node::Leaf(Shared::new(Leaf::new(&[], value, seq)));
+            let memory = leaf.footprint().memory.max(0) as usize;
+            let grown = cell.record_unloaded(rel, leaf, value.len(), memory);
+            cell.mark_dirty();
+            self.pool.resized(grown as i64);
+            self.pool.count_unloaded_write();
+            let op = Op::Put { key, value, condition };
+            let existed = current.is_some();
+            self.count_keys(&op, existed);
+            Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
+        })?;
+        drop(gate);
+        if matches!(done, Some(Unloaded::Done(_))) {
+            self.pool.evict_if_needed();
+        }
+        Ok(done.unwrap_or(Unloaded::Load))
+    }
+
     /// Counts the key `op` added or removed (`existed`: whether it was present).
     fn count_keys(&self, op: &Op<'_>, existed: bool) {
         let delta = key_count_change(op, existed);

@@ -13,13 +13,16 @@ impl Tree {
     /// Walks every frame; returns a description of the first broken invariant.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let registry = self.live_frames();
-        // The cache counts exactly the memory of the resident frames (before this walk loads
-        // any evicted one).
+        // The cache counts exactly the memory of the resident frames and of the states their
+        // change logs hold alone (before this walk loads any evicted one).
         let resident: usize =
             registry.values().filter(|c| c.root.load().is_some()).map(|c| c.size().memory).sum();
+        let detached: usize = registry.values().map(|c| c.detached_bytes()).sum();
         let cached = self.pool_stats().cache_bytes;
-        if cached != resident as u64 {
-            return Err(format!("the cache counts {cached} bytes, resident frames hold {resident}"));
+        if cached != (resident + detached) as u64 {
+            return Err(format!(
+                "the cache counts {cached} bytes, resident frames hold {resident}, change logs {detached}"
+            ));
         }
         let mut reached = HashSet::new();
         let mut frames = vec![Arc::clone(&self.root)];

@@ -93,7 +93,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
 /// (`whole`), or the delta would exceed `max_bytes`.
 pub(crate) fn encode_delta(
     id: FrameId,
-    root: &Node,
+    root: Option<&Node>,
     changes: &ChangeLog<Node>,
     chain_index: u32,
     max_bytes: usize,
@@ -119,7 +119,13 @@ pub(crate) fn encode_delta(
     entries.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
     let mut delta = DeltaWriter::new(changes.accounted_bytes().min(max_bytes));
     for (_, entry) in &entries {
-        debug_assert_eq!(state_in(root, entry.key()), Some(entry.clone()), "change log and root disagree");
+        if let Some(root) = root {
+            debug_assert_eq!(
+                state_in(root, entry.key()),
+                Some(entry.clone()),
+                "change log and root disagree"
+            );
+        }
         delta.push(entry);
         if delta.len() > max_bytes {
             return None;
@@ -154,6 +160,30 @@ pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Res
         }
     }
     Ok(root)
+}
+
+/// `root` with `key` (relative to the frame) given the state a change log recorded for it:
+/// the value and version of the leaf a put stored, or absent.
+/// Returns the new root and the node the change left under the key (the leaf a put stored).
+pub(super) fn apply_change(root: &Node, key: &[u8], state: Option<&Node>) -> Result<(Node, Option<Node>)> {
+    let change = match state {
+        Some(Node::Leaf(leaf)) => write::put(root, key, 0, leaf.value(), leaf.version())?,
+        None => write::delete(root, key, 0)?,
+        Some(_) => {
+            return Err(Error::InvalidArgument(
+                "internal: a change log holds a state that is not a leaf".into(),
+            ))
+        }
+    };
+    let stored = match state {
+        Some(_) => Some(Node::Leaf(
+            change
+                .stored
+                .ok_or_else(|| Error::InvalidArgument("internal: a replayed put stored no leaf".into()))?,
+        )),
+        None => None,
+    };
+    Ok((change.root, stored))
 }
 
 /// Opens delta `i` (from 0) of frame `id`'s chain: header, checksum, and its position.
@@ -300,8 +330,21 @@ impl Tree {
             Some(child)
         })?;
         drop(frames);
-        if !deltas.is_empty() {
-            let root = apply_deltas(cell.id, root, deltas)?;
+        let mut root = root;
+        let mut changed = !deltas.is_empty();
+        if changed {
+            root = apply_deltas(cell.id, root, deltas)?;
+        }
+        // Writes made while the frame was evicted (`Tree::put_unloaded`), not on disk yet.
+        let released = cell.replay_changes(|key, state| {
+            changed = true;
+            let (new_root, stored) = apply_change(&root, key, state)?;
+            root = new_root;
+            Ok(stored)
+        })?;
+        // The log's own copies are gone: it holds the root's leaves now.
+        self.pool.resized(-(released as i64));
+        if changed {
             let size = super::split::frame_size(&root);
             return Ok((root, size));
         }
@@ -383,26 +426,47 @@ fn delta_state(id: FrameId, deltas: &[Delta], key: &[u8]) -> Result<Option<Image
     Ok(None)
 }
 
+/// The first of the own bytes of the root of a frame's image (`FrameRoot::lead`), read from
+/// its root record.
+pub(super) fn image_lead(image: &mut dyn ImageBody) -> Result<Option<u8>> {
+    let pos = image.root_offset();
+    let want = fetch_record(image, pos)?;
+    let bytes = image.bytes_at(pos, want)?;
+    match RecordReader::window(bytes, pos).next_record() {
+        Ok(Record::Leaf { suffix, .. }) => Ok(suffix.first().copied()),
+        Ok(Record::Inner { prefix, .. }) => Ok(prefix.first().copied()),
+        Ok(Record::Link { .. }) => {
+            Err(image.corruption(FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
+        }
+        Err(e) => Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+    }
+}
+
+/// How many bytes from body offset `pos` hold the whole record there: fetched until it
+/// parses or the body ends (bound: the fetch grows each time).
+fn fetch_record(image: &mut dyn ImageBody, pos: usize) -> Result<usize> {
+    let body_len = image.body_len();
+    let mut want = RECORD_GUESS_BYTES;
+    loop {
+        let bytes = image.bytes_at(pos, want)?;
+        let fetched = bytes.len();
+        match RecordReader::window(bytes, pos).next_record() {
+            Ok(_) => return Ok(want),
+            Err(_) if pos + fetched < body_len => want = fetched + frame::PAGE_BYTES,
+            Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+        }
+    }
+}
+
 /// `walk_image` over the image alone.
 fn walk_pages(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result<ImageWalk> {
     let root_offset = image.root_offset();
-    let body_len = image.body_len();
     let mut pos = root_offset;
     let mut at_terminal = false;
     // Bound: `pos` strictly decreases at every step (the reader rejects back distances that
     // do not point before their record).
     loop {
-        // Fetch until the record parses or the body ends (bound: the fetch grows each time).
-        let mut want = RECORD_GUESS_BYTES;
-        loop {
-            let bytes = image.bytes_at(pos, want)?;
-            let fetched = bytes.len();
-            match RecordReader::window(bytes, pos).next_record() {
-                Ok(_) => break,
-                Err(_) if pos + fetched < body_len => want = fetched + frame::PAGE_BYTES,
-                Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
-            }
-        }
+        let want = fetch_record(image, pos)?;
         let bytes = image.bytes_at(pos, want)?;
         let record = RecordReader::window(bytes, pos).next_record();
         let record = record.map_err(|e| (FRAME_HEADER_LEN + e.offset, e.reason));

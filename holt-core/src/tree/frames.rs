@@ -19,9 +19,14 @@ pub(crate) struct CapturedFrame {
     pub id: FrameId,
     /// Pass back to `mark_clean` once this image is durable.
     pub generation: u64,
-    pub root: Node,
+    /// The frame's root; `None` for a frame written to while evicted (`Tree::put_unloaded`),
+    /// whose state is its disk state with `changes` applied (`Tree::rebuild_unloaded`).
+    pub root: Option<Node>,
     /// The keys changed since the previous capture (see `ChangeLog`).
-    pub changes: ChangeLog<Node>,
+    pub changes: Arc<ChangeLog<Node>>,
+    /// The frame's cell: a checkpoint that writes an evicted frame holds off its loads and
+    /// point reads while it switches the frame's disk state (`FrameCell::hold_loads`).
+    pub cell: Arc<Cell>,
     /// The frame's encoded size when captured.
     pub encoded_bytes: usize,
 }
@@ -41,35 +46,29 @@ pub(crate) struct Capture {
 impl Tree {
     /// Snapshots the dirty frames and takes their change logs. The caller keeps writers out
     /// while this runs, so the snapshot is consistent across frames; it costs one `Arc` clone
-    /// per dirty frame. The caller must pass every captured frame to `rewrite_whole` if the
-    /// checkpoint fails: the change logs it took are gone.
-    /// A dirty frame without a resident root (the cache broke its rule never to evict one)
-    /// fails the capture: leaving it out would let the checkpoint name its stale image and
-    /// then drop the log records that hold its changes.
+    /// per dirty frame. The caller must pass every captured frame to `checkpoint_failed` if the
+    /// checkpoint fails, or to `mark_clean` once it is durable.
+    /// A dirty frame without a resident root holds its changes in its change log alone
+    /// (`Tree::put_unloaded`): it is captured without a root.
     pub(crate) fn capture(&self) -> Result<Capture> {
         let frames = self.frames.lock();
-        let mut found = Vec::new();
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
+        let mut dirty = Vec::new();
         for (id, cell) in frames.iter() {
             live.push(*id);
             if cell.is_dirty() {
-                let root = cell.root.load_full().ok_or_else(|| {
-                    Error::InvalidArgument(format!("dirty frame {id} is not resident: cannot checkpoint it"))
-                })?;
-                found.push((cell, root));
+                let (changes, released) = cell.capture_changes();
+                self.pool.resized(-(released as i64));
+                dirty.push(CapturedFrame {
+                    id: cell.id,
+                    generation: cell.generation(),
+                    root: cell.root.load_full(),
+                    changes,
+                    encoded_bytes: cell.size_bytes(),
+                    cell: Arc::clone(cell),
+                });
             }
         }
-        // Nothing is taken before the capture is known to succeed.
-        let mut dirty: Vec<CapturedFrame> = found
-            .into_iter()
-            .map(|(cell, root)| CapturedFrame {
-                id: cell.id,
-                generation: cell.generation(),
-                root,
-                changes: cell.take_changes(),
-                encoded_bytes: cell.size_bytes(),
-            })
-            .collect();
         live.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
         Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() })
@@ -80,19 +79,41 @@ impl Tree {
     pub(crate) fn mark_clean(&self, id: FrameId, generation: u64) {
         let cell = self.frames.lock().get(&id).cloned();
         if let Some(cell) = cell {
-            cell.mark_clean(generation);
+            let released = cell.mark_clean(generation);
+            self.pool.resized(-(released as i64));
         }
         self.pool.evict_if_needed();
     }
 
-    /// After a failed checkpoint: the frames it captured are written whole next time.
-    pub(crate) fn rewrite_whole(&self, ids: impl Iterator<Item = FrameId>) {
+    /// After a failed checkpoint: the changes it captured go back to the frames' logs
+    /// (nothing it wrote is named by a durable manifest).
+    pub(crate) fn checkpoint_failed(&self, ids: impl Iterator<Item = FrameId>) {
         let frames = self.frames.lock();
         for id in ids {
             if let Some(cell) = frames.get(&id) {
-                cell.rewrite_whole();
+                let released = cell.checkpoint_failed();
+                self.pool.resized(-(released as i64));
             }
         }
+    }
+
+    /// The state of a frame captured without a root: its image and deltas on disk with the
+    /// captured changes applied. Called by the checkpoint that captured it, under the manifest
+    /// lock (the disk state cannot change meanwhile).
+    pub(crate) fn rebuild_unloaded(&self, frame: &CapturedFrame) -> Result<Node> {
+        let cell = &frame.cell;
+        let mut root = self.pool.read_stored(cell.id, |bytes, location, deltas| {
+            let frames = self.frames.lock();
+            let (root, _) = super::codec::decode_frame(bytes, cell.id, location, |id| {
+                self.linked_frame(&frames, cell, id)
+            })?;
+            drop(frames);
+            super::codec::apply_deltas(cell.id, root, deltas)
+        })?;
+        for (key, state) in frame.changes.iter() {
+            root = super::codec::apply_change(&root, key, state)?.0;
+        }
+        Ok(root)
     }
 
     /// Opens a stored tree lazily: `frames` lists every live frame (the root among them),

@@ -148,6 +148,9 @@ enum Lookup {
     NotResident,
 }
 
+/// The frame a key's path ends in (or continues in), and the key depth its root starts at.
+pub(super) type Owner = (Arc<Cell>, usize);
+
 impl Tree {
     /// An empty tree: frame 0 holds an empty root. With a `source` (where checkpoints write
     /// frames), clean frames are evicted beyond `memory_budget_bytes`; without one (a purely
@@ -329,6 +332,16 @@ impl Tree {
             Link(Arc<Cell>, usize),
         }
         let step = self.pool.read_image(cell, |image, deltas| {
+            // Writes made while the frame was evicted come first: they are newer than its disk state.
+            if let Some(state) = cell.unloaded_state(key.get(depth..).unwrap_or_default()) {
+                return Ok(match state {
+                    Some(Node::Leaf(leaf)) => Step::Found(leaf.value().to_vec(), Version(leaf.version())),
+                    None => Step::Missing,
+                    Some(_) => {
+                        return Err(image.corruption(0, "internal: a change log holds a non-leaf".into()))
+                    }
+                });
+            }
             Ok(match codec::walk_image(image, deltas, key, depth)? {
                 codec::ImageWalk::Found { value, version } => Step::Found(value, Version(version)),
                 codec::ImageWalk::Missing => Step::Missing,
@@ -361,12 +374,59 @@ impl Tree {
         }
     }
 
+    /// Where `key`'s path goes in the evicted frame `cell` (entered at `depth`), from its
+    /// image: `Some(None)` when it stays in the frame, `Some(Some(..))` for the linked frame
+    /// it continues in, `None` when the frame should be loaded instead (see `read_image`).
+    fn link_in_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Option<Option<Owner>>> {
+        self.pool.read_image_for_write(cell, |image, deltas| {
+            // A key written while the frame was evicted, or named by a delta, is in the frame.
+            if cell.unloaded_state(key.get(depth..).unwrap_or_default()).is_some() {
+                return Ok(None);
+            }
+            Ok(match codec::walk_image(image, deltas, key, depth)? {
+                codec::ImageWalk::Found { .. } | codec::ImageWalk::Missing => None,
+                codec::ImageWalk::Link { frame, depth } => {
+                    let child = self.linked_frame(&self.frames.lock(), cell, frame);
+                    let child =
+                        child.ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
+                    Some((child, depth))
+                }
+            })
+        })
+    }
+
     /// The deepest frame on `key`'s path and the key depth at which its root starts.
-    pub(super) fn find_owner(&self, key: &[u8]) -> Result<(Arc<Cell>, usize)> {
+    pub(super) fn find_owner(&self, key: &[u8]) -> Result<Owner> {
+        self.find_owner_in(key, false)
+    }
+
+    /// `find_owner`, walking the images of evicted frames when the cache is full instead of
+    /// loading them (the owner found may then be evicted): for a write that may be recorded
+    /// without loading its frame (`put_unloaded`).
+    pub(super) fn find_owner_unloaded(&self, key: &[u8]) -> Result<Owner> {
+        self.find_owner_in(key, true)
+    }
+
+    fn find_owner_in(&self, key: &[u8], unloaded: bool) -> Result<Owner> {
         'restart: loop {
             let mut cell = Arc::clone(&self.root);
             let mut depth = 0;
             loop {
+                if unloaded && cell.root.load().is_none() {
+                    if let Some(next) = self.link_in_image(&cell, key, depth)? {
+                        if cell.is_retired() {
+                            continue 'restart;
+                        }
+                        match next {
+                            None => return Ok((cell, depth)),
+                            Some((child, d)) => {
+                                cell = child;
+                                depth = d;
+                                continue;
+                            }
+                        }
+                    }
+                }
                 let next = {
                     let root = self.walk_root(&cell)?;
                     if cell.is_retired() {

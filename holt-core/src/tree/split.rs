@@ -302,7 +302,11 @@ impl Tree {
         parent.publish(new_root);
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
-        self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
+        // The child's changes are in the parent's root now (loading it applied them).
+        let released = child.drop_changes() as i64;
+        self.pool.resized(
+            new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64 - released,
+        );
         self.shape.merges.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
         Ok(Merge::Done((new_size.encoded < quarter).then_some(parent)))
