@@ -140,11 +140,14 @@ fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
     assert!(end.checkpoint_frames_delta > start.checkpoint_frames_delta, "no deltas written");
     // Most puts land in evicted frames (a few frames fit the budget).
     assert!(recorded > u64::from(puts) / 3, "only {recorded} of {puts} puts recorded unloaded");
-    // Not counted: the read buffers (one per concurrent load, one thread here), and what a
-    // resident frame's change log holds until the next checkpoint (each key written, and the
-    // leaf an overwrite replaced: about 160 bytes a put here). The states recorded unloaded
-    // are counted.
-    let bound = 3 * FRAME_SIZE + 160 * (puts as isize - recorded as isize);
+    // Not counted: the read buffers (one per concurrent load, one thread here); the images a
+    // background checkpoint (started by the cache's pressure) is encoding, a batch of up to
+    // 16 frames, here mostly deltas (8 frames' worth allowed); and what a resident frame's
+    // change log holds until the next checkpoint (each key written, and the leaf an
+    // overwrite replaced: about 160 bytes a put here). The states recorded unloaded, the
+    // logs' buffers and the kept deltas are counted (the tree checker verifies the count
+    // exactly in the property tests); this bounds what the count misses.
+    let bound = 3 * FRAME_SIZE + 8 * FRAME_SIZE + 160 * (puts as isize - recorded as isize);
     assert!(peak <= bound, "the heap held {peak} B more than the cache counts, bound {bound} B");
 
     // The listing of a directory whose frames hold recorded puts sees them.

@@ -15,7 +15,8 @@
 //! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
 //! - The root frame is never evicted: it is touched by every operation.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -118,6 +119,11 @@ pub(crate) struct FrameCell<N> {
     /// point read that fetched them while the frame is clean (its image cannot move then),
     /// so later point reads skip page 0: 552 bytes per frame, not counted in the budget.
     image_head: Mutex<Option<Arc<FrameHead>>>,
+    /// The frame's deltas on disk, kept from the first point read that fetched them while
+    /// the frame is evicted, until its chain changes (`mark_clean`) or it is loaded: a read
+    /// or write walk of a frame with deltas would otherwise read them whole every time.
+    /// Counted in the cache's bytes, within `DELTA_CACHE_FRACTION` of the budget.
+    kept_deltas: Mutex<Option<Arc<Vec<Delta>>>>,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
     /// The changes written since the last capture (for the next checkpoint's delta), and
@@ -157,6 +163,11 @@ pub(crate) struct ChangeLog<N> {
     /// What each write left under its key, in the same order. A leaf held here after a
     /// later write replaced it in the tree stays allocated until the capture is done.
     states: Vec<Option<N>>,
+    /// Where each entry's key starts in `keys`.
+    offsets: Vec<u32>,
+    /// The last entry whose key has each checksum (`key_hash`): a point read of an evicted
+    /// frame looks its key up here instead of scanning every entry (a log holds thousands).
+    index: HashMap<u32, u32, BuildHasherDefault<KeyHash>>,
     /// What the log holds, counted as a delta's bytes would be (keys and values): what
     /// `CHANGE_LOG_FRACTION` limits.
     accounted: usize,
@@ -167,7 +178,15 @@ pub(crate) struct ChangeLog<N> {
 
 impl<N> Default for ChangeLog<N> {
     fn default() -> Self {
-        ChangeLog { whole: false, keys: Vec::new(), states: Vec::new(), accounted: 0, detached: 0 }
+        ChangeLog {
+            whole: false,
+            keys: Vec::new(),
+            states: Vec::new(),
+            offsets: Vec::new(),
+            index: HashMap::default(),
+            accounted: 0,
+            detached: 0,
+        }
     }
 }
 
@@ -196,6 +215,11 @@ impl<N> ChangeLog<N> {
 
     /// The state the last entry for `key` left, if any entry names it.
     fn state_of(&self, key: &[u8]) -> Option<Option<&N>> {
+        let &at = self.index.get(&key_hash(key))?;
+        if self.key_at(at as usize) == key {
+            return Some(self.states[at as usize].as_ref());
+        }
+        // Another key with the same checksum was written after this one's last entry.
         let mut last = None;
         for (k, state) in self.iter() {
             if k == key {
@@ -205,7 +229,24 @@ impl<N> ChangeLog<N> {
         last
     }
 
+    fn key_at(&self, i: usize) -> &[u8] {
+        let at = self.offsets[i] as usize;
+        let len = usize::from(u16::from_le_bytes([self.keys[at], self.keys[at + 1]]));
+        &self.keys[at + 2..at + 2 + len]
+    }
+
+    /// Heap bytes of the log's buffers (what they reserved, not what they use).
+    fn buffer_bytes(&self) -> usize {
+        self.keys.capacity()
+            + self.states.capacity() * size_of::<Option<N>>()
+            + self.offsets.capacity() * size_of::<u32>()
+            // A slot and its control byte.
+            + self.index.capacity() * (size_of::<(u32, u32)>() + 1)
+    }
+
     fn push(&mut self, key: &[u8], state: Option<N>) {
+        self.index.insert(key_hash(key), self.states.len() as u32);
+        self.offsets.push(self.keys.len() as u32);
         self.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.keys.extend_from_slice(key);
         self.states.push(state);
@@ -220,11 +261,11 @@ impl<N> ChangeLog<N> {
             return ChangeLog { detached: self.detached + earlier.detached, ..ChangeLog::given_up() };
         }
         let mut log = ChangeLog {
-            whole: false,
             keys: Vec::with_capacity(earlier.keys.len() + self.keys.len()),
             states: Vec::with_capacity(earlier.states.len() + self.states.len()),
             accounted: earlier.accounted + self.accounted,
             detached: earlier.detached + self.detached,
+            ..ChangeLog::default()
         };
         for (key, state) in earlier.iter().chain(self.iter()) {
             log.push(key, state.cloned());
@@ -272,6 +313,7 @@ impl<N> FrameCell<N> {
             lead: AtomicU16::new(LEAD_UNKNOWN),
             image_reads: AtomicU32::new(0),
             image_head: Mutex::new(None),
+            kept_deltas: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
             changes: Mutex::new(ChangeLogs::default()),
         }
@@ -305,11 +347,12 @@ impl<N> FrameCell<N> {
     /// naming it is installed), with the changes captured for it: the captured log goes.
     /// A whole image written there may lie in a new slot: the header a point read kept
     /// describes the old one, so it goes too. Returns the detached bytes released.
-    pub(crate) fn mark_clean(&self, generation: u64) -> usize {
+    pub(crate) fn mark_clean(&self, generation: u64) -> (usize, usize) {
         *self.image_head.lock() = None;
         let released = self.changes.lock().captured.take().map_or(0, |l| l.detached);
+        let deltas = self.drop_kept_deltas();
         self.clean_generation.fetch_max(generation, Ordering::AcqRel);
-        released
+        (released, deltas)
     }
     pub(crate) fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
@@ -451,12 +494,10 @@ impl<N> FrameCell<N> {
         let bytes = change_bytes(key, value_len);
         let mut logs = self.changes.lock();
         let log = &mut logs.current;
-        let buffers =
-            |log: &ChangeLog<N>| log.keys.capacity() + log.states.capacity() * size_of::<Option<N>>();
-        let before = buffers(log);
+        let before = log.buffer_bytes();
         log.accounted += bytes;
         log.push(key, Some(state));
-        let grown = memory + buffers(log) - before;
+        let grown = memory + log.buffer_bytes().saturating_sub(before);
         log.detached += grown;
         self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
         grown
@@ -553,12 +594,56 @@ impl<N> FrameCell<N> {
         self.load_lock.lock()
     }
 
-    /// Drops every change log (a frame merged away). Returns the detached bytes released.
-    pub(crate) fn drop_changes(&self) -> usize {
+    /// Drops every change log and the kept deltas (a frame merged away). Returns the
+    /// detached bytes and the delta bytes released.
+    pub(crate) fn drop_changes(&self) -> (usize, usize) {
         let mut logs = self.changes.lock();
         let released = logs.current.detached + logs.captured.as_ref().map_or(0, |l| l.detached);
         *logs = ChangeLogs::default();
-        released
+        (released, self.drop_kept_deltas())
+    }
+
+    /// Forgets the kept deltas; returns their bytes.
+    fn drop_kept_deltas(&self) -> usize {
+        self.kept_deltas.lock().take().map_or(0, |d| delta_bytes(&d))
+    }
+
+    /// Heap bytes of the kept deltas (counted in the cache).
+    pub(crate) fn kept_delta_bytes(&self) -> usize {
+        self.kept_deltas.lock().as_ref().map_or(0, |d| delta_bytes(d))
+    }
+}
+
+/// The bytes of a frame's deltas as kept in memory.
+fn delta_bytes(deltas: &[Delta]) -> usize {
+    deltas.iter().map(|(bytes, _)| bytes.len()).sum()
+}
+
+/// Deltas kept for evicted frames take at most this fraction of the budget.
+const DELTA_CACHE_FRACTION: usize = 8;
+
+/// A change log's index key for `key`: its CRC32C (hardware-computed; the index checks the
+/// key it finds, so a collision only costs a scan).
+fn key_hash(key: &[u8]) -> u32 {
+    crc32c::crc32c(key)
+}
+
+/// The identity hash of a `key_hash` value, for the change log's index.
+#[derive(Default)]
+struct KeyHash(u64);
+
+impl std::hash::Hasher for KeyHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        // Spread into the high bits too: the table's control bytes take the top seven.
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -584,6 +669,8 @@ pub(crate) struct BufferPool<N> {
     page_reads: AtomicU64,
     /// Puts recorded in an evicted frame's change log (`Tree::put_unloaded`).
     unloaded_writes: AtomicU64,
+    /// Bytes of the deltas kept on evicted frames (`FrameCell::kept_deltas`).
+    kept_delta_bytes: AtomicI64,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
@@ -649,6 +736,7 @@ impl<N> BufferPool<N> {
             source_reads: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
             unloaded_writes: AtomicU64::new(0),
+            kept_delta_bytes: AtomicI64::new(0),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
             read_buffer_freed: Condvar::new(),
@@ -659,6 +747,12 @@ impl<N> BufferPool<N> {
     pub(crate) fn admit(&self, cell: &Arc<FrameCell<N>>) {
         self.cached_bytes.fetch_add(cell.size().memory as i64, Ordering::Relaxed);
         self.ring.lock().push_back(Arc::clone(cell));
+    }
+
+    /// Counts a write's walk through the evicted frame `cell` towards admitting it, as a
+    /// point read's walk counts: the write's key continued in a frame linked from it.
+    pub(crate) fn count_passing_write(&self, cell: &FrameCell<N>) {
+        cell.image_reads.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a put recorded in an evicted frame's change log.
@@ -714,6 +808,9 @@ impl<N> BufferPool<N> {
             // A named point between counting and publishing, so a test can write meanwhile.
             fail::fail_point!("frame-load-publish");
             cell.publish_loaded(root.clone());
+            // Its root holds what they say now.
+            let deltas = cell.drop_kept_deltas();
+            self.released(0, deltas);
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
             cell.image_reads.store(0, Ordering::Relaxed);
@@ -759,7 +856,8 @@ impl<N> BufferPool<N> {
 
     /// `read_image` for a write (`Tree::put_unloaded`): it does not count towards admitting
     /// the frame, since a write that loaded the frame would pin it (a dirty frame cannot be
-    /// evicted) until the next checkpoint.
+    /// evicted) until the next checkpoint; a write that only passes through the frame counts
+    /// itself (`count_passing_write`), so frames on many writes' paths are admitted.
     pub(crate) fn read_image_for_write<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
@@ -782,7 +880,12 @@ impl<N> BufferPool<N> {
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
-        if admit && cell.image_reads.fetch_add(1, Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_READS {
+        let reads = if admit {
+            cell.image_reads.fetch_add(1, Ordering::Relaxed)
+        } else {
+            cell.image_reads.load(Ordering::Relaxed)
+        };
+        if reads >= ADMIT_AFTER_IMAGE_READS {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);
@@ -793,7 +896,7 @@ impl<N> BufferPool<N> {
         }
         // The frame's deltas (changes to keys since its image; each a few KiB), read whole:
         // the walk looks the key up in them, newest first, before trusting the image.
-        let deltas = self.read_deltas(&**source, cell.id)?;
+        let deltas = self.kept_deltas(cell, &**source)?;
         let result = walk(&mut image, &deltas);
         self.page_reads.fetch_add(image.pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
@@ -811,6 +914,30 @@ impl<N> BufferPool<N> {
         self.source_reads.fetch_add(1, Ordering::Relaxed);
         let bytes = &mut buffer.bytes;
         source.read_frame(id, bytes).and_then(|n| f(&bytes[..n], &source.locate(id)))
+    }
+
+    /// The deltas of the evicted frame `cell` (under its load lock): those kept on it, or read
+    /// and kept while the kept deltas of all frames fit their share of the budget.
+    fn kept_deltas(&self, cell: &FrameCell<N>, source: &dyn FrameSource) -> Result<Arc<Vec<Delta>>> {
+        if let Some(kept) = cell.kept_deltas.lock().as_ref() {
+            return Ok(Arc::clone(kept));
+        }
+        let deltas = Arc::new(self.read_deltas(source, cell.id)?);
+        let bytes = delta_bytes(&deltas) as i64;
+        let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
+        if bytes > 0 && self.kept_delta_bytes.load(Ordering::Relaxed) + bytes <= share {
+            self.kept_delta_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.cached_bytes.fetch_add(bytes, Ordering::Relaxed);
+            *cell.kept_deltas.lock() = Some(Arc::clone(&deltas));
+        }
+        Ok(deltas)
+    }
+
+    /// Uncounts what a frame released: `detached` bytes of change-log states and `deltas`
+    /// bytes of kept deltas.
+    pub(crate) fn released(&self, detached: usize, deltas: usize) {
+        self.kept_delta_bytes.fetch_sub(deltas as i64, Ordering::Relaxed);
+        self.cached_bytes.fetch_sub((detached + deltas) as i64, Ordering::Relaxed);
     }
 
     /// The deltas of frame `id`, in order, read through one of the pool's buffers.

@@ -375,9 +375,11 @@ impl Tree {
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Option<ApplyOutcome>> {
         let key = op.key();
+        // Where a put's owner walk goes on from: the frame an evicted frame's image linked to.
+        let mut from = None;
         loop {
             let (cell, depth) = match op {
-                Op::Put { .. } => self.find_owner_unloaded(key)?,
+                Op::Put { .. } => self.find_owner_unloaded(key, from.take())?,
                 Op::Delete { .. } => self.find_owner(key)?,
             };
             let latch = cell.latch.lock();
@@ -388,7 +390,10 @@ impl Tree {
                 let condition = if check_conditions { *condition } else { Condition::None };
                 match self.put_unloaded(&cell, key, depth, value, condition, log)? {
                     Unloaded::Done(outcome) => return Ok(Some(outcome)),
-                    Unloaded::Moved => continue,
+                    Unloaded::Descend(child, depth) => {
+                        from = Some((child, depth));
+                        continue;
+                    }
                     Unloaded::Load => {}
                 }
             }
@@ -439,8 +444,8 @@ impl Tree {
 enum Unloaded {
     /// Recorded in the evicted frame's change log.
     Done(ApplyOutcome),
-    /// The key's path leaves the frame (it split since the owner was found): find it again.
-    Moved,
+    /// The key's path leaves the frame for this linked frame, entered at this depth.
+    Descend(Arc<Cell>, usize),
     /// The frame is resident, the cache has room, or the put may change what the frame's
     /// parent relies on: load the frame and write as usual.
     Load,
@@ -475,6 +480,25 @@ impl Tree {
         // Held before the load lock: a merge holding the gate may wait for that lock.
         let gate = self.gate.read();
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
+            // The key's current version, newest first: puts recorded while the frame was
+            // evicted, then its deltas, then its image. A path leaving the frame goes on.
+            let current = match cell.unloaded_state(rel) {
+                Some(Some(Node::Leaf(leaf))) => Some(leaf.version()),
+                Some(None) => None,
+                Some(Some(_)) => return Ok(Unloaded::Load),
+                None => match codec::walk_image(image, deltas, key, depth)? {
+                    codec::ImageWalk::Found { version, .. } => Some(version),
+                    codec::ImageWalk::Missing => None,
+                    codec::ImageWalk::Link { frame, depth } => {
+                        // Resolved under the load lock, as a point read resolves its links.
+                        let child = self.linked_frame(&self.frames.lock(), cell, frame);
+                        let child = child
+                            .ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
+                        self.pool.count_passing_write(cell);
+                        return Ok(Unloaded::Descend(child, depth));
+                    }
+                },
+            };
             // Under the latch and the load lock with the root evicted: nothing publishes the
             // lead, so it is the frame's current one (puts recorded this way keep it).
             let lead = match cell.known_lead() {
@@ -496,16 +520,6 @@ impl Tree {
             {
                 return Ok(Unloaded::Load);
             }
-            let current = match cell.unloaded_state(rel) {
-                Some(Some(Node::Leaf(leaf))) => Some(leaf.version()),
-                Some(None) => None,
-                Some(Some(_)) => return Ok(Unloaded::Load),
-                None => match codec::walk_image(image, deltas, key, depth)? {
-                    codec::ImageWalk::Found { version, .. } => Some(version),
-                    codec::ImageWalk::Missing => None,
-                    codec::ImageWalk::Link { .. } => return Ok(Unloaded::Moved),
-                },
-            };
             if !condition_holds(condition, current) {
                 return Err(Error::ConditionFailed);
             }
@@ -522,9 +536,8 @@ impl Tree {
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
         })?;
         drop(gate);
-        if matches!(done, Some(Unloaded::Done(_))) {
-            self.pool.evict_if_needed();
-        }
+        // No eviction pass here: the few bytes a put adds are made room for by the next load,
+        // and a pass while dirty frames hold the cache over budget walks the whole ring.
         Ok(done.unwrap_or(Unloaded::Load))
     }
 

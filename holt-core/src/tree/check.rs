@@ -17,11 +17,11 @@ impl Tree {
         // change logs hold alone (before this walk loads any evicted one).
         let resident: usize =
             registry.values().filter(|c| c.root.load().is_some()).map(|c| c.size().memory).sum();
-        let detached: usize = registry.values().map(|c| c.detached_bytes()).sum();
+        let detached: usize = registry.values().map(|c| c.detached_bytes() + c.kept_delta_bytes()).sum();
         let cached = self.pool_stats().cache_bytes;
         if cached != (resident + detached) as u64 {
             return Err(format!(
-                "the cache counts {cached} bytes, resident frames hold {resident}, change logs {detached}"
+                "the cache counts {cached} bytes, resident frames hold {resident}, change logs and kept deltas {detached}"
             ));
         }
         let mut reached = HashSet::new();

@@ -79,8 +79,8 @@ impl Tree {
     pub(crate) fn mark_clean(&self, id: FrameId, generation: u64) {
         let cell = self.frames.lock().get(&id).cloned();
         if let Some(cell) = cell {
-            let released = cell.mark_clean(generation);
-            self.pool.resized(-(released as i64));
+            let (detached, deltas) = cell.mark_clean(generation);
+            self.pool.released(detached, deltas);
         }
         self.pool.evict_if_needed();
     }

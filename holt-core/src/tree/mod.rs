@@ -374,58 +374,26 @@ impl Tree {
         }
     }
 
-    /// Where `key`'s path goes in the evicted frame `cell` (entered at `depth`), from its
-    /// image: `Some(None)` when it stays in the frame, `Some(Some(..))` for the linked frame
-    /// it continues in, `None` when the frame should be loaded instead (see `read_image`).
-    fn link_in_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<Option<Option<Owner>>> {
-        self.pool.read_image_for_write(cell, |image, deltas| {
-            // A key written while the frame was evicted, or named by a delta, is in the frame.
-            if cell.unloaded_state(key.get(depth..).unwrap_or_default()).is_some() {
-                return Ok(None);
-            }
-            Ok(match codec::walk_image(image, deltas, key, depth)? {
-                codec::ImageWalk::Found { .. } | codec::ImageWalk::Missing => None,
-                codec::ImageWalk::Link { frame, depth } => {
-                    let child = self.linked_frame(&self.frames.lock(), cell, frame);
-                    let child =
-                        child.ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
-                    Some((child, depth))
-                }
-            })
-        })
-    }
-
     /// The deepest frame on `key`'s path and the key depth at which its root starts.
     pub(super) fn find_owner(&self, key: &[u8]) -> Result<Owner> {
-        self.find_owner_in(key, false)
+        self.find_owner_in(key, None, false)
     }
 
-    /// `find_owner`, walking the images of evicted frames when the cache is full instead of
-    /// loading them (the owner found may then be evicted): for a write that may be recorded
-    /// without loading its frame (`put_unloaded`).
-    pub(super) fn find_owner_unloaded(&self, key: &[u8]) -> Result<Owner> {
-        self.find_owner_in(key, true)
+    /// The first frame on `key`'s path from `from` (the root frame if `None`) that is evicted,
+    /// or the owner if every frame down to it is resident: for a put that may be recorded
+    /// without loading its frame (`put_unloaded`, which walks the evicted frame's image and
+    /// goes on from the frame it links to, if any).
+    pub(super) fn find_owner_unloaded(&self, key: &[u8], from: Option<Owner>) -> Result<Owner> {
+        self.find_owner_in(key, from, true)
     }
 
-    fn find_owner_in(&self, key: &[u8], unloaded: bool) -> Result<Owner> {
+    fn find_owner_in(&self, key: &[u8], from: Option<Owner>, stop_at_evicted: bool) -> Result<Owner> {
+        let mut from = from;
         'restart: loop {
-            let mut cell = Arc::clone(&self.root);
-            let mut depth = 0;
+            let (mut cell, mut depth) = from.take().unwrap_or_else(|| (Arc::clone(&self.root), 0));
             loop {
-                if unloaded && cell.root.load().is_none() {
-                    if let Some(next) = self.link_in_image(&cell, key, depth)? {
-                        if cell.is_retired() {
-                            continue 'restart;
-                        }
-                        match next {
-                            None => return Ok((cell, depth)),
-                            Some((child, d)) => {
-                                cell = child;
-                                depth = d;
-                                continue;
-                            }
-                        }
-                    }
+                if stop_at_evicted && cell.root.load().is_none() {
+                    return Ok((cell, depth));
                 }
                 let next = {
                     let root = self.walk_root(&cell)?;

@@ -303,10 +303,9 @@ impl Tree {
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         // The child's changes are in the parent's root now (loading it applied them).
-        let released = child.drop_changes() as i64;
-        self.pool.resized(
-            new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64 - released,
-        );
+        let (detached, deltas) = child.drop_changes();
+        self.pool.released(detached, deltas);
+        self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
         self.shape.merges.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
         Ok(Merge::Done((new_size.encoded < quarter).then_some(parent)))
