@@ -98,6 +98,20 @@ fn default_blocking_threads() -> usize {
 }
 
 impl Config {
+    /// Refuses to serve the development user (whose secret is published) on an address other
+    /// machines can reach: only loopback addresses may run without configured credentials.
+    pub fn check_development_user(&self) -> Result<(), String> {
+        if self.listen.ip().is_loopback() {
+            return Ok(());
+        }
+        Err(format!(
+            "no credentials configured and --listen {} is not a loopback address: the development user's secret \
+             is published, so it only serves loopback. Set HOLT_ACCESS_KEY and HOLT_SECRET_KEY, or \
+             --credentials-file",
+            self.listen
+        ))
+    }
+
     /// Resolves flags/env (`cli`) over the TOML file over the defaults.
     pub fn resolve(cli: Cli) -> Result<Config, String> {
         let file = match &cli.config {
@@ -165,6 +179,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_development_user_serves_loopback_only() {
+        let with = |listen: &str| {
+            Config::merge(Cli { listen: Some(listen.into()), ..Cli::default() }, FileConfig::default())
+                .unwrap()
+        };
+        assert!(with("127.0.0.1:9000").check_development_user().is_ok());
+        assert!(with("[::1]:9000").check_development_user().is_ok());
+        for exposed in ["0.0.0.0:9000", "[::]:9000", "192.168.1.5:9000"] {
+            let err = with(exposed).check_development_user().unwrap_err();
+            assert!(err.contains("not a loopback address"), "{exposed}: {err}");
+        }
+    }
 
     #[test]
     fn defaults() {

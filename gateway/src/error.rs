@@ -21,6 +21,7 @@ pub enum S3ErrorCode {
     EntityTooSmall,
     IllegalLocationConstraintException,
     IncompleteBody,
+    RequestTimeout,
     InternalError,
     InvalidAccessKeyId,
     InvalidArgument,
@@ -69,6 +70,7 @@ impl S3ErrorCode {
             EntityTooSmall => "EntityTooSmall",
             IllegalLocationConstraintException => "IllegalLocationConstraintException",
             IncompleteBody => "IncompleteBody",
+            RequestTimeout => "RequestTimeout",
             InternalError => "InternalError",
             InvalidAccessKeyId => "InvalidAccessKeyId",
             InvalidArgument => "InvalidArgument",
@@ -129,6 +131,7 @@ impl S3ErrorCode {
             | EntityTooSmall
             | IllegalLocationConstraintException
             | IncompleteBody
+            | RequestTimeout
             | InvalidArgument
             | InvalidBucketName
             | InvalidDigest
@@ -167,6 +170,9 @@ impl S3ErrorCode {
                 "You did not provide the number of bytes specified by the Content-Length HTTP header."
             }
             InternalError => "We encountered an internal error. Please try again.",
+            RequestTimeout => {
+                "Your socket connection to the server was not read from or written to within the timeout period."
+            }
             InvalidAccessKeyId => "The AWS Access Key Id you provided does not exist in our records.",
             InvalidArgument => "Invalid Argument",
             InvalidBucketName => "The specified bucket is not valid.",
@@ -221,6 +227,8 @@ pub struct S3Error {
     /// Set when this is a failed engine write that may still be applied (see
     /// `may_have_applied`); never shown to the client.
     write_may_have_applied: bool,
+    /// For a 416: the object's size, sent as `Content-Range: bytes */SIZE` (RFC 9110 15.5.17).
+    unsatisfied_range_of: Option<u64>,
 }
 
 pub type S3Result<T> = Result<T, S3Error>;
@@ -233,6 +241,18 @@ impl S3Error {
             resource: String::new(),
             request_id: String::new(),
             write_may_have_applied: false,
+            unsatisfied_range_of: None,
+        }
+    }
+
+    /// A 416 for a range of an object of `size` bytes: the response names the size.
+    pub fn range_not_satisfiable(size: u64) -> Self {
+        S3Error {
+            unsatisfied_range_of: Some(size),
+            ..S3Error::with_message(
+                S3ErrorCode::InvalidRange,
+                format!("The requested range is not satisfiable (size {size})"),
+            )
         }
     }
 
@@ -366,6 +386,12 @@ impl IntoResponse for S3Error {
         }
         if let Ok(v) = HeaderValue::from_str(&self.request_id) {
             resp.headers_mut().insert("x-amz-request-id", v);
+        }
+        if let Some(size) = self.unsatisfied_range_of.filter(|_| status == StatusCode::RANGE_NOT_SATISFIABLE)
+        {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                resp.headers_mut().insert(http::header::CONTENT_RANGE, v);
+            }
         }
         resp
     }

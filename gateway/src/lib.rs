@@ -56,6 +56,14 @@ pub struct Settings {
     pub max_inflight: usize,
     /// Largest accepted clock skew of signed requests.
     pub clock_skew_max: Duration,
+    /// Longest a request body may send nothing (400 RequestTimeout past it): a body that
+    /// stalls holds an in-flight slot.
+    pub body_idle_timeout: Duration,
+    /// Slowest a request body may arrive on average, in bytes a second, once
+    /// `body_rate_grace` has passed (400 RequestTimeout below it): a trickle of one byte now
+    /// and then would otherwise hold a slot for as long as it likes.
+    pub body_min_rate: u64,
+    pub body_rate_grace: Duration,
 }
 
 impl Default for Settings {
@@ -65,6 +73,9 @@ impl Default for Settings {
             domain: None,
             max_inflight: 1024,
             clock_skew_max: Duration::from_secs(15 * 60),
+            body_idle_timeout: Duration::from_secs(20),
+            body_min_rate: 1024,
+            body_rate_grace: Duration::from_secs(30),
         }
     }
 }

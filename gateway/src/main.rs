@@ -64,13 +64,16 @@ fn load_credentials(config: &Config) -> Result<Credentials, String> {
     if let Some(c) = Credentials::from_env().map_err(|e| format!("HOLT_ACCESS_KEY/HOLT_SECRET_KEY: {e}"))? {
         return Ok(c);
     }
+    config.check_development_user()?;
+    // The log names the user, never a secret; the terminal gets the published development
+    // secret once, so a first run can be used at once (loopback only, checked above).
     tracing::warn!(
         access_key = DEV_ACCESS_KEY,
-        secret_key = DEV_SECRET_KEY,
-        "no credentials configured: using the DEVELOPMENT user; do not expose this server"
+        "no credentials configured: using the DEVELOPMENT user on a loopback address"
     );
     eprintln!(
-        "WARNING: no credentials configured; development user access key '{DEV_ACCESS_KEY}', secret key '{DEV_SECRET_KEY}'"
+        "WARNING: no credentials configured; development user access key '{DEV_ACCESS_KEY}', secret key \
+         '{DEV_SECRET_KEY}' (loopback only)"
     );
     Ok(Credentials::development())
 }

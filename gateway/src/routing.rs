@@ -78,7 +78,16 @@ impl Query {
         let Some(raw) = raw else { return Ok(Query(out)) };
         for pair in raw.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            out.push((decode_query_component(k)?, decode_query_component(v)?));
+            let name = decode_query_component(k)?;
+            // The signature sorts repeated parameters and `get` reads the first: one
+            // signature over `prefix=a&prefix=b` would stand for two different listings.
+            if out.iter().any(|(seen, _)| *seen == name) {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::InvalidArgument,
+                    format!("query parameter {name:?} is given more than once"),
+                ));
+            }
+            out.push((name, decode_query_component(v)?));
         }
         Ok(Query(out))
     }
@@ -179,11 +188,21 @@ pub fn bucket_and_key(
     if path.is_empty() {
         return Ok((None, None));
     }
-    match path.split_once('/') {
-        None => Ok((Some(decode(path)?), None)),
-        Some((bucket, "")) => Ok((Some(decode(bucket)?), None)),
-        Some((bucket, key)) => Ok((Some(decode(bucket)?), Some(decode(key)?))),
+    let (bucket, key) = match path.split_once('/') {
+        None => (path, None),
+        Some((bucket, "")) => (bucket, None),
+        Some((bucket, key)) => (bucket, Some(decode(key)?)),
+    };
+    let bucket = decode(bucket)?;
+    // An encoded '/' in the bucket segment: the signature reads the path decoded, routing
+    // splits it before decoding, so the two would disagree on where the bucket ends.
+    if bucket.contains('/') {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidBucketName,
+            "the bucket name holds an encoded '/'",
+        ));
     }
+    Ok((Some(bucket), key))
 }
 
 /// Chooses the operation for a request whose bucket and key are already known.

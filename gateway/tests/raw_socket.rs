@@ -469,3 +469,61 @@ async fn grace_period_expiry_cuts_connections_off_and_the_engine_closes() {
     assert!(db.get(&schema::object("bkt", "slow")).expect("read").is_none());
     drop(dir);
 }
+
+/// A PUT whose body stops arriving holds an in-flight slot: after the body idle timeout it
+/// is answered 400 RequestTimeout, the slot is free again, and nothing is stored.
+#[tokio::test]
+async fn a_stalled_body_is_answered_request_timeout_and_frees_its_slot() {
+    let settings = Settings { body_idle_timeout: Duration::from_millis(400), ..Settings::default() };
+    let gw = Gw::with_settings(settings);
+    gw.create_bucket("bkt").await;
+    let server = start(&gw, ServerLimits::default()).await;
+    let body = vec![b'x'; 100];
+    let mut s = TcpStream::connect(server.addr).await.expect("connect");
+    s.write_all(&signed_put_head("stalled", &body, &["Content-Length: 100"])).await.expect("write head");
+    s.write_all(&body[..10]).await.expect("write part of the body");
+    let started = Instant::now();
+    assert!(inflight_reaches(&gw, 1).await, "the PUT never took its slot");
+    let r = read_response(&mut s).await;
+    let waited = started.elapsed();
+    assert_eq!((r.status, r.s3_code().as_str()), (400, "RequestTimeout"), "{}", r.text());
+    assert!(waited >= Duration::from_millis(300), "answered too early: {waited:?}");
+    assert!(inflight_reaches(&gw, 0).await, "the slot was not freed");
+    assert_eq!(head_status(&gw, "stalled").await, 404, "a stalled body was stored");
+}
+
+/// A body that trickles in (a byte now and then, never idle for the idle timeout) is
+/// answered 400 RequestTimeout once its average rate stays below the minimum past the grace.
+#[tokio::test]
+async fn a_trickling_body_is_answered_request_timeout() {
+    let settings = Settings {
+        body_idle_timeout: Duration::from_secs(5),
+        body_min_rate: 1000,
+        body_rate_grace: Duration::from_millis(500),
+        ..Settings::default()
+    };
+    let gw = Gw::with_settings(settings);
+    gw.create_bucket("bkt").await;
+    let server = start(&gw, ServerLimits::default()).await;
+    let body = vec![b'x'; 1000];
+    let mut s = TcpStream::connect(server.addr).await.expect("connect");
+    s.write_all(&signed_put_head("trickle", &body, &["Content-Length: 1000"])).await.expect("write head");
+    let started = Instant::now();
+    let answer = async {
+        for b in &body {
+            if s.write_all(std::slice::from_ref(b)).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if started.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+        }
+    };
+    // The server answers while the client is still trickling.
+    tokio::time::timeout(Duration::from_secs(3), answer).await.ok();
+    let r = read_response(&mut s).await;
+    assert_eq!((r.status, r.s3_code().as_str()), (400, "RequestTimeout"), "{}", r.text());
+    assert!(started.elapsed() < Duration::from_secs(10), "the trickle was served to its end");
+    assert_eq!(head_status(&gw, "trickle").await, 404, "a trickled body was stored");
+}

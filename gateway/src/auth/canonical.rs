@@ -100,9 +100,13 @@ pub(crate) fn parse_signed_headers(list: &str) -> Result<Vec<String>, &'static s
     Ok(names)
 }
 
-/// Appends the canonical value of header `name`: every occurrence trimmed, inner runs of
-/// spaces collapsed to one, occurrences joined with ','. `host` falls back to the URI authority
-/// (HTTP/2 requests carry it there). A signed header that is absent fails the signature.
+/// Appends the canonical value of header `name`: trimmed and with every inner run of
+/// whitespace (spaces and tabs alike, as botocore's signer collapses them) written as one
+/// space. `host` falls back to the URI authority (HTTP/2 requests carry it there). A signed
+/// header that is absent fails the signature; one sent more than once is refused: the
+/// signature would cover its occurrences joined with ',', while the handlers read one of
+/// them, so one signature would stand for requests that differ (a copy source split in two
+/// lines named another object).
 fn push_header_value(
     out: &mut Vec<u8>,
     headers: &HeaderMap,
@@ -119,14 +123,14 @@ fn push_header_value(
             _ => Err(AuthError::SignatureDoesNotMatch),
         };
     }
-    for (i, value) in values.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    if headers.get_all(name).iter().nth(1).is_some() {
+        return Err(AuthError::InvalidArgument("a signed header is sent more than once"));
+    }
+    for value in values {
         let mut pending_space = false;
         let mut wrote = false;
         for &b in value.as_bytes() {
-            if b == b' ' {
+            if b.is_ascii_whitespace() {
                 pending_space = wrote;
                 continue;
             }
@@ -219,8 +223,8 @@ mod tests {
     fn header_values_are_trimmed_and_collapsed() {
         let mut headers = HeaderMap::new();
         headers.insert("x-amz-meta-a", http::HeaderValue::from_static("  a   b  c "));
-        headers.append("x-amz-meta-b", http::HeaderValue::from_static("one"));
-        headers.append("x-amz-meta-b", http::HeaderValue::from_static(" two "));
+        // Tabs count as whitespace, as botocore's signer collapses them.
+        headers.insert("x-amz-meta-b", http::HeaderValue::from_static("one\t\t two\t"));
         let signed = vec!["x-amz-meta-a".to_owned(), "x-amz-meta-b".to_owned()];
         let parts = CanonicalParts {
             method: "GET",
@@ -234,8 +238,28 @@ mod tests {
         let built = String::from_utf8(parts.build("/").expect("headers present")).expect("ascii");
         assert_eq!(
             built,
-            "GET\n/\n\nx-amz-meta-a:a b c\nx-amz-meta-b:one,two\n\nx-amz-meta-a;x-amz-meta-b\nUNSIGNED-PAYLOAD"
+            "GET\n/\n\nx-amz-meta-a:a b c\nx-amz-meta-b:one two\n\nx-amz-meta-a;x-amz-meta-b\nUNSIGNED-PAYLOAD"
         );
+    }
+
+    /// A signed header sent twice would be signed as its values joined with ',' while the
+    /// handlers read one of them: refused, whichever header it is.
+    #[test]
+    fn a_repeated_signed_header_is_refused() {
+        let mut headers = HeaderMap::new();
+        headers.append("x-amz-copy-source", http::HeaderValue::from_static("b/a"));
+        headers.append("x-amz-copy-source", http::HeaderValue::from_static("b"));
+        let signed = vec!["x-amz-copy-source".to_owned()];
+        let parts = CanonicalParts {
+            method: "PUT",
+            raw_path: "/b/dst",
+            query: "",
+            headers: &headers,
+            authority: None,
+            signed_headers: &signed,
+            payload_hash: "UNSIGNED-PAYLOAD",
+        };
+        assert!(matches!(parts.build("/b/dst"), Err(AuthError::InvalidArgument(_))));
     }
 
     /// "Signature Calculations for the Authorization Header: Transferring Payload in a Single

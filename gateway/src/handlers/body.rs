@@ -38,6 +38,16 @@ pub struct DecodedBody {
     received: u64,
     max: u64,
     out: Vec<u8>,
+    /// When the body started to be read, and its deadlines (`Settings::body_idle_timeout`,
+    /// `body_min_rate`, `body_rate_grace`).
+    started: tokio::time::Instant,
+    idle_timeout: std::time::Duration,
+    min_rate: u64,
+    rate_grace: std::time::Duration,
+}
+
+fn request_timeout() -> S3Error {
+    S3Error::new(S3ErrorCode::RequestTimeout)
 }
 
 fn too_large() -> S3Error {
@@ -77,13 +87,43 @@ impl DecodedBody {
                 _ => {}
             }
         }
-        Ok(DecodedBody { stream: body.into_data_stream(), mode, expected, received: 0, max, out: Vec::new() })
+        let settings = &ctx.state.0.settings;
+        Ok(DecodedBody {
+            stream: body.into_data_stream(),
+            mode,
+            expected,
+            received: 0,
+            max,
+            out: Vec::new(),
+            started: tokio::time::Instant::now(),
+            idle_timeout: settings.body_idle_timeout,
+            min_rate: settings.body_min_rate,
+            rate_grace: settings.body_rate_grace,
+        })
+    }
+
+    /// The next frame of the raw body, within the body's deadlines: no frame for
+    /// `idle_timeout`, or an average rate below `min_rate` once `rate_grace` has passed, is
+    /// 400 RequestTimeout.
+    async fn next_frame(&mut self) -> S3Result<Option<Result<Bytes, axum::Error>>> {
+        let elapsed = self.started.elapsed();
+        if elapsed > self.rate_grace && self.received < self.min_rate.saturating_mul(elapsed.as_secs()) {
+            tracing::info!(received = self.received, secs = elapsed.as_secs(), "request body too slow");
+            return Err(request_timeout());
+        }
+        match tokio::time::timeout(self.idle_timeout, self.stream.next()).await {
+            Ok(frame) => Ok(frame),
+            Err(_) => {
+                tracing::info!(received = self.received, "request body stalled");
+                Err(request_timeout())
+            }
+        }
     }
 
     /// The next piece of decoded body, or `None` at the end.
     pub async fn next_chunk(&mut self) -> S3Result<Option<Bytes>> {
         loop {
-            let Some(frame) = self.stream.next().await else { return Ok(None) };
+            let Some(frame) = self.next_frame().await? else { return Ok(None) };
             let raw = frame.map_err(|e| {
                 tracing::info!(error = %e, "request body ended abnormally");
                 S3Error::new(S3ErrorCode::IncompleteBody)

@@ -225,12 +225,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> S3Result<Option<ByteRange
         return Ok(None);
     }
     let Some((a, b)) = spec.trim().split_once('-') else { return Ok(None) };
-    let unsatisfiable = || {
-        S3Error::with_message(
-            S3ErrorCode::InvalidRange,
-            format!("The requested range is not satisfiable (size {size})"),
-        )
-    };
+    let unsatisfiable = || S3Error::range_not_satisfiable(size);
     let (a, b) = (a.trim(), b.trim());
     let range = if a.is_empty() {
         let Ok(n) = b.parse::<u64>() else { return Ok(None) };
