@@ -16,6 +16,7 @@ use super::ReqCtx;
 use crate::checksum::{composite_digest, ChecksumAlgo, ChecksumType, Hasher};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::meta::{BodyRef, ObjectMeta, PartMeta, UploadMeta};
+use crate::storage::schema;
 use crate::xml::request::CompletedPart;
 
 fn strip_quotes(s: &str) -> &str {
@@ -100,9 +101,13 @@ pub struct Assembled {
 
 /// Concatenates `chosen` into one new body. `Ok(None)`: a part body has vanished (a concurrent
 /// upload replaced the part, or the upload was completed or aborted); nothing is left behind.
+/// `chosen` may be summaries (`PartMeta::decode_summary`): an inline body left out is read
+/// from its part record (of upload `id`, numbered as in `listed`) when its turn comes.
 pub async fn assemble(
     ctx: &ReqCtx,
     upload: &UploadMeta,
+    id: &str,
+    listed: &[CompletedPart],
     chosen: &[&PartMeta],
     expected: &[(ChecksumAlgo, Vec<u8>)],
 ) -> S3Result<Option<Assembled>> {
@@ -122,9 +127,22 @@ pub async fn assemble(
     // Dropping the writer on an early return removes its temporary file.
     let mut writer = ctx.store().bodies.writer();
     let mut md5_of_md5s = Md5::new();
-    for part in chosen {
+    for (listed, part) in listed.iter().zip(chosen) {
         md5_of_md5s.update(part.md5);
-        let mut stream = match ctx.store().bodies.read_range(&part.body, 0, part.size).await {
+        let whole;
+        let body = if part.body_omitted() {
+            let record = ctx.store().get(schema::part(id, listed.part_number)).await?;
+            // Replaced since the summary was read (another body, another ETag): start over.
+            let Some(full) = record.and_then(|e| PartMeta::decode(&e.value)).filter(|m| m.md5 == part.md5)
+            else {
+                return Ok(None);
+            };
+            whole = full;
+            &whole.body
+        } else {
+            &part.body
+        };
+        let mut stream = match ctx.store().bodies.read_range(body, 0, part.size).await {
             Ok(s) => s,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),

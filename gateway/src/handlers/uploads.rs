@@ -120,6 +120,58 @@ fn resume_after(bucket: &str, prefix: &str, delimiter: &str, key_marker: &str, i
     }
 }
 
+/// Whether the engine's own delimiter rollup can list the upload records: they are
+/// `key \0 upload-id` (the id lower-case hex), so a delimiter without a 0 byte or a lower-case
+/// hex digit first occurs in the key part, and the engine rolls a whole subtree of records up
+/// without reading it. Other delimiters (and prefixes holding a 0 byte) take the scan below.
+fn engine_rollup(prefix: &str, delimiter: &str) -> bool {
+    !delimiter.is_empty()
+        && !prefix.contains('\0')
+        && !delimiter.bytes().any(|b| b == 0 || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Up to `max` uploads and common prefixes after `after`, rolled up by the engine; returns
+/// whether more follow.
+fn list_rolled_up(
+    ctx: &ReqCtx,
+    ns: &[u8],
+    scan_prefix: &[u8],
+    delimiter: &str,
+    after: &[u8],
+    max: usize,
+    entries: &mut Vec<UploadEntry>,
+) -> S3Result<bool> {
+    let request = holt_core::ListRequest {
+        prefix: scan_prefix,
+        delimiter: delimiter.as_bytes(),
+        start_after: after,
+        limit: max,
+        with_values: true,
+    };
+    ctx.store().list_with(&request, |entry| {
+        let utf8 = |b: &[u8]| {
+            String::from_utf8(b.to_vec()).map_err(|_| S3Error::internal("upload record", "key not UTF-8"))
+        };
+        match entry {
+            holt_core::ListEntry::CommonPrefix(p) => {
+                entries.push(UploadEntry::Prefix(utf8(p.get(ns.len()..).unwrap_or_default())?))
+            }
+            holt_core::ListEntry::Key { key, value, .. } => {
+                let (key_bytes, id) = schema::split_upload_suffix(key.get(ns.len()..).unwrap_or_default())
+                    .ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
+                let meta = UploadMeta::decode(value)
+                    .ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
+                entries.push(UploadEntry::Upload {
+                    key: utf8(key_bytes)?,
+                    id: id.to_owned(),
+                    meta: Box::new(meta),
+                });
+            }
+        }
+        Ok(())
+    })
+}
+
 enum UploadEntry {
     Upload { key: String, id: String, meta: Box<UploadMeta> },
     Prefix(String),
@@ -144,8 +196,11 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
     let mut after = resume_after(bucket, prefix, delimiter, key_marker, id_marker);
     let mut entries: Vec<UploadEntry> = Vec::new();
     let mut truncated = false;
+    if max > 0 && engine_rollup(prefix, delimiter) {
+        truncated = list_rolled_up(ctx, &ns, &scan_prefix, delimiter, &after, max, &mut entries)?;
+    }
     'outer: loop {
-        if max == 0 {
+        if max == 0 || engine_rollup(prefix, delimiter) {
             break;
         }
         let rows = ctx.store().scan(scan_prefix.clone(), after.clone(), UPLOAD_SCAN_PAGE).await?;

@@ -377,6 +377,14 @@ impl<'a> Dec<'a> {
             _ => None,
         }
     }
+    /// `body`, with an inline body read past but not copied (left empty).
+    fn body_summary(&mut self) -> Option<BodyRef> {
+        match self.byte()? {
+            0 => self.bytes().map(|_| BodyRef::Inline(Vec::new())),
+            1 => Some(BodyRef::File(BodyId(self.take(16)?.try_into().ok()?))),
+            _ => None,
+        }
+    }
     fn md5(&mut self) -> Option<[u8; 16]> {
         self.take(16)?.try_into().ok()
     }
@@ -515,12 +523,29 @@ impl PartMeta {
     }
 
     pub fn decode(b: &[u8]) -> Option<Self> {
+        Self::decode_with(b, true)
+    }
+
+    /// `decode` without copying an inline body: its `BodyRef::Inline` is left empty (check
+    /// `body_omitted`). What a Complete or Abort of an upload with thousands of small parts
+    /// reads, so that it holds ~100 bytes a part instead of up to 4 KiB.
+    pub fn decode_summary(b: &[u8]) -> Option<Self> {
+        Self::decode_with(b, false)
+    }
+
+    /// Whether this part's inline body was left out by `decode_summary` (an inline body
+    /// always holds exactly `size` bytes).
+    pub fn body_omitted(&self) -> bool {
+        matches!(&self.body, BodyRef::Inline(data) if data.len() as u64 != self.size)
+    }
+
+    fn decode_with(b: &[u8], inline_body: bool) -> Option<Self> {
         let mut d = Dec::start(b)?;
         let size = d.u64()?;
         let md5 = d.md5()?;
         let last_modified_ms = d.u64()?;
         let checksums = d.checksums()?;
-        let body = d.body()?;
+        let body = if inline_body { d.body()? } else { d.body_summary()? };
         d.end(PartMeta { size, md5, last_modified_ms, checksums, body })
     }
 }

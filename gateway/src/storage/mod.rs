@@ -262,6 +262,38 @@ impl Store {
         blocking(move || db.scan(&prefix, &start_after, limit)).await
     }
 
+    /// Up to `limit` keys under `prefix`, each handed with its record (borrowed from the
+    /// engine, on the blocking pool) to `map`, which keeps what it needs: a scan whose
+    /// records hold more than the caller wants (part records with inline bodies) copies
+    /// only that. `map` failing ends the scan with its error.
+    pub async fn scan_map<T: Send + 'static>(
+        &self,
+        prefix: Vec<u8>,
+        limit: usize,
+        map: impl Fn(&[u8], &[u8]) -> S3Result<T> + Send + 'static,
+    ) -> S3Result<Vec<T>> {
+        let db = Arc::clone(&self.db);
+        blocking(move || {
+            let request =
+                holt_core::ListRequest { prefix: &prefix, limit, with_values: true, ..Default::default() };
+            let mut out = Vec::new();
+            let mut failed = None;
+            db.list_with(&request, &mut |entry| {
+                if let (None, holt_core::ListEntry::Key { key, value, .. }) = (&failed, entry) {
+                    match map(key, value) {
+                        Ok(v) => out.push(v),
+                        Err(e) => failed = Some(e),
+                    }
+                }
+            })?;
+            Ok(match failed {
+                Some(e) => Err(e),
+                None => Ok(out),
+            })
+        })
+        .await?
+    }
+
     /// One `Db::list_with` call: the whole page of an S3 listing, handed entry by entry to
     /// `visit`, borrowed from the engine (no copy of keys or records); returns whether more
     /// entries follow. `visit` may fail an entry: the first failure ends the walk's effect and
