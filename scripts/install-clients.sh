@@ -56,7 +56,10 @@ started_s=$(date +%s)
 install_python_clients() {
     local venv="$HOLT_CACHE_DIR/venv"
     local stamp="$venv/.holt-pins"
-    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$PY_PINS" ]; then
+    # The entry points must run too: a venv restored at another path keeps scripts whose
+    # interpreter line names the old one.
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$PY_PINS" ] \
+        && "$venv/bin/aws" --version >/dev/null 2>&1 && "$venv/bin/s3cmd" --version >/dev/null 2>&1; then
         holt_log "python clients: cached ($PY_PINS)"
         return
     fi

@@ -36,6 +36,10 @@ pub struct Cli {
     /// get 503 SlowDown.
     #[arg(long, env = "HOLT_MAX_INFLIGHT")]
     pub max_inflight: Option<usize>,
+    /// The most requests one user may have in flight; default three quarters of
+    /// --max-inflight when more than one user is configured.
+    #[arg(long, env = "HOLT_MAX_INFLIGHT_PER_USER")]
+    pub max_inflight_per_user: Option<usize>,
     /// Engine frame-cache budget in MiB.
     #[arg(long, env = "HOLT_MEMORY_BUDGET_MIB")]
     pub memory_budget_mib: Option<u64>,
@@ -46,6 +50,9 @@ pub struct Cli {
     /// Log output: text or json.
     #[arg(long, env = "HOLT_LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// Bearer token `/metrics` requires (`Authorization: Bearer TOKEN`); open when unset.
+    #[arg(long, env = "HOLT_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 /// The optional TOML file: the same keys, snake_case.
@@ -59,9 +66,11 @@ pub struct FileConfig {
     pub credentials_file: Option<PathBuf>,
     pub durability: Option<String>,
     pub max_inflight: Option<usize>,
+    pub max_inflight_per_user: Option<usize>,
     pub memory_budget_mib: Option<u64>,
     pub blocking_threads: Option<usize>,
     pub log_format: Option<String>,
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +92,13 @@ pub struct Config {
     pub credentials_file: Option<PathBuf>,
     pub durability: holt_core::Durability,
     pub max_inflight: usize,
+    /// 0: the default share (see `Settings::max_inflight_per_user`).
+    pub max_inflight_per_user: usize,
     pub memory_budget_mib: u64,
     pub blocking_threads: usize,
     pub log_format: LogFormat,
+    /// See `Cli::metrics_token`.
+    pub metrics_token: Option<String>,
 }
 
 /// The default size of the blocking pool: 4 threads per core, at least 8. Each thread holds
@@ -169,9 +182,11 @@ impl Config {
             credentials_file: cli.credentials_file.or(file.credentials_file),
             durability,
             max_inflight,
+            max_inflight_per_user: cli.max_inflight_per_user.or(file.max_inflight_per_user).unwrap_or(0),
             memory_budget_mib,
             blocking_threads,
             log_format,
+            metrics_token: cli.metrics_token.or(file.metrics_token).filter(|t| !t.is_empty()),
         })
     }
 }

@@ -33,7 +33,6 @@ use axum::Router;
 use futures_util::FutureExt as _;
 use http::{HeaderValue, Method, StatusCode};
 use hyper::body::{Frame, SizeHint};
-use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument as _;
 
 use error::{S3Error, S3ErrorCode};
@@ -54,6 +53,10 @@ pub struct Settings {
     /// Requests handled at once, including responses whose bodies are still streaming; past
     /// it, 503 SlowDown.
     pub max_inflight: usize,
+    /// Of those, the most one user may hold (503 SlowDown past it), so that one user's slow
+    /// or stalled requests cannot lock the others out. 0: three quarters of `max_inflight`
+    /// when more than one user is configured, no share of its own for a single user.
+    pub max_inflight_per_user: usize,
     /// Largest accepted clock skew of signed requests.
     pub clock_skew_max: Duration,
     /// Longest a request body may send nothing (400 RequestTimeout past it): a body that
@@ -64,6 +67,9 @@ pub struct Settings {
     /// and then would otherwise hold a slot for as long as it likes.
     pub body_min_rate: u64,
     pub body_rate_grace: Duration,
+    /// When set, `/metrics` answers only requests carrying `Authorization: Bearer <token>`
+    /// (as Prometheus's `authorization` scrape setting sends it); open to anyone otherwise.
+    pub metrics_token: Option<String>,
 }
 
 impl Default for Settings {
@@ -72,10 +78,12 @@ impl Default for Settings {
             region: "us-east-1".into(),
             domain: None,
             max_inflight: 1024,
+            max_inflight_per_user: 0,
             clock_skew_max: Duration::from_secs(15 * 60),
             body_idle_timeout: Duration::from_secs(20),
             body_min_rate: 1024,
             body_rate_grace: Duration::from_secs(30),
+            metrics_token: None,
         }
     }
 }
@@ -87,7 +95,50 @@ pub struct Inner {
     pub settings: Settings,
     pub metrics: metrics::Metrics,
     inflight: Arc<tokio::sync::Semaphore>,
+    /// `/metrics` renders taken at once: it is outside the in-flight limit, so this bounds
+    /// what a flood of scrapes can cost (more get 503).
+    metrics_renders: tokio::sync::Semaphore,
+    /// Requests each user has in flight (authenticated ones), and the most one may have.
+    user_inflight: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
+    user_inflight_max: Option<usize>,
 }
+
+/// One in-flight slot of a user's share (`Settings::max_inflight_per_user`), given back when
+/// dropped (with the response body, when it streams).
+struct UserSlot {
+    state: Arc<Inner>,
+    user: String,
+}
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        let mut held = self.state.user_inflight.lock();
+        if let Some(n) = held.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.user);
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// A slot of `user`'s share, or `None` when the user holds all of it already (always a
+    /// slot when users have no share of their own).
+    fn user_slot(self: &Arc<Self>, user: &str) -> Option<Option<UserSlot>> {
+        let Some(max) = self.user_inflight_max else { return Some(None) };
+        let mut held = self.user_inflight.lock();
+        let n = held.entry(user.to_owned()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Some(UserSlot { state: Arc::clone(self), user: user.to_owned() }))
+    }
+}
+
+/// `/metrics` renders in progress at once, at most.
+const METRICS_RENDERS_MAX: usize = 2;
 
 /// Shared state of every request. Cheap to clone.
 #[derive(Clone)]
@@ -98,6 +149,11 @@ impl AppState {
         let auth_config =
             auth::AuthConfig { region: settings.region.clone(), clock_skew_max: settings.clock_skew_max };
         let inflight = Arc::new(tokio::sync::Semaphore::new(settings.max_inflight.max(1)));
+        let user_inflight_max = match settings.max_inflight_per_user {
+            0 if credentials.len() > 1 => Some((settings.max_inflight.max(1) * 3 / 4).max(1)),
+            0 => None,
+            n => Some(n),
+        };
         AppState(Arc::new(Inner {
             store,
             credentials,
@@ -105,6 +161,9 @@ impl AppState {
             settings,
             metrics: metrics::Metrics::new(),
             inflight,
+            metrics_renders: tokio::sync::Semaphore::new(METRICS_RENDERS_MAX),
+            user_inflight: Default::default(),
+            user_inflight_max,
         }))
     }
 
@@ -171,7 +230,7 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let operational = (parts.method == Method::GET || parts.method == Method::HEAD)
         && matches!(parts.uri.path(), "/health" | "/metrics")
-        && !auth::has_authentication(&parts);
+        && (!auth::has_authentication(&parts) || bearer(&parts).is_some());
     let req = Request::from_parts(parts, body);
     let permit = if operational { None } else { Arc::clone(&state.0.inflight).try_acquire_owned().ok() };
     let (op_name, mut resp) = if operational || permit.is_some() {
@@ -215,11 +274,11 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
 /// A body of exact size is in memory already (XML documents, errors, inline objects, HEAD and
 /// empty answers): its work is done, so the permit is released at once and the response goes
 /// out unwrapped.
-fn hold_until_sent(resp: Response, permit: OwnedSemaphorePermit) -> Response {
+fn hold_until_sent(resp: Response, permit: impl Send + 'static) -> Response {
     if resp.body().is_end_stream() || resp.body().size_hint().exact().is_some() {
         return resp;
     }
-    resp.map(|inner| Body::new(PermitBody { inner, permit: Some(permit) }))
+    resp.map(|inner| Body::new(PermitBody { inner, permit: Some(Box::new(permit)) }))
 }
 
 /// A response body holding an in-flight permit until its last frame (or an error) has been
@@ -227,7 +286,8 @@ fn hold_until_sent(resp: Response, permit: OwnedSemaphorePermit) -> Response {
 /// framing is unchanged.
 struct PermitBody {
     inner: Body,
-    permit: Option<OwnedSemaphorePermit>,
+    /// The in-flight permit, or a user's slot (`UserSlot`).
+    permit: Option<Box<dyn Send>>,
 }
 
 impl HttpBody for PermitBody {
@@ -254,6 +314,27 @@ impl HttpBody for PermitBody {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` header, if the request has one.
+fn bearer(parts: &http::request::Parts) -> Option<&str> {
+    let value = parts.headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Why `/metrics` refuses this request, if it does: with a token configured, a request
+/// without the right bearer token gets 401 (compared in constant time).
+fn metrics_refusal(state: &AppState, parts: &http::request::Parts) -> Option<Response> {
+    use subtle::ConstantTimeEq;
+    let expected = state.0.settings.metrics_token.as_deref()?;
+    let sent = bearer(parts).unwrap_or_default();
+    if bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
+        return None;
+    }
+    let mut resp = (StatusCode::UNAUTHORIZED, "a bearer token is required\n").into_response();
+    resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(resp)
+}
+
 fn error_response(mut err: S3Error, request_id: &str) -> Response {
     err.request_id = request_id.to_owned();
     err.into_response()
@@ -261,10 +342,17 @@ fn error_response(mut err: S3Error, request_id: &str) -> Response {
 
 async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static str, Response) {
     let (parts, body) = req.into_parts();
-    if !auth::has_authentication(&parts) && (parts.method == Method::GET || parts.method == Method::HEAD) {
+    let operational_auth = !auth::has_authentication(&parts) || bearer(&parts).is_some();
+    if operational_auth && (parts.method == Method::GET || parts.method == Method::HEAD) {
         match parts.uri.path() {
             "/health" => return ("Health", (StatusCode::OK, "ok").into_response()),
             "/metrics" => {
+                if let Some(refused) = metrics_refusal(state, &parts) {
+                    return ("Metrics", refused);
+                }
+                let Ok(_rendering) = state.0.metrics_renders.try_acquire() else {
+                    return ("Metrics", (StatusCode::SERVICE_UNAVAILABLE, "busy\n").into_response());
+                };
                 let mut text = state.0.metrics.render(&state.0.store.stats());
                 state.0.store.worker_times.render(&mut text);
                 let inflight = state.0.settings.max_inflight.max(1) - state.0.inflight.available_permits();
@@ -300,6 +388,10 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
                 return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
             }
         };
+    let Some(user_slot) = state.0.user_slot(&authenticated.access_key) else {
+        let e = S3Error::with_message(S3ErrorCode::SlowDown, "Too many requests in flight for this user.");
+        return (op_name, error_response(e.resource(resource), request_id));
+    };
     let ctx = handlers::ReqCtx {
         state: state.clone(),
         request_id: request_id.to_owned(),
@@ -312,7 +404,7 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
         headers: parts.headers,
     };
     match handlers::dispatch(ctx, body).await {
-        Ok(resp) => (op_name, resp),
+        Ok(resp) => (op_name, hold_until_sent(resp, user_slot)),
         Err(e) => {
             let e = if e.resource.is_empty() { e.resource(resource) } else { e };
             (op_name, error_response(e, request_id))

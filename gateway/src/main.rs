@@ -101,6 +101,8 @@ async fn run(config: Config) -> Result<(), String> {
         region: config.region.clone(),
         domain: config.domain.clone(),
         max_inflight: config.max_inflight,
+        max_inflight_per_user: config.max_inflight_per_user,
+        metrics_token: config.metrics_token.clone(),
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use gateway::Settings;
 use http::Method;
 
 #[tokio::test]
@@ -177,4 +178,30 @@ async fn health_and_metrics() {
     assert!(r.text().contains("holt_inflight_requests 0"), "{}", r.text());
     // A signed request for /health is an S3 request to bucket "health".
     gw.a(Method::GET, "/health", b"").await.assert_error(404, "NoSuchBucket");
+}
+
+/// With a metrics token configured, `/metrics` answers only `Authorization: Bearer <token>`
+/// (401 with `WWW-Authenticate: Bearer` otherwise); `/health` stays open.
+#[tokio::test]
+async fn metrics_with_a_bearer_token() {
+    let gw =
+        Gw::with_settings(Settings { metrics_token: Some("s3cr3t-scrape".into()), ..Settings::default() });
+    let with = |auth: Option<&str>| {
+        let mut req = anonymous(Method::GET, "/metrics", b"");
+        if let Some(value) = auth {
+            req.headers_mut().insert("authorization", http::HeaderValue::from_str(value).unwrap());
+        }
+        req
+    };
+    for refused in [None, Some("Bearer wrong"), Some("Bearer s3cr3t-scrap"), Some("Bearer ")] {
+        let r = gw.send(with(refused)).await;
+        assert_eq!(r.status.as_u16(), 401, "{refused:?}: {}", r.text());
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{refused:?}");
+        assert!(!r.text().contains("holt_"), "{refused:?} saw metrics");
+    }
+    let r = gw.send(with(Some("Bearer s3cr3t-scrape"))).await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("holt_inflight_requests"), "{}", r.text());
+    let r = gw.send(anonymous(Method::GET, "/health", b"")).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "ok"));
 }

@@ -527,3 +527,36 @@ async fn a_trickling_body_is_answered_request_timeout() {
     assert!(started.elapsed() < Duration::from_secs(10), "the trickle was served to its end");
     assert_eq!(head_status(&gw, "trickle").await, 404, "a trickled body was stored");
 }
+
+/// One user's stalled uploads cannot take every in-flight slot: past its share (3 of 4
+/// here) its next request gets 503 SlowDown while another user is still served; the share
+/// comes back when a request ends.
+#[tokio::test]
+async fn one_user_cannot_take_every_slot() {
+    let settings = Settings { max_inflight: 4, max_inflight_per_user: 3, ..Settings::default() };
+    let gw = Gw::with_settings(settings);
+    gw.create_bucket("bkt").await;
+    gw.req(USER_B, Method::PUT, "/bktb", &[], b"").await;
+    let server = start(&gw, ServerLimits::default()).await;
+    let body = vec![b'x'; 100];
+    let mut stalled = Vec::new();
+    for i in 0..3 {
+        let mut s = TcpStream::connect(server.addr).await.expect("connect");
+        let head = signed_put_head(&format!("stalled-{i}"), &body, &["Content-Length: 100"]);
+        s.write_all(&head).await.expect("write head");
+        s.write_all(&body[..10]).await.expect("part of the body");
+        stalled.push(s);
+    }
+    assert!(inflight_reaches(&gw, 3).await, "the stalled uploads never took their slots");
+    // User A's share is used up; user B still gets the slot left.
+    gw.a(Method::GET, "/bkt?list-type=2", b"").await.assert_error(503, "SlowDown");
+    let r = gw.req(USER_B, Method::GET, "/bktb?list-type=2", &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // One stalled upload finishes: user A is served again.
+    let mut s = stalled.pop().expect("one");
+    s.write_all(&body[10..]).await.expect("rest of the body");
+    assert_eq!(read_response(&mut s).await.status, 200);
+    assert!(inflight_reaches(&gw, 2).await, "the finished upload kept its slot");
+    let r = gw.a(Method::GET, "/bkt?list-type=2", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
