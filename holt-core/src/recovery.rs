@@ -174,6 +174,20 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         truncated = ?replayed.truncated_at,
         "recovered"
     );
+    // The manifest bounds the records the next recovery accepts (`wal_window_bytes`): a ring
+    // larger than the one it names writes records the next open, under a smaller ring, would
+    // take for a torn tail and cut. Recorded before the log takes a record.
+    let manifest = if cfg.window_bytes() > manifest.wal_window_bytes {
+        let grown = Manifest { wal_window_bytes: cfg.window_bytes(), ..manifest };
+        write_manifest(&*vfs, &grown).map_err(|e| match e {
+            ManifestError::BeforeRename(op, source) | ManifestError::AfterRename(op, source) => {
+                Error::Io { op, source, may_have_applied: false }
+            }
+        })?;
+        grown
+    } else {
+        manifest
+    };
     let wal = Wal::open(vfs.clone(), cfg, replayed.resume)?;
     let tree = Arc::new(tree);
     let durable = Arc::new(Durable::new(vfs, wal, store, manifest, options.clone(), lock));

@@ -379,7 +379,9 @@ impl Durable {
             wal_segment: rolled.segment,
             root_frame: capture.root_frame.0,
             key_count: capture.keys,
-            wal_window_bytes: self.wal.config().window_bytes(),
+            // Never smaller than before: the log may still hold records an earlier, larger
+            // ring wrote (replay reads a segment from its start).
+            wal_window_bytes: self.wal.config().window_bytes().max(durable_manifest.wal_window_bytes),
             frames_lsn: lsn,
             frames,
             deltas: delta_list,

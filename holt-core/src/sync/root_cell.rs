@@ -218,13 +218,19 @@ impl<T> RootCell<T> {
                 return i as u64 + 1;
             }
         }
-        let holder = Box::into_raw(Box::new(Holder::new(BOXED, Some(value))));
+        let holder = Box::into_raw(Box::new(Holder::new(BOXED, None)));
         let addr = holder as u64;
         if addr & !PTR_MASK != 0 || addr <= INLINE as u64 {
             // SAFETY: just made, never published.
             drop(unsafe { Box::from_raw(holder) });
+            // Never dropped on this path: the value may be a path copy lending its children's
+            // counts (`Inner::with_child_lent`), and dropping it would give back counts it
+            // does not own. Leaked; the caller's loan settles through the old root.
+            std::mem::forget(value);
             panic!("RootCell needs addresses below 2^48, got {addr:#x}");
         }
+        // SAFETY: just made, never published: this thread is its only user.
+        unsafe { &*holder }.value.with_mut(|v| unsafe { *v = Some(value) });
         addr
     }
 

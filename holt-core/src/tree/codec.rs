@@ -220,6 +220,12 @@ impl Pending {
     }
 }
 
+/// The most inner nodes above a record in one frame: a key of `KEY_LEN_MAX` bytes passes at
+/// most one inner node per byte, plus the one whose terminal it is. A deeper frame is corrupt
+/// (however valid its checksum), and is refused before its nodes are built: dropping or
+/// walking a chain of tens of thousands of nodes would overflow the stack.
+const FRAME_DEPTH_MAX: u16 = crate::api::KEY_LEN_MAX as u16 + 1;
+
 /// Decodes a frame's bytes into its root, resolving each link through `resolve`.
 /// Returns the root and the frame's encoded size. Never panics on any input.
 pub(super) fn decode_frame(
@@ -234,6 +240,8 @@ pub(super) fn decode_frame(
     let mut stack: Vec<Pending> = Vec::new();
     // The body offset of each record on `stack`: back distances must name exactly these.
     let mut starts: Vec<usize> = Vec::new();
+    // The inner nodes below each record on `stack` (0 for a leaf or a link).
+    let mut heights: Vec<u16> = Vec::new();
     let mut records: u32 = 0;
     while !reader.is_at_end() {
         let body_at = reader.position();
@@ -242,12 +250,14 @@ pub(super) fn decode_frame(
         records = records.saturating_add(1);
         match record {
             Record::Leaf { suffix, value, version } => {
-                stack.push(Pending::Leaf(Leaf::new(suffix, value, version)))
+                stack.push(Pending::Leaf(Leaf::new(suffix, value, version)));
+                heights.push(0);
             }
             Record::Link { frame } => {
                 let cell = resolve(FrameId(frame))
                     .ok_or_else(|| fail(at, format!("link to unknown frame {frame}")))?;
                 stack.push(Pending::Node(Node::Link(cell)));
+                heights.push(0);
             }
             Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => {
                 let needed = child_count + usize::from(has_terminal);
@@ -272,6 +282,11 @@ pub(super) fn decode_frame(
                 if popped_starts.enumerate().any(|(i, s)| distances.get(i) != Some(body_at - s)) {
                     return Err(fail(at, "a back distance does not name the record it pops".into()));
                 }
+                let height = heights.drain(heights.len() - needed..).max().unwrap_or(0) + 1;
+                if height > FRAME_DEPTH_MAX {
+                    return Err(fail(at, format!("inner nodes nest deeper than {FRAME_DEPTH_MAX}")));
+                }
+                heights.push(height);
                 // Drained in place: no vector per node (allocation dominated decoding).
                 let mut popped = stack.drain(stack.len() - needed..);
                 let terminal = if has_terminal {
@@ -612,5 +627,55 @@ mod tests {
         let walked =
             WholeImage::open(&image, FrameId(5), &at).and_then(|mut i| walk_image(&mut i, &[], b"key", 0));
         assert!(matches!(walked, Err(Error::Corruption { .. })));
+    }
+
+    /// A checksum-valid frame holding a chain of `depth` inner nodes, each with a terminal
+    /// and one child (`a`), ending in a leaf: written in the order the encoder writes
+    /// (every terminal before the subtree below it, each inner node after both).
+    fn chain_image(depth: usize) -> Vec<u8> {
+        use crate::format::node::InnerKind;
+        let mut image = frame::start_frame(FRAME_SIZE);
+        let body_at = |image: &Vec<u8>| image.len() - FRAME_HEADER_LEN;
+        let mut terminals = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            terminals.push(body_at(&image));
+            write_leaf(&mut image, &[], b"t", 1);
+        }
+        let mut below = body_at(&image);
+        write_leaf(&mut image, &[], b"v", 1);
+        for &terminal in terminals.iter().rev() {
+            let at = body_at(&image);
+            write_inner(
+                &mut image,
+                InnerKind::N4,
+                &[],
+                true,
+                1,
+                [b'a'].into_iter(),
+                &[at - terminal, at - below],
+            );
+            below = at;
+        }
+        frame::seal(&mut image, FrameId(5), (2 * depth + 1) as u32, below).unwrap();
+        image
+    }
+
+    /// A frame nested deeper than any key can reach is refused as corruption (naming the
+    /// record), before its nodes are built: the listing walk and `Drop` recurse over them.
+    /// A frame exactly as deep as the longest key still decodes.
+    #[test]
+    fn a_frame_nested_deeper_than_a_key_is_corruption() {
+        let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+        let at = (PathBuf::from("<test>"), 0);
+        let deepest = chain_image(usize::from(FRAME_DEPTH_MAX));
+        assert!(decode_frame(&deepest, FrameId(5), &at, |_| Some(Arc::clone(&tree.root))).is_ok());
+        let image = chain_image(20_000);
+        match decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root))) {
+            Err(Error::Corruption { reason, location }) => {
+                assert!(reason.contains("nest deeper than"), "{reason}");
+                assert_eq!(location.frame, Some(5));
+            }
+            other => panic!("a 20,000-deep frame decoded: {:?}", other.map(|_| ())),
+        }
     }
 }

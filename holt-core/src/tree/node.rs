@@ -902,7 +902,9 @@ impl Inner {
     ///
     /// # Safety
     /// Until one of the two is called, neither `self` nor the copy may be dropped, and none of
-    /// their children's counts may be dropped through them.
+    /// their children's counts may be dropped through them. That holds on panic paths too: a
+    /// copy (or a root built on it) that cannot be published is leaked, never dropped (as
+    /// `RootCell::claim` does), and the loan is settled through `self`.
     #[expect(unsafe_code, reason = "see lend_slots")]
     pub(crate) unsafe fn with_child_lent(&self, b: u8, node: Node) -> Option<Inner> {
         let slot = each_layout!(self, body => body.slots.slot_of(b))?;
