@@ -320,6 +320,7 @@ impl Tree {
             cell.retire();
             self.frames.lock().remove(&cell.id);
             self.pool.resized(-(cell.size().memory as i64));
+            self.release_retired(&cell);
             self.shape.emptied_unlinked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(frame = %cell.id, "emptied frame unlinked");
         }

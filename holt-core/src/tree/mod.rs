@@ -216,11 +216,27 @@ impl Tree {
         self.load_root(cell).map(WalkRoot::Loaded)
     }
 
-    /// The root of `cell`, loading the frame if it was evicted.
+    /// Frees what a frame merged away or unlinked keeps (under its latch, once it is retired
+    /// and out of the registry and the cache's count): its root and its change logs. The
+    /// clock ring still names the cell until its hand passes, which it does only when the
+    /// cache is over budget: a deleted directory's keys and values stayed in memory, unseen
+    /// by the budget, until then. Readers that still reach the cell find no root, take the
+    /// empty one (`load_root`) and restart on seeing it retired.
+    pub(super) fn release_retired(&self, cell: &Cell) {
+        debug_assert!(cell.is_retired());
+        cell.root.store(None);
+        let (detached, deltas) = cell.drop_changes();
+        self.pool.released(detached, deltas);
+    }
+
+    /// The root of `cell`, loading the frame if it was evicted. A retired frame's root was
+    /// released (`release_retired`) and its image is no longer the database's: it reads as
+    /// empty, and the caller, which checks retirement after loading, restarts.
     pub(super) fn load_root(&self, cell: &Arc<Cell>) -> Result<Node> {
         cell.touch();
         match cell.root.load_full() {
             Some(root) => Ok(root),
+            None if cell.is_retired() => Ok(Node::Inner(Inner::empty())),
             None => self
                 .pool
                 .load(cell, |bytes, location, deltas| self.decode_frame(cell, bytes, location, deltas)),
@@ -292,6 +308,7 @@ impl Tree {
         let root: &Node = match guard.get() {
             Some(root) => root,
             None if !load => return Ok(Lookup::NotResident),
+            None if cell.is_retired() => return Ok(Lookup::Restart),
             None => {
                 drop(guard);
                 if let Some(lookup) = self.get_from_image(cell, key, depth, found)? {

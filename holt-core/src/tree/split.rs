@@ -303,8 +303,7 @@ impl Tree {
         parent.mark_dirty();
         self.frames.lock().remove(&child.id);
         // The child's changes are in the parent's root now (loading it applied them).
-        let (detached, deltas) = child.drop_changes();
-        self.pool.released(detached, deltas);
+        self.release_retired(child);
         self.pool.resized(new_size.memory as i64 - parent_size.memory as i64 - child_size.memory as i64);
         self.shape.merges.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(frame = %child.id, into = %parent.id, "frame merged");
