@@ -8,8 +8,10 @@
 //!
 //! Invariants:
 //! - A frame's root goes from `None` (evicted) to `Some` only under the cell's `load_lock`,
-//!   and from `Some` to `None` only under its write latch while the frame is clean, so a
-//!   frame a writer changed is never replaced by older bytes.
+//!   and from `Some` to `None` only under its write latch while the frame is clean (or once
+//!   it is retired: `Tree::release_retired`), so a frame a writer changed is never replaced
+//!   by older bytes. An evicted frame may still be written: its change logs then hold the
+//!   writes (`Tree::put_unloaded`), and a load applies them.
 //! - A frame's lead (the first byte of its root's own bytes) is set only by `publish`, with
 //!   the root it describes, and survives eviction.
 //! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
