@@ -352,6 +352,15 @@ impl S3Error {
             E::Closed => {
                 S3Error::with_message(S3ErrorCode::ServiceUnavailable, "The server is shutting down.")
             }
+            // An fsync failed: the engine may have shown writes its log will not bring back,
+            // so it serves nothing until it is reopened.
+            E::Poisoned => {
+                tracing::error!("engine poisoned by a failed fsync: restart the gateway");
+                S3Error::with_message(
+                    S3ErrorCode::ServiceUnavailable,
+                    "A write could not be made durable; the server refuses requests until it is restarted.",
+                )
+            }
             other => S3Error::internal("engine", other),
         }
     }
@@ -478,8 +487,10 @@ mod tests {
     fn engine_condition_failure_is_precondition_failed() {
         let e: S3Error = holt_core::Error::ConditionFailed.into();
         assert_eq!(e.code, S3ErrorCode::PreconditionFailed);
+        // A poisoned engine (a failed fsync) is the server's condition: 503, with why.
         let e: S3Error = holt_core::Error::Poisoned.into();
-        assert_eq!(e.code, S3ErrorCode::InternalError);
+        assert_eq!(e.code, S3ErrorCode::ServiceUnavailable);
+        assert!(e.message.contains("could not be made durable"), "{}", e.message);
     }
 
     #[test]

@@ -75,8 +75,10 @@ async fn a_write_that_may_have_applied_keeps_its_body() {
     fail_next_log_sync(&fs);
     gw.a(Method::PUT, "/bkt/obj", &object).await.assert_error(500, "InternalError");
     assert_eq!(gw.body_files(), 1, "the body of a write that may have applied was unlinked");
-    // The engine now refuses writes before logging them: such a body goes at once.
-    gw.a(Method::PUT, "/bkt/refused", &vec![2u8; 100_000]).await.assert_error(500, "InternalError");
+    // The engine now refuses reads and writes (poisoned until reopened): 503, and such a
+    // body goes at once.
+    gw.a(Method::PUT, "/bkt/refused", &vec![2u8; 100_000]).await.assert_error(503, "ServiceUnavailable");
+    gw.a(Method::GET, "/bkt/obj", b"").await.assert_error(503, "ServiceUnavailable");
     assert_eq!((gw.body_files(), gw.tmp_files()), (1, 0), "a refused write left its body");
 
     // After the restart the replayed record names the kept body, which reads back whole.
@@ -96,7 +98,7 @@ async fn a_write_that_may_have_applied_keeps_its_body() {
     gw.a(Method::PUT, &target, &part).await.assert_error(500, "InternalError");
     assert_eq!(gw.body_files(), 2, "the body of a part that may have applied was unlinked");
     let target2 = format!("/bkt/mp?partNumber=2&uploadId={id}");
-    gw.a(Method::PUT, &target2, &vec![4u8; 50_000]).await.assert_error(500, "InternalError");
+    gw.a(Method::PUT, &target2, &vec![4u8; 50_000]).await.assert_error(503, "ServiceUnavailable");
     assert_eq!((gw.body_files(), gw.tmp_files()), (2, 0), "a refused part left its body");
 
     let gw = restart(gw, &vfs);

@@ -162,6 +162,7 @@ impl Db {
     /// The value and version stored under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         check_key(key)?;
+        self.check_readable()?;
         self.tree.get(key)
     }
 
@@ -169,6 +170,7 @@ impl Db {
     /// and decodes what it needs; `Ok(None)` (and `f` not called) if the key is absent.
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Version) -> R) -> Result<Option<R>> {
         check_key(key)?;
+        self.check_readable()?;
         self.tree.get_with(key, f)
     }
 
@@ -177,6 +179,7 @@ impl Db {
     /// and would have to be read first; then call `get` where blocking is fine.
     pub fn get_resident(&self, key: &[u8]) -> Result<Option<Option<Entry>>> {
         check_key(key)?;
+        self.check_readable()?;
         Ok(self.tree.get_resident(key))
     }
 
@@ -253,6 +256,7 @@ impl Db {
     /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most
     /// `limit` of them.
     pub fn scan(&self, prefix: &[u8], start_after: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Entry)>> {
+        self.check_readable()?;
         let request = ListRequest { prefix, delimiter: b"", start_after, limit, with_values: true };
         let page = self.tree.list(&request)?.page;
         Ok(page
@@ -268,6 +272,7 @@ impl Db {
     /// A delimiter listing with S3 ListObjectsV2 semantics. After a common prefix the walk
     /// resumes past every key under it without visiting them: O(depth) per returned entry.
     pub fn list(&self, request: &ListRequest<'_>) -> Result<ListPage> {
+        self.check_readable()?;
         Ok(self.tree.list(request)?.page)
     }
 
@@ -295,7 +300,18 @@ impl Db {
     /// from the tree (`visit` decodes what it needs and copies nothing it does not). Returns
     /// whether more entries follow the page (`ListPage::truncated`).
     pub fn list_with(&self, request: &ListRequest<'_>, visit: &mut dyn FnMut(ListEntry<'_>)) -> Result<bool> {
+        self.check_readable()?;
         Ok(self.tree.list_with(request, visit)?.truncated)
+    }
+
+    /// Reads fail once the log has failed (`Error::Poisoned`): a write is published before
+    /// its fdatasync, so after a failed one the tree may hold writes recovery will not bring
+    /// back, and serving them would show data the database is about to lose.
+    fn check_readable(&self) -> Result<()> {
+        match &self.durable {
+            Some(durable) if durable.wal.is_poisoned() => Err(Error::Poisoned),
+            _ => Ok(()),
+        }
     }
 
     /// Writes every dirty frame to fresh slots, switches the manifest and truncates the log.

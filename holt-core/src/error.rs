@@ -73,7 +73,10 @@ impl fmt::Display for Error {
             ),
             Error::DiskFull => write!(f, "disk full: write refused, nothing was applied"),
             Error::Poisoned => {
-                write!(f, "an fsync failed earlier; writes are refused until the database is reopened")
+                write!(
+                    f,
+                    "an fsync failed earlier; reads and writes are refused until the database is reopened"
+                )
             }
             Error::Locked { path } => {
                 write!(f, "database directory {} is locked by another handle or process", path.display())

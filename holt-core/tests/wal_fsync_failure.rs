@@ -41,6 +41,13 @@ fn failed_fsync_poisons_until_reopen() {
     for _ in 0..3 {
         assert!(matches!(db.put(b"later", b"v"), Err(Error::Poisoned)));
     }
+    // Nor serve what it holds: "failing" was published before its fsync failed, and
+    // recovery may not bring it back.
+    assert!(matches!(db.get(b"failing"), Err(Error::Poisoned)));
+    assert!(matches!(db.get(b"ok/1"), Err(Error::Poisoned)));
+    assert!(matches!(db.scan(b"", b"", 10), Err(Error::Poisoned)));
+    let request = holt_core::ListRequest { prefix: b"ok/", limit: 10, ..Default::default() };
+    assert!(matches!(db.list(&request), Err(Error::Poisoned)));
     assert!(db.checkpoint().is_err());
     drop(db);
     let db = Db::open_with_vfs(vfs, oracle::opts()).unwrap();
