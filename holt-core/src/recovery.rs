@@ -16,7 +16,8 @@ use crate::checkpoint::{write_manifest, Durable, ManifestError};
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::{
-    decode_sync_mark, parse_segment_name, CUT_MARK_NAME, SYNC_MARK_BYTES, SYNC_MARK_NAME,
+    decode_sync_mark, parse_segment_name, CUT_MARK_NAME, SEGMENT_HEADER_BYTES, SYNC_MARK_BYTES,
+    SYNC_MARK_NAME,
 };
 use crate::format::FrameId;
 use crate::io::{read_head, Vfs};
@@ -155,6 +156,10 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         checkpoint_lsn: manifest.checkpoint_lsn,
         frames_lsn: manifest.frames_lsn,
         synced_floor: manifest.frames_lsn.max(read_sync_mark(&*vfs)),
+        // A segment holds four rings and its header (`WalConfig::new`); the window is two
+        // rings of the largest ring used. Twice that, for room.
+        segment_bytes_max: 2 * SEGMENT_BYTES_MIN
+            .max((2 * window + SEGMENT_HEADER_BYTES as u64 + 4095) & !4095),
     };
     let replayed =
         replay::replay(&*vfs, from, window, (window as usize).max(cfg.max_record_bytes()), |record| {

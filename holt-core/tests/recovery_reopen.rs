@@ -140,3 +140,30 @@ fn a_record_from_a_larger_ring_survives_a_reopen_with_a_smaller_one() {
     assert_eq!(db.get(b"small").unwrap().map(|e| e.value), Some(b"v".to_vec()));
     db.close().unwrap();
 }
+
+/// A log segment far larger than any ring of the database writes (a corrupt length, or a
+/// file grown by something else) is refused as corruption naming the segment, instead of
+/// being read into memory whole.
+#[test]
+fn an_oversized_log_segment_is_refused_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    drop(db);
+    let segment = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("wal-"))
+        .min()
+        .expect("a log segment");
+    // Sparse: 64 GiB of nothing past the records, against segments of a few MiB here.
+    std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(64 << 30).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Corruption { location, reason }) => {
+            assert!(reason.contains("more than the"), "{reason}");
+            assert!(location.file.to_string_lossy().contains("wal-"), "{location:?}");
+        }
+        other => panic!("an oversized segment was opened: {:?}", other.map(|_| ())),
+    }
+}

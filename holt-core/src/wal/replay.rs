@@ -54,6 +54,9 @@ pub(crate) struct ReplayFrom {
     /// The log is known durable below it: at least `frames_lsn` (the log was synced up to
     /// it before the manifest named it), more when the sync mark says so.
     pub synced_floor: u64,
+    /// The largest segment file recovery reads into memory: past it the file is not one any
+    /// ring of this database wrote, and is refused as corrupt rather than allocated.
+    pub segment_bytes_max: u64,
 }
 
 /// Replays the log from `from.first_segment`, calling `apply` with every record at or after
@@ -66,7 +69,7 @@ pub(crate) fn replay(
     max_record: usize,
     mut apply: impl FnMut(Record) -> Result<()>,
 ) -> Result<Replayed> {
-    let ReplayFrom { first_segment, checkpoint_lsn, frames_lsn, synced_floor } = from;
+    let ReplayFrom { first_segment, checkpoint_lsn, frames_lsn, synced_floor, segment_bytes_max } = from;
     // A cut an earlier open began: its zeros may not be durable.
     let earlier_cut = read_cut_mark(vfs);
     let mut segments: Vec<(u64, String)> = Vec::new();
@@ -96,6 +99,13 @@ pub(crate) fn replay(
     for (idx, (no, name)) in segments.iter().enumerate() {
         let file = vfs.open(Path::new(name), false).map_err(io("wal open"))?;
         let len = file.len().map_err(io("wal read"))?;
+        if len > segment_bytes_max {
+            return Err(corruption(
+                name,
+                0,
+                format!("the segment is {len} bytes, more than the {segment_bytes_max} any log ring of this database writes"),
+            ));
+        }
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(&mut bytes, 0).map_err(io("wal read"))?;
         let header = SegmentHeader::decode(&bytes).map_err(|reason| corruption(name, 0, reason))?;
@@ -374,7 +384,13 @@ mod tests {
     }
 
     fn from(synced_floor: u64) -> ReplayFrom {
-        ReplayFrom { first_segment: 1, checkpoint_lsn: BASE, frames_lsn: BASE, synced_floor }
+        ReplayFrom {
+            first_segment: 1,
+            checkpoint_lsn: BASE,
+            frames_lsn: BASE,
+            synced_floor,
+            segment_bytes_max: u64::MAX,
+        }
     }
 
     /// The keys replay applies, in order.
