@@ -290,7 +290,7 @@ impl Tree {
         fail::fail_point!("apply-before-gate");
         // Held from the log record to publication (and any split), released before merges;
         // the frames are latched already (see `Tree::gate` for the lock order).
-        let _gate = self.gate.read();
+        let _gate = self.gate_read();
         let seq = log()?;
         let mut existed = SmallVec::with_capacity(ops.len());
         let mut key_delta = 0i64;
@@ -413,7 +413,7 @@ impl Tree {
                 return Err(Error::ConditionFailed);
             }
             fail::fail_point!("apply-before-gate");
-            let gate = self.gate.read();
+            let gate = self.gate_read();
             let seq = log()?;
             // The path copy lends the siblings' counts (`Path::put_lent`): the loan is paid
             // once the new root is published.
@@ -479,7 +479,7 @@ impl Tree {
             return Ok(Unloaded::Load);
         }
         // Held before the load lock: a merge holding the gate may wait for that lock.
-        let gate = self.gate.read();
+        let gate = self.gate_read();
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
             // The key's current version, newest first: puts recorded while the frame was
             // evicted, then its deltas, then its image. A path leaving the frame goes on.

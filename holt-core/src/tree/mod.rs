@@ -148,6 +148,24 @@ enum Lookup {
     NotResident,
 }
 
+#[cfg(debug_assertions)]
+thread_local! {
+    /// Write gates this thread holds (`Tree::gate_read`).
+    static GATE_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The write gate held shared by a writer (`Tree::gate_read`).
+pub(super) struct GateRead<'t> {
+    _guard: parking_lot::RwLockReadGuard<'t, ()>,
+}
+
+impl Drop for GateRead<'_> {
+    fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        GATE_HELD.with(|held| held.set(held.get() - 1));
+    }
+}
+
 /// The frame a key's path ends in (or continues in), and the key depth its root starts at.
 pub(super) type Owner = (Arc<Cell>, usize);
 
@@ -197,6 +215,15 @@ impl Tree {
         &self.gate
     }
 
+    /// The write gate, shared, for a writer. Debug builds remember that this thread holds
+    /// it, so that a frame load from disk under it (which would stall every checkpoint's
+    /// capture behind a disk read) fails an assertion (`load_root`).
+    pub(super) fn gate_read(&self) -> GateRead<'_> {
+        #[cfg(debug_assertions)]
+        GATE_HELD.with(|held| held.set(held.get() + 1));
+        GateRead { _guard: self.gate.read() }
+    }
+
     /// Number of keys stored.
     pub(crate) fn key_count(&self) -> u64 {
         self.keys.load(Ordering::Relaxed).max(0) as u64
@@ -237,6 +264,10 @@ impl Tree {
         match cell.root.load_full() {
             Some(root) => Ok(root),
             None if cell.is_retired() => Ok(Node::Inner(Inner::empty())),
+            #[cfg(debug_assertions)]
+            None if GATE_HELD.with(std::cell::Cell::get) > 0 => {
+                panic!("frame {} would be read from disk under the write gate", cell.id)
+            }
             None => self
                 .pool
                 .load(cell, |bytes, location, deltas| self.decode_frame(cell, bytes, location, deltas)),

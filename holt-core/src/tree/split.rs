@@ -255,12 +255,12 @@ impl Tree {
         let mut cells = vec![Arc::clone(&parent), Arc::clone(child)];
         cells.extend(grandparent.iter().cloned());
         let _latched = Latched::acquire(&cells);
-        // The grandparent may be out of memory (no caller just wrote it): loaded before the
-        // gate, which a checkpoint waits for, so that a read from disk does not stall one.
+        // Every frame this merge reads may be out of memory (no caller just wrote the
+        // grandparent or the parent, and the child may have been evicted since its write):
+        // all are loaded, and the merge decided, before the gate, which a checkpoint waits
+        // for, so that a read from disk does not stall one. The latches keep what is read
+        // here from changing until the merge is published.
         let above = grandparent.as_ref().map(|g| self.load_root(g)).transpose()?;
-        // After the latches, never before (see `Tree::gate`): a merge rewires two frames, and
-        // a checkpoint's capture must see both before or both after.
-        let _gate = self.gate.read();
         let same = |a: Option<Arc<Cell>>, b: Option<&Arc<Cell>>| match (a, b) {
             (Some(a), Some(b)) => Arc::ptr_eq(&a, b),
             (a, b) => a.is_none() && b.is_none(),
@@ -272,8 +272,11 @@ impl Tree {
         if parent.is_retired() || !still_linked {
             return Ok(Merge::Moved);
         }
-        let (parent_size, child_size) = (parent.size(), child.size());
         let child_root = self.load_root(child)?;
+        let parent_root = self.load_root(&parent)?;
+        // Read after the loads, which set an evicted frame's sizes exactly (the cache's count
+        // below subtracts them).
+        let (parent_size, child_size) = (parent.size(), child.size());
         // Hysteresis: the merged frame stays well below the split threshold.
         if !child_root.is_empty()
             && (child_size.encoded >= quarter
@@ -281,10 +284,12 @@ impl Tree {
         {
             return Ok(Merge::Done(None));
         }
-        let parent_root = self.load_root(&parent)?;
         let bottom = if child_root.is_empty() { None } else { Some(child_root.clone()) };
         let Some(new_root) = replace_link(&parent_root, child, bottom) else { return Ok(Merge::Done(None)) };
         let new_size = frame_size(&new_root);
+        // After the latches, never before (see `Tree::gate`): a merge rewires two frames, and
+        // a checkpoint's capture must see both before or both after.
+        let _gate = self.gate_read();
         if let (Some(grandparent), Some(above)) =
             (grandparent.filter(|_| parent.lead() != first_own_byte(&new_root)), above)
         {
