@@ -149,27 +149,32 @@ fn list_rolled_up(
         with_values: true,
     };
     ctx.store().list_with(&request, |entry| {
-        let utf8 = |b: &[u8]| {
-            String::from_utf8(b.to_vec()).map_err(|_| S3Error::internal("upload record", "key not UTF-8"))
-        };
         match entry {
             holt_core::ListEntry::CommonPrefix(p) => {
-                entries.push(UploadEntry::Prefix(utf8(p.get(ns.len()..).unwrap_or_default())?))
+                entries.push(UploadEntry::Prefix(utf8_key(p.get(ns.len()..).unwrap_or_default())?))
             }
             holt_core::ListEntry::Key { key, value, .. } => {
-                let (key_bytes, id) = schema::split_upload_suffix(key.get(ns.len()..).unwrap_or_default())
-                    .ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
-                let meta = UploadMeta::decode(value)
-                    .ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
-                entries.push(UploadEntry::Upload {
-                    key: utf8(key_bytes)?,
-                    id: id.to_owned(),
-                    meta: Box::new(meta),
-                });
+                let (key, id) = upload_key(key.get(ns.len()..).unwrap_or_default())?;
+                entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta: upload_meta(value)? });
             }
         }
         Ok(())
     })
+}
+
+/// The object key and upload id of an upload record's key (its bucket part stripped).
+fn upload_key(rest: &[u8]) -> S3Result<(String, &str)> {
+    let (key, id) =
+        schema::split_upload_suffix(rest).ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
+    Ok((utf8_key(key)?, id))
+}
+
+fn utf8_key(bytes: &[u8]) -> S3Result<String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| S3Error::internal("upload record", "key not UTF-8"))
+}
+
+fn upload_meta(value: &[u8]) -> S3Result<Box<UploadMeta>> {
+    UploadMeta::decode(value).map(Box::new).ok_or_else(|| S3Error::internal("upload record", "undecodable"))
 }
 
 enum UploadEntry {
@@ -196,11 +201,12 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
     let mut after = resume_after(bucket, prefix, delimiter, key_marker, id_marker);
     let mut entries: Vec<UploadEntry> = Vec::new();
     let mut truncated = false;
-    if max > 0 && engine_rollup(prefix, delimiter) {
+    let by_engine = engine_rollup(prefix, delimiter);
+    if max > 0 && by_engine {
         truncated = list_rolled_up(ctx, &ns, &scan_prefix, delimiter, &after, max, &mut entries)?;
     }
     'outer: loop {
-        if max == 0 || engine_rollup(prefix, delimiter) {
+        if max == 0 || by_engine {
             break;
         }
         let rows = ctx.store().scan(scan_prefix.clone(), after.clone(), UPLOAD_SCAN_PAGE).await?;
@@ -212,11 +218,7 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                     continue;
                 }
             }
-            let rest = &k[ns.len()..];
-            let (key_bytes, id) = schema::split_upload_suffix(rest)
-                .ok_or_else(|| S3Error::internal("upload record", "bad key"))?;
-            let key = String::from_utf8(key_bytes.to_vec())
-                .map_err(|_| S3Error::internal("upload record", "key not UTF-8"))?;
+            let (key, id) = upload_key(&k[ns.len()..])?;
             // The scan matched the record's bytes, not its key: a prefix running past the key
             // (`a\0...` against key `a`, whose record is `a \0 upload-id`) matches records of
             // shorter keys. They are not under the prefix; step over them.
@@ -245,10 +247,12 @@ pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
                     entries.push(UploadEntry::Prefix(p));
                 }
                 None => {
-                    let meta = UploadMeta::decode(&e.value)
-                        .ok_or_else(|| S3Error::internal("upload record", "undecodable"))?;
                     after = k.clone();
-                    entries.push(UploadEntry::Upload { key, id: id.to_owned(), meta: Box::new(meta) });
+                    entries.push(UploadEntry::Upload {
+                        key,
+                        id: id.to_owned(),
+                        meta: upload_meta(&e.value)?,
+                    });
                 }
             }
         }

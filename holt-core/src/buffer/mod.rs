@@ -169,7 +169,11 @@ pub(crate) struct ChangeLog<N> {
     offsets: Vec<u32>,
     /// The last entry whose key has each checksum (`key_hash`): a point read of an evicted
     /// frame looks its key up here instead of scanning every entry (a log holds thousands).
+    /// Kept for the entries recorded while the frame was evicted (the only logs looked up);
+    /// a resident write's entry skips it, and sets `unindexed`.
     index: HashMap<u32, u32, BuildHasherDefault<KeyHash>>,
+    /// Whether some entry is not in `index`: lookups then scan.
+    unindexed: bool,
     /// What the log holds, counted as a delta's bytes would be (keys and values): what
     /// `CHANGE_LOG_FRACTION` limits.
     accounted: usize,
@@ -186,6 +190,7 @@ impl<N> Default for ChangeLog<N> {
             states: Vec::new(),
             offsets: Vec::new(),
             index: HashMap::default(),
+            unindexed: false,
             accounted: 0,
             detached: 0,
         }
@@ -217,11 +222,14 @@ impl<N> ChangeLog<N> {
 
     /// The state the last entry for `key` left, if any entry names it.
     fn state_of(&self, key: &[u8]) -> Option<Option<&N>> {
-        let &at = self.index.get(&key_hash(key))?;
-        if self.key_at(at as usize) == key {
-            return Some(self.states[at as usize].as_ref());
+        if !self.unindexed {
+            let &at = self.index.get(&key_hash(key))?;
+            if self.key_at(at as usize) == key {
+                return Some(self.states[at as usize].as_ref());
+            }
         }
-        // Another key with the same checksum was written after this one's last entry.
+        // Entries the index lacks, or another key with the same checksum written after this
+        // one's last entry: scan.
         let mut last = None;
         for (k, state) in self.iter() {
             if k == key {
@@ -246,8 +254,13 @@ impl<N> ChangeLog<N> {
             + self.index.capacity() * (size_of::<(u32, u32)>() + 1)
     }
 
-    fn push(&mut self, key: &[u8], state: Option<N>) {
-        self.index.insert(key_hash(key), self.states.len() as u32);
+    /// Appends an entry; `indexed`: also to `index` (see there).
+    fn push(&mut self, key: &[u8], state: Option<N>, indexed: bool) {
+        if indexed {
+            self.index.insert(key_hash(key), self.states.len() as u32);
+        } else {
+            self.unindexed = true;
+        }
         self.offsets.push(self.keys.len() as u32);
         self.keys.extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.keys.extend_from_slice(key);
@@ -270,7 +283,7 @@ impl<N> ChangeLog<N> {
             ..ChangeLog::default()
         };
         for (key, state) in earlier.iter().chain(self.iter()) {
-            log.push(key, state.cloned());
+            log.push(key, state.cloned(), true);
         }
         log
     }
@@ -458,7 +471,8 @@ impl<N> FrameCell<N> {
             *log = ChangeLog::given_up();
             return;
         }
-        log.push(key, state);
+        // The resident write path: no index (a resident frame's log is never looked up).
+        log.push(key, state, false);
     }
 
     fn change_log_limit(&self) -> usize {
@@ -498,7 +512,7 @@ impl<N> FrameCell<N> {
         let log = &mut logs.current;
         let before = log.buffer_bytes();
         log.accounted += bytes;
-        log.push(key, Some(state));
+        log.push(key, Some(state), true);
         let grown = memory + log.buffer_bytes().saturating_sub(before);
         log.detached += grown;
         self.size_bytes.fetch_add(bytes, Ordering::Relaxed);

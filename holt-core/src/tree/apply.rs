@@ -492,9 +492,7 @@ impl Tree {
                     codec::ImageWalk::Missing => None,
                     codec::ImageWalk::Link { frame, depth } => {
                         // Resolved under the load lock, as a point read resolves its links.
-                        let child = self.linked_frame(&self.frames.lock(), cell, frame);
-                        let child = child
-                            .ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
+                        let child = self.image_link(cell, image, frame)?;
                         self.pool.count_passing_write(cell);
                         return Ok(Unloaded::Descend(child, depth));
                     }

@@ -399,10 +399,7 @@ impl Tree {
                 codec::ImageWalk::Link { frame, depth } => {
                     // A named point inside the window, so a test can run a merge in it.
                     fail::fail_point!("image-walk-link");
-                    let child = self.linked_frame(&self.frames.lock(), cell, frame);
-                    let child =
-                        child.ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
-                    Step::Link(child, depth)
+                    Step::Link(self.image_link(cell, image, frame)?, depth)
                 }
             })
         })?;
@@ -420,6 +417,19 @@ impl Tree {
             Some(Step::Missing) => Ok(Some(Lookup::Missing)),
             Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, true, found).map(Some),
         }
+    }
+
+    /// The live frame the link to `frame` in the image of `cell` names; a link to no live
+    /// frame is corruption of the image. Called under `cell`'s load lock: a merge of the
+    /// child into `cell` must load `cell` first, so the child is still registered.
+    pub(super) fn image_link(
+        &self,
+        cell: &Cell,
+        image: &dyn crate::buffer::ImageBody,
+        frame: FrameId,
+    ) -> Result<Arc<Cell>> {
+        self.linked_frame(&self.frames.lock(), cell, frame)
+            .ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))
     }
 
     /// The deepest frame on `key`'s path and the key depth at which its root starts.
