@@ -24,6 +24,8 @@ Runs, in order, each phase at its CI size:
                (LOOM_MAX_PREEMPTIONS=3, own target dir target/loom, a release profile
                without LTO or debug info so the build stays short, with overflow checks;
                only if loom tests exist)
+  fuzz         scripts/fuzz.sh --seconds 45 (libFuzzer, five targets over the gateway's
+               request parsers, 45 s each from fuzz/corpus)
   crash-soak   scripts/crash-soak.sh 200   (SIGKILL rounds; if the script exists)
   power-cut    scripts/power-cut.sh 200    (loop-mounted XFS rounds; if the script exists; under
                CI=true a round that cannot run fails the phase)
@@ -162,6 +164,9 @@ if [ "$quick" -eq 0 ]; then
     else
         skip_phase loom "no holt-core/tests/loom_*.rs"
     fi
+    # libFuzzer over the request parsers, from the corpus kept in fuzz/corpus (own workspace
+    # and target dir fuzz/target; the build is instrumented, so it is not shared).
+    run_phase fuzz plain 1200 scripts/fuzz.sh --seconds 45
     if [ -x scripts/crash-soak.sh ]; then
         run_phase crash-soak plain 1200 scripts/crash-soak.sh 200
     else

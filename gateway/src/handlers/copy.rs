@@ -164,7 +164,7 @@ async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Opt
 }
 
 /// `x-amz-copy-source-range: bytes=first-last` (both required, inclusive, within the source).
-fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
+pub fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
     let Some(v) = value else { return Ok(ByteRange { start: 0, len: size }) };
     let bad = || {
         S3Error::with_message(S3ErrorCode::InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")

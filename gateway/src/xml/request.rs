@@ -50,12 +50,23 @@ fn refuse_non_xml_chars(text: &str) -> S3Result<()> {
     }
 }
 
+/// An element's name without its namespace prefix. quick-xml takes everything up to the first
+/// space, `/` or `>` as the name; XML allows far less (no control characters, no markup, at
+/// most the one colon of a prefix), and S3 refuses such a document as MalformedXML.
 fn local_name(raw: &[u8]) -> S3Result<String> {
     let local = match raw.iter().position(|&b| b == b':') {
         Some(i) => &raw[i + 1..],
         None => raw,
     };
-    String::from_utf8(local.to_vec()).map_err(|_| malformed("element name is not UTF-8"))
+    let name = std::str::from_utf8(local).map_err(|_| malformed("element name is not UTF-8"))?;
+    let name_char = |c: char| {
+        !(c.is_control() || c.is_whitespace() || "<>&'\"=/!?:;,()[]{}|\\^`*+@#$%~".contains(c))
+    };
+    let starts_well = name.chars().next().is_some_and(|c| !(c.is_ascii_digit() || c == '-' || c == '.'));
+    if !starts_well || !name.chars().all(name_char) {
+        return Err(malformed("not a valid element name"));
+    }
+    Ok(name.to_owned())
 }
 
 /// Parses `body` into its root element.
@@ -241,6 +252,16 @@ mod tests {
         assert_eq!(parse(b"not xml at all").unwrap_err().code, S3ErrorCode::MalformedXML);
         assert_eq!(parse(b"").unwrap_err().code, S3ErrorCode::MalformedXML);
         assert_eq!(parse(b"<a/><b/>").unwrap_err().code, S3ErrorCode::MalformedXML);
+    }
+
+    #[test]
+    fn refuses_element_names_xml_does_not_allow() {
+        for body in [&b"<Del\0ete/>"[..], b"<a:b:c/>", b"<Delete><1Object/></Delete>", b"<Delete><Ob<ject/></Delete>", b"<x:/>"] {
+            let e = parse(body).unwrap_err();
+            assert_eq!(e.code, S3ErrorCode::MalformedXML, "{}", String::from_utf8_lossy(body));
+        }
+        let d = parse_delete(br#"<s3:Delete xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/"><s3:Object><s3:Key>k</s3:Key></s3:Object></s3:Delete>"#).unwrap();
+        assert_eq!(d.objects[0].key, "k");
     }
 
     #[test]
