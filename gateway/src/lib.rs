@@ -35,7 +35,7 @@ use http::{HeaderValue, Method, StatusCode};
 use hyper::body::{Frame, SizeHint};
 use tracing::Instrument as _;
 
-use error::{S3Error, S3ErrorCode};
+use error::{S3Error, S3ErrorCode, S3Result};
 use storage::Store;
 
 /// Largest total size of the request headers (names + values), as S3 enforces.
@@ -101,6 +101,93 @@ pub struct Inner {
     /// Requests each user has in flight (authenticated ones), and the most one may have.
     user_inflight: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
     user_inflight_max: Option<usize>,
+    /// Admission of requests whose CPU cost grows with what the request lists (see
+    /// `Inner::heavy_work`).
+    heavy: HeavyWork,
+}
+
+/// Requests whose cost grows with a count the client chooses (a CompleteMultipartUpload
+/// listing 10,000 parts, a DeleteObjects of 1,000 keys) run one per user at a time, and at
+/// most one fewer than the cores at once; their CPU-bound parts (parsing the document) run on
+/// threads of their own at the lowest CPU priority (`HEAVY_NICE`). One user sending many of them
+/// then costs the others at most the CPU they leave idle, instead of every core. Waiters queue
+/// in arrival order; they hold in-flight slots meanwhile, so a user's queue is bounded by its
+/// in-flight share.
+struct HeavyWork {
+    running: Arc<tokio::sync::Semaphore>,
+    users: parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    jobs: parking_lot::Mutex<std::sync::mpsc::Sender<HeavyJob>>,
+}
+
+type HeavyJob = Box<dyn FnOnce() + Send>;
+
+/// The `nice` value of the heavy-work threads: under contention they get about 1/70 of the
+/// CPU that a request thread at 0 gets (scheduler weights 15 and 1024); with the machine
+/// idle, all of it.
+const HEAVY_NICE: i32 = 19;
+
+/// A turn at heavy work, held until dropped.
+pub struct HeavyTurn {
+    _running: tokio::sync::OwnedSemaphorePermit,
+    _user: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// A value dropped on a heavy-work thread (`Inner::drop_on_heavy`).
+pub struct HeavyDrop<T: Send + 'static> {
+    value: Option<T>,
+    jobs: std::sync::mpsc::Sender<HeavyJob>,
+}
+
+impl<T: Send + 'static> std::ops::Deref for HeavyDrop<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.value.as_ref().expect("taken only by drop")
+    }
+}
+
+impl<T: Send + 'static> Drop for HeavyDrop<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take() {
+            // With no heavy-work thread left, the job (and the value) drops here.
+            let _ = self.jobs.send(Box::new(move || drop(value)));
+        }
+    }
+}
+
+impl HeavyWork {
+    fn new() -> HeavyWork {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let turns = cores.saturating_sub(1).max(1);
+        let (jobs, queue) = std::sync::mpsc::channel::<HeavyJob>();
+        let queue = Arc::new(parking_lot::Mutex::new(queue));
+        for i in 0..turns {
+            let queue = Arc::clone(&queue);
+            let spawned = std::thread::Builder::new().name(format!("holt-heavy-{i}")).spawn(move || {
+                if let Err(e) =
+                    rustix::process::setpriority_process(Some(rustix::thread::gettid()), HEAVY_NICE)
+                {
+                    tracing::warn!(error = %e, "could not lower the priority of a heavy-work thread");
+                }
+                // Ends when the state (and with it the sender) is dropped.
+                loop {
+                    let job = queue.lock().recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "could not start a heavy-work thread");
+            }
+        }
+        HeavyWork {
+            running: Arc::new(tokio::sync::Semaphore::new(turns)),
+            users: Default::default(),
+            jobs: parking_lot::Mutex::new(jobs),
+        }
+    }
 }
 
 /// One in-flight slot of a user's share (`Settings::max_inflight_per_user`), given back when
@@ -123,6 +210,52 @@ impl Drop for UserSlot {
 }
 
 impl Inner {
+    /// Waits for `user`'s turn at heavy work (`HeavyWork`). The user's own turn comes first,
+    /// so a user queues at most one request for the shared turns.
+    pub async fn heavy_work(&self, user: &str) -> HeavyTurn {
+        let mine = {
+            let mut users = self.heavy.users.lock();
+            // Users with nothing running or waiting are forgotten, so the map stays as small as
+            // the set of users doing heavy work.
+            users.retain(|_, s| Arc::strong_count(s) > 1);
+            Arc::clone(
+                users.entry(user.to_owned()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(1))),
+            )
+        };
+        let user_turn = mine.acquire_owned().await.expect("never closed");
+        let running = Arc::clone(&self.heavy.running).acquire_owned().await.expect("never closed");
+        HeavyTurn { _running: running, _user: user_turn }
+    }
+
+    /// Runs CPU-bound heavy work (parsing a 10,000-part document) on a heavy-work thread,
+    /// off the async workers (where it would hold up every connection queued on the same
+    /// worker) and at lower priority. Call it holding a `HeavyTurn`.
+    pub async fn run_heavy<T: Send + 'static>(
+        &self,
+        _turn: &HeavyTurn,
+        work: impl FnOnce() -> S3Result<T> + Send + 'static,
+    ) -> S3Result<T> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let job: HeavyJob = Box::new(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+            let _ = done.send(outcome);
+        });
+        if self.heavy.jobs.lock().send(job).is_err() {
+            return Err(S3Error::internal("heavy work", "no heavy-work thread is running"));
+        }
+        match result.await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_panic)) => Err(S3Error::internal("heavy work", "a heavy-work job panicked")),
+            Err(_) => Err(S3Error::internal("heavy work", "a heavy-work thread went away")),
+        }
+    }
+
+    /// `value`, to be dropped on a heavy-work thread: the allocations of a 10,000-part request
+    /// are made there, and freeing them on an async worker costs it a cross-thread free each.
+    pub fn drop_on_heavy<T: Send + 'static>(&self, value: T) -> HeavyDrop<T> {
+        HeavyDrop { value: Some(value), jobs: self.heavy.jobs.lock().clone() }
+    }
+
     /// A slot of `user`'s share, or `None` when the user holds all of it already (always a
     /// slot when users have no share of their own).
     fn user_slot(self: &Arc<Self>, user: &str) -> Option<Option<UserSlot>> {
@@ -136,6 +269,16 @@ impl Inner {
         Some(Some(UserSlot { state: Arc::clone(self), user: user.to_owned() }))
     }
 }
+
+/// Marks a SlowDown answered because its user holds all of its in-flight share.
+#[derive(Clone, Copy)]
+struct OverShare;
+
+/// How long the SlowDown of a user over its in-flight share waits before it is sent, holding
+/// no slot. A client that retries at once (as one flooding the gateway does) then sends at
+/// most one request a second on each of its connections, instead of thousands of refused
+/// requests (each with its body) a second; SDKs back off longer than this anyway.
+const OVER_SHARE_DELAY: Duration = Duration::from_secs(1);
 
 /// `/metrics` renders in progress at once, at most.
 const METRICS_RENDERS_MAX: usize = 2;
@@ -164,6 +307,7 @@ impl AppState {
             metrics_renders: tokio::sync::Semaphore::new(METRICS_RENDERS_MAX),
             user_inflight: Default::default(),
             user_inflight_max,
+            heavy: HeavyWork::new(),
         }))
     }
 
@@ -259,7 +403,11 @@ async fn entry(State(state): State<AppState>, req: Request) -> Response {
         let (parts, _) = resp.into_parts();
         resp = Response::from_parts(parts, Body::empty());
     }
-    if let Some(permit) = permit {
+    if resp.extensions().get::<OverShare>().is_some() {
+        // The in-flight slot goes back at once; the answer waits (see `OVER_SHARE_DELAY`).
+        drop(permit);
+        tokio::time::sleep(OVER_SHARE_DELAY).await;
+    } else if let Some(permit) = permit {
         resp = hold_until_sent(resp, permit);
     }
     let elapsed = started.elapsed();
@@ -390,7 +538,9 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
         };
     let Some(user_slot) = state.0.user_slot(&authenticated.access_key) else {
         let e = S3Error::with_message(S3ErrorCode::SlowDown, "Too many requests in flight for this user.");
-        return (op_name, error_response(e.resource(resource), request_id));
+        let mut resp = error_response(e.resource(resource), request_id);
+        resp.extensions_mut().insert(OverShare);
+        return (op_name, resp);
     };
     let ctx = handlers::ReqCtx {
         state: state.clone(),

@@ -529,8 +529,8 @@ async fn a_trickling_body_is_answered_request_timeout() {
 }
 
 /// One user's stalled uploads cannot take every in-flight slot: past its share (3 of 4
-/// here) its next request gets 503 SlowDown while another user is still served; the share
-/// comes back when a request ends.
+/// here) its next request gets 503 SlowDown, a second later and holding no slot meanwhile,
+/// while another user is still served; the share comes back when a request ends.
 #[tokio::test]
 async fn one_user_cannot_take_every_slot() {
     let settings = Settings { max_inflight: 4, max_inflight_per_user: 3, ..Settings::default() };
@@ -548,9 +548,15 @@ async fn one_user_cannot_take_every_slot() {
         stalled.push(s);
     }
     assert!(inflight_reaches(&gw, 3).await, "the stalled uploads never took their slots");
-    // User A's share is used up; user B still gets the slot left.
-    gw.a(Method::GET, "/bkt?list-type=2", b"").await.assert_error(503, "SlowDown");
-    let r = gw.req(USER_B, Method::GET, "/bktb?list-type=2", &[], b"").await;
+    // User A's share is used up; user B still gets the slot left, even while A's refusal
+    // waits its second before it is sent (it gives its slot back first).
+    let asked = std::time::Instant::now();
+    let (refused, r) = tokio::join!(gw.a(Method::GET, "/bkt?list-type=2", b""), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        gw.req(USER_B, Method::GET, "/bktb?list-type=2", &[], b"").await
+    });
+    refused.assert_error(503, "SlowDown");
+    assert!(asked.elapsed() >= Duration::from_secs(1), "an over-share SlowDown was sent at once");
     assert_eq!(r.status, 200, "{}", r.text());
     // One stalled upload finishes: user A is served again.
     let mut s = stalled.pop().expect("one");

@@ -269,16 +269,34 @@ pub struct K6 {
     bin: PathBuf,
     endpoint: String,
     work: PathBuf,
+    /// A `nice` increment to run k6 at (negative: ahead of the gateway, for latency tests).
+    nice: Option<i32>,
 }
 
 impl K6 {
     pub fn new(gw: &Gateway) -> K6 {
-        K6 { bin: Tool::K6.path(), endpoint: gw.endpoint(), work: client_home(gw, "k6") }
+        K6 { bin: Tool::K6.path(), endpoint: gw.endpoint(), work: client_home(gw, "k6"), nice: None }
+    }
+
+    /// k6 at CPU priority `increment` (see `nice(1)`; negative values need root).
+    pub fn niced(mut self, increment: i32) -> K6 {
+        self.nice = Some(increment);
+        self
     }
 
     /// `k6 run` of `k6/<script>`; the summary is written to `summary_path()` as JSON.
     pub fn run_script(&self, script: &str, extra_env: &[(&str, &str)]) -> Cmd {
-        let mut cmd = Cmd::new("k6", &self.bin)
+        self.run_script_with(script, extra_env, &[])
+    }
+
+    /// As `run_script`, with more `k6 run` flags (`--summary-export PATH` for a script without
+    /// a `handleSummary`).
+    pub fn run_script_with(&self, script: &str, extra_env: &[(&str, &str)], flags: &[&str]) -> Cmd {
+        let mut cmd = match self.nice {
+            Some(n) => Cmd::new("k6", "nice").arg("-n").arg(n.to_string()).arg(&self.bin),
+            None => Cmd::new("k6", &self.bin),
+        };
+        cmd = cmd
             .env("HOME", &self.work)
             .env("K6_NO_USAGE_REPORT", "true")
             .cwd(&self.work)
@@ -296,7 +314,7 @@ impl K6 {
         for (key, value) in extra_env {
             cmd = cmd.arg("-e").arg(format!("{key}={value}"));
         }
-        cmd.arg(crate_file(&format!("k6/{script}")))
+        cmd.args(flags.iter().copied()).arg(crate_file(&format!("k6/{script}")))
     }
 
     pub fn summary_path(&self) -> PathBuf {

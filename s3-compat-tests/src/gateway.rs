@@ -37,11 +37,18 @@ pub struct Gateway {
     child: Option<Child>,
     addr: String,
     label: String,
+    /// Command-line options added to every start (limits a test sets).
+    extra_args: Vec<String>,
 }
 
 impl Gateway {
     /// Start a gateway for the test named `label` (used in messages and the log file name).
     pub fn start(label: &str) -> Gateway {
+        Gateway::start_with_args(label, &[])
+    }
+
+    /// As [`Gateway::start`], with more command-line options (kept across restarts).
+    pub fn start_with_args(label: &str, extra_args: &[&str]) -> Gateway {
         let root = tempfile::Builder::new()
             .prefix(&format!("holt-compat-{label}-"))
             .tempdir()
@@ -55,7 +62,13 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("[{label}] cannot write {}: {e}", credentials_path.display()));
         fs::create_dir_all(root.path().join("work"))
             .unwrap_or_else(|e| panic!("[{label}] cannot create the work dir: {e}"));
-        let mut gateway = Gateway { root, child: None, addr: String::new(), label: label.to_string() };
+        let mut gateway = Gateway {
+            root,
+            child: None,
+            addr: String::new(),
+            label: label.to_string(),
+            extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
+        };
         gateway.spawn();
         gateway
     }
@@ -72,6 +85,20 @@ impl Gateway {
 
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The running gateway's peak resident set (`VmHWM` in `/proc/PID/status`), in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let pid =
+            self.child.as_ref().map(Child::id).unwrap_or_else(|| panic!("[{}] not running", self.label));
+        let status = fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_else(|e| panic!("[{}] cannot read /proc/{pid}/status: {e}", self.label));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+            .unwrap_or_else(|| panic!("[{}] no VmHWM in /proc/{pid}/status", self.label))
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -181,6 +208,7 @@ impl Gateway {
             .arg(self.root.path().join("credentials.toml"))
             .arg("--region")
             .arg(REGION)
+            .args(&self.extra_args)
             .env_remove("HOLT_CONFIG")
             .env_remove("HOLT_ACCESS_KEY")
             .env_remove("HOLT_SECRET_KEY")

@@ -33,22 +33,21 @@ fn invalid_part(number: u32, why: &str) -> S3Error {
     )
 }
 
-/// The stored parts the request lists, in its (ascending) order. Each must exist with the
-/// listed ETag and, where the request gives part checksums, with those checksums; parts of an
-/// upload with a checksum algorithm must carry that checksum; every part but the last must be
-/// at least 5 MiB.
-pub fn choose_parts<'a>(
+/// The stored parts the request lists, in its (ascending) order, as indexes into `stored`.
+/// Each must exist with the listed ETag and, where the request gives part checksums, with
+/// those checksums; parts of an upload with a checksum algorithm must carry that checksum;
+/// every part but the last must be at least 5 MiB.
+pub fn choose_parts(
     listed: &[CompletedPart],
-    stored: &'a [(u32, PartMeta)],
+    stored: &[(u32, PartMeta)],
     upload_algo: Option<ChecksumAlgo>,
-) -> S3Result<Vec<&'a PartMeta>> {
-    let mut chosen: Vec<&PartMeta> = Vec::with_capacity(listed.len());
+) -> S3Result<Vec<usize>> {
+    let mut chosen: Vec<usize> = Vec::with_capacity(listed.len());
     for p in listed {
-        let part = stored
+        let at = stored
             .binary_search_by_key(&p.part_number, |(n, _)| *n)
-            .ok()
-            .map(|i| &stored[i].1)
-            .ok_or_else(|| invalid_part(p.part_number, "no such part"))?;
+            .map_err(|_| invalid_part(p.part_number, "no such part"))?;
+        let part = &stored[at].1;
         if hex::encode(part.md5) != strip_quotes(&p.etag).to_ascii_lowercase() {
             return Err(invalid_part(p.part_number, "the ETag does not match"));
         }
@@ -69,11 +68,15 @@ pub fn choose_parts<'a>(
                 ));
             }
         }
-        chosen.push(part);
+        chosen.push(at);
     }
     let all_but_last = chosen.len().saturating_sub(1);
-    if let Some((i, small)) =
-        chosen.iter().enumerate().take(all_but_last).find(|(_, m)| m.size < PART_BYTES_MIN)
+    if let Some((i, small)) = chosen
+        .iter()
+        .map(|&at| &stored[at].1)
+        .enumerate()
+        .take(all_but_last)
+        .find(|(_, m)| m.size < PART_BYTES_MIN)
     {
         return Err(S3Error::with_message(
             S3ErrorCode::EntityTooSmall,

@@ -9,6 +9,8 @@
 //! batch as the object write. So concurrent completions have exactly one winner, the others
 //! answer NoSuchUpload, and no part record or body outlives its upload.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::response::Response;
 use holt_core::{Batch, BatchOp, Condition, Entry, Version};
@@ -89,15 +91,14 @@ pub async fn load_upload_entry(
 /// refuse a wrong ETag; summaries take ~100 bytes a part, and `completion::assemble` reads
 /// the inline bodies it copies one at a time.
 pub async fn load_part_summaries(ctx: &ReqCtx, id: &str) -> S3Result<Vec<(u32, PartMeta)>> {
-    ctx.store()
-        .scan_map(schema::parts_prefix(id), PART_NUMBER_MAX as usize, |k, value| {
-            let n =
-                schema::part_number_from_key(k).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
-            let m = PartMeta::decode_summary(value)
-                .ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
-            Ok((n, m))
-        })
-        .await
+    ctx.store().scan_map(schema::parts_prefix(id), PART_NUMBER_MAX as usize, part_summary).await
+}
+
+/// A part record as `(part number, summary)`: the body of an inline part is left out.
+fn part_summary(key: &[u8], value: &[u8]) -> S3Result<(u32, PartMeta)> {
+    let n = schema::part_number_from_key(key).ok_or_else(|| S3Error::internal("part record", "bad key"))?;
+    let m = PartMeta::decode_summary(value).ok_or_else(|| S3Error::internal("part record", "undecodable"))?;
+    Ok((n, m))
 }
 
 /// `x-amz-checksum-algorithm` and `x-amz-checksum-type` of a CreateMultipartUpload.
@@ -306,16 +307,31 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
     let condition = put_condition(ctx)?;
     // Here `x-amz-checksum-*` headers describe the object, not this XML body.
     let body = read_small_unchecked(ctx, body, COMPLETE_BODY_BYTES_MAX).await?;
-    let listed = request::parse_complete_multipart(&body)?;
+    let turn = ctx.state.0.heavy_work(&ctx.user).await;
+    let listed = ctx.state.0.run_heavy(&turn, move || request::parse_complete_multipart(&body)).await?;
+    let listed = ctx.state.0.drop_on_heavy(Arc::new(listed));
     if listed.windows(2).any(|w| w[1].part_number <= w[0].part_number) {
         return Err(S3Error::new(S3ErrorCode::InvalidPartOrder));
     }
     let expected_object = object_checksums_sent(ctx)?;
     for _ in 0..COMMIT_ATTEMPTS_MAX {
         let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
-        let stored = load_part_summaries(ctx, id).await?;
-        let chosen = match completion::choose_parts(&listed, &stored, upload.checksum_algo) {
-            Ok(chosen) => chosen,
+        // Reading 10,000 part records and checking the list against them is heavy work too.
+        let (state, parts_prefix, list, algo) =
+            (ctx.state.clone(), schema::parts_prefix(id), Arc::clone(&listed), upload.checksum_algo);
+        let (stored, choice) = ctx
+            .state
+            .0
+            .run_heavy(&turn, move || {
+                let stored =
+                    state.0.store.scan_map_now(&parts_prefix, PART_NUMBER_MAX as usize, part_summary)?;
+                let choice = completion::choose_parts(&list, &stored, algo);
+                Ok((stored, choice))
+            })
+            .await?;
+        let stored = ctx.state.0.drop_on_heavy(stored);
+        let chosen = match choice {
+            Ok(at) => at.iter().map(|&i| &stored[i].1).collect::<Vec<_>>(),
             // The upload and its parts were read apart: an abort or a competing completion in
             // between removes the parts first seen here. Judge the list only against parts that
             // belong to the upload as it still is.

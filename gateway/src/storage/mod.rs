@@ -54,6 +54,31 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+/// The records under `prefix` (at most `limit`), each mapped by `map`; the first mapping
+/// failure is the result.
+fn scan_map_in<T>(
+    db: &Db,
+    prefix: &[u8],
+    limit: usize,
+    map: impl Fn(&[u8], &[u8]) -> S3Result<T>,
+) -> holt_core::Result<S3Result<Vec<T>>> {
+    let request = holt_core::ListRequest { prefix, limit, with_values: true, ..Default::default() };
+    let mut out = Vec::new();
+    let mut failed = None;
+    db.list_with(&request, &mut |entry| {
+        if let (None, holt_core::ListEntry::Key { key, value, .. }) = (&failed, entry) {
+            match map(key, value) {
+                Ok(v) => out.push(v),
+                Err(e) => failed = Some(e),
+            }
+        }
+    })?;
+    Ok(match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    })
+}
+
 impl Store {
     /// Wraps an open engine: loads (or creates, once) the token secret and sweeps body files
     /// that no committed record names. Writes get the engine's default durability.
@@ -273,25 +298,17 @@ impl Store {
         map: impl Fn(&[u8], &[u8]) -> S3Result<T> + Send + 'static,
     ) -> S3Result<Vec<T>> {
         let db = Arc::clone(&self.db);
-        blocking(move || {
-            let request =
-                holt_core::ListRequest { prefix: &prefix, limit, with_values: true, ..Default::default() };
-            let mut out = Vec::new();
-            let mut failed = None;
-            db.list_with(&request, &mut |entry| {
-                if let (None, holt_core::ListEntry::Key { key, value, .. }) = (&failed, entry) {
-                    match map(key, value) {
-                        Ok(v) => out.push(v),
-                        Err(e) => failed = Some(e),
-                    }
-                }
-            })?;
-            Ok(match failed {
-                Some(e) => Err(e),
-                None => Ok(out),
-            })
-        })
-        .await?
+        blocking(move || scan_map_in(&db, &prefix, limit, map)).await?
+    }
+
+    /// `scan_map` on the calling thread (a heavy-work thread: see `Inner::run_heavy`).
+    pub fn scan_map_now<T>(
+        &self,
+        prefix: &[u8],
+        limit: usize,
+        map: impl Fn(&[u8], &[u8]) -> S3Result<T>,
+    ) -> S3Result<Vec<T>> {
+        scan_map_in(&self.db, prefix, limit, map).map_err(S3Error::from)?
     }
 
     /// One `Db::list_with` call: the whole page of an S3 listing, handed entry by entry to

@@ -59,8 +59,14 @@ fn local_name(raw: &[u8]) -> S3Result<String> {
         None => raw,
     };
     let name = std::str::from_utf8(local).map_err(|_| malformed("element name is not UTF-8"))?;
+    // ASCII: letters, digits, `_`, `-` and `.` (not first); beyond ASCII, anything but
+    // control characters and spaces.
     let name_char = |c: char| {
-        !(c.is_control() || c.is_whitespace() || "<>&'\"=/!?:;,()[]{}|\\^`*+@#$%~".contains(c))
+        if c.is_ascii() {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+        } else {
+            !(c.is_control() || c.is_whitespace())
+        }
     };
     let starts_well = name.chars().next().is_some_and(|c| !(c.is_ascii_digit() || c == '-' || c == '.'));
     if !starts_well || !name.chars().all(name_char) {
@@ -205,6 +211,18 @@ pub struct CompletedPart {
     pub checksums: Vec<(crate::checksum::ChecksumAlgo, String)>,
 }
 
+/// `Checksum<Algorithm>`: the element naming each algorithm's value in a `Part`.
+const CHECKSUM_ELEMENTS: [(crate::checksum::ChecksumAlgo, &str); 5] = {
+    use crate::checksum::ChecksumAlgo::*;
+    [
+        (Crc32, "ChecksumCRC32"),
+        (Crc32c, "ChecksumCRC32C"),
+        (Crc64Nvme, "ChecksumCRC64NVME"),
+        (Sha1, "ChecksumSHA1"),
+        (Sha256, "ChecksumSHA256"),
+    ]
+};
+
 pub fn parse_complete_multipart(body: &[u8]) -> S3Result<Vec<CompletedPart>> {
     let root = parse(body)?;
     if root.name != "CompleteMultipartUpload" {
@@ -217,9 +235,9 @@ pub fn parse_complete_multipart(body: &[u8]) -> S3Result<Vec<CompletedPart>> {
             .and_then(|n| n.trim().parse::<u32>().ok())
             .ok_or_else(|| malformed("Part without a valid PartNumber"))?;
         let etag = p.child_text("ETag").ok_or_else(|| malformed("Part without ETag"))?.trim().to_owned();
-        let checksums = crate::checksum::ALL_ALGOS
+        let checksums = CHECKSUM_ELEMENTS
             .into_iter()
-            .filter_map(|a| p.child_text(&format!("Checksum{}", a.name())).map(|v| (a, v.trim().to_owned())))
+            .filter_map(|(a, element)| p.child_text(element).map(|v| (a, v.trim().to_owned())))
             .collect();
         parts.push(CompletedPart { part_number: number, etag, checksums });
     }
@@ -256,12 +274,27 @@ mod tests {
 
     #[test]
     fn refuses_element_names_xml_does_not_allow() {
-        for body in [&b"<Del\0ete/>"[..], b"<a:b:c/>", b"<Delete><1Object/></Delete>", b"<Delete><Ob<ject/></Delete>", b"<x:/>"] {
+        for body in [
+            &b"<Del\0ete/>"[..],
+            b"<a:b:c/>",
+            b"<Delete><1Object/></Delete>",
+            b"<Delete><Ob<ject/></Delete>",
+            b"<x:/>",
+        ] {
             let e = parse(body).unwrap_err();
             assert_eq!(e.code, S3ErrorCode::MalformedXML, "{}", String::from_utf8_lossy(body));
         }
         let d = parse_delete(br#"<s3:Delete xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/"><s3:Object><s3:Key>k</s3:Key></s3:Object></s3:Delete>"#).unwrap();
         assert_eq!(d.objects[0].key, "k");
+    }
+
+    #[test]
+    fn checksum_elements_name_every_algorithm() {
+        let named: Vec<_> = CHECKSUM_ELEMENTS.iter().map(|(a, _)| *a).collect();
+        assert_eq!(named, crate::checksum::ALL_ALGOS.to_vec());
+        for (algo, element) in CHECKSUM_ELEMENTS {
+            assert_eq!(element, format!("Checksum{}", algo.name()));
+        }
     }
 
     #[test]
