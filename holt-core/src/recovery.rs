@@ -138,7 +138,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
     let tree = if manifest.frames.is_empty() {
         Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, Some(store.clone()))
     } else {
-        let ids: Vec<FrameId> = manifest.frames.iter().map(|&(id, _)| FrameId(id)).collect();
+        let ids: Vec<FrameId> = manifest.frames.iter().map(|&(id, _, _)| FrameId(id)).collect();
         Tree::from_frames(
             FrameId(manifest.root_frame),
             &ids,

@@ -44,7 +44,7 @@ use crate::format::FRAME_SIZE;
 use crate::io::{failpoint, DirLock, Vfs};
 use crate::tree::{encode_delta, encode_frame, Capture, CapturedFrame, Tree};
 use crate::wal::{Rolled, Wal};
-use store::{manifest_lists, FrameLoc, FrameStore, SlotTable, SlotWrite};
+use store::{image_sum, manifest_lists, FrameLoc, FrameStore, SlotTable, SlotWrite};
 
 /// How long after a failed background checkpoint the next attempt waits.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -281,7 +281,7 @@ impl Durable {
         let id = frame.id;
         let delta = old.get(&id.0).filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
             let chain: usize =
-                loc.deltas.iter().map(|&at| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
+                loc.deltas.iter().map(|&(at, _)| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
             let room = (frame.encoded_bytes / DELTA_CHAIN_FRACTION).checked_sub(chain)?;
             encode_delta(id, frame.root.as_ref(), &frame.changes, loc.deltas.len() as u32 + 1, room)
         });
@@ -340,7 +340,10 @@ impl Durable {
                 if !is_delta {
                     let slot = next_slot()?;
                     whole += 1;
-                    table.insert(id, FrameLoc { image: slot, deltas: Vec::new() });
+                    table.insert(
+                        id,
+                        FrameLoc { image: slot, image_sum: image_sum(&bytes), deltas: Vec::new() },
+                    );
                     images.push((slot, bytes));
                     continue;
                 }
@@ -351,7 +354,8 @@ impl Durable {
                 }
                 let slot = pack_slot.unwrap_or_default();
                 deltas += 1;
-                table.entry(id).or_default().deltas.push(slot * FRAME_SIZE as u64 + pack_bytes as u64);
+                let at = slot * FRAME_SIZE as u64 + pack_bytes as u64;
+                table.entry(id).or_default().deltas.push((at, image_sum(&bytes)));
                 // Sealed images are padded to 4 KiB already: the next delta starts aligned.
                 pack_bytes += bytes.len();
                 pack.push(bytes);

@@ -17,6 +17,7 @@ use parking_lot::RwLock;
 use crate::buffer::FrameSource;
 use crate::error::{Error, Location, Result};
 use crate::format::frame::{claimed_used, stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
+use crate::format::manifest::Entry;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::io::{failpoint, Vfs, VfsFile};
 
@@ -24,11 +25,13 @@ use crate::io::{failpoint, Vfs, VfsFile};
 pub(crate) const FRAMES_NAME: &str = "frames.dat";
 
 /// Where a frame's durable state lies: the slot of its whole image, and the byte offsets in
-/// the file of the deltas applied on top of it, in order.
+/// the file of the deltas applied on top of it, in order; each with the checksum field the
+/// manifest expects it to carry (`None`: named by a manifest older than version 4).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct FrameLoc {
     pub image: u64,
-    pub deltas: Vec<u64>,
+    pub image_sum: Option<u32>,
+    pub deltas: Vec<(u64, Option<u32>)>,
 }
 
 /// Frame id → where it lies.
@@ -36,38 +39,66 @@ pub(crate) type SlotTable = HashMap<u64, FrameLoc>;
 
 /// The slot table a manifest names.
 pub(crate) fn table_of(manifest: &crate::format::manifest::Manifest) -> SlotTable {
-    let mut table: SlotTable =
-        manifest.frames.iter().map(|&(id, image)| (id, FrameLoc { image, deltas: Vec::new() })).collect();
-    for &(id, offset) in &manifest.deltas {
+    let mut table: SlotTable = manifest
+        .frames
+        .iter()
+        .map(|&(id, image, image_sum)| (id, FrameLoc { image, image_sum, deltas: Vec::new() }))
+        .collect();
+    for &(id, offset, sum) in &manifest.deltas {
         if let Some(loc) = table.get_mut(&id) {
-            loc.deltas.push(offset);
+            loc.deltas.push((offset, sum));
         }
     }
     table
 }
 
-/// (frame id, slot or offset) pairs, as the manifest lists them.
-pub(crate) type SlotList = Vec<(u64, u64)>;
+/// Table entries (frame id, slot or offset, checksum), as the manifest lists them.
+pub(crate) type SlotList = Vec<Entry>;
 
-/// A slot table as the manifest's two sorted lists: (id, image slot) and (id, delta offset).
+/// A slot table as the manifest's two sorted lists: (id, image slot, checksum) and (id,
+/// delta offset, checksum).
 pub(crate) fn manifest_lists(table: &SlotTable) -> (SlotList, SlotList) {
     let mut ids: Vec<u64> = table.keys().copied().collect();
     ids.sort_unstable();
-    let frames = ids.iter().map(|id| (*id, table[id].image)).collect();
-    let deltas = ids.iter().flat_map(|id| table[id].deltas.iter().map(move |&at| (*id, at))).collect();
+    let frames = ids.iter().map(|id| (*id, table[id].image, table[id].image_sum)).collect();
+    let deltas =
+        ids.iter().flat_map(|id| table[id].deltas.iter().map(move |&(at, sum)| (*id, at, sum))).collect();
     (frames, deltas)
+}
+
+/// The checksum field of an image or delta (header offset 24, in both), as the manifest
+/// records it.
+pub(crate) fn image_sum(image: &[u8]) -> Option<u32> {
+    let field = image.get(24..28)?;
+    Some(u32::from_le_bytes([field[0], field[1], field[2], field[3]]))
+}
+
+/// Refuses an image or delta whose checksum field is not the one the manifest recorded for
+/// it: an older valid image of the same frame, left where a write was lost or misdirected.
+fn check_sum(id: u64, at: u64, expected: Option<u32>, image: &[u8]) -> Result<()> {
+    let (Some(expected), Some(found)) = (expected, image_sum(image)) else { return Ok(()) };
+    if expected == found {
+        return Ok(());
+    }
+    Err(Error::Corruption {
+        location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id), offset: at },
+        reason: format!(
+            "not the image the manifest names (checksum {found:08x}, expected {expected:08x}): \
+             an older one left by a lost or misdirected write"
+        ),
+    })
 }
 
 /// Every slot a table names: image slots, and the slots holding its deltas.
 fn slots_of(table: &SlotTable) -> impl Iterator<Item = u64> + '_ {
-    table
-        .values()
-        .flat_map(|loc| std::iter::once(loc.image).chain(loc.deltas.iter().map(|&at| at / FRAME_SIZE as u64)))
+    table.values().flat_map(|loc| {
+        std::iter::once(loc.image).chain(loc.deltas.iter().map(|&(at, _)| at / FRAME_SIZE as u64))
+    })
 }
 
 /// Every delta offset a table names.
 fn deltas_of(table: &SlotTable) -> impl Iterator<Item = u64> + '_ {
-    table.values().flat_map(|loc| loc.deltas.iter().copied())
+    table.values().flat_map(|loc| loc.deltas.iter().map(|&(at, _)| at))
 }
 
 /// One slot's write: images placed back to back from the slot's start (one whole frame, or
@@ -275,7 +306,10 @@ impl FrameSource for FrameStore {
                 reason: "frame is not in the manifest".into(),
             });
         };
-        self.read_image_at(id.0, slot_offset(loc.image), buf, false)
+        let at = slot_offset(loc.image);
+        let len = self.read_image_at(id.0, at, buf, false)?;
+        check_sum(id.0, at, loc.image_sum, buf)?;
+        Ok(len)
     }
 
     fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()> {
@@ -297,7 +331,13 @@ impl FrameSource for FrameStore {
                 reason: "frames file ends inside the slot".into(),
             },
             _ => Error::Io { op: "read frame pages", source, may_have_applied: false },
-        })
+        })?;
+        // The header (page 0) carries the checksum of the page table, which vouches for
+        // every other page: checking it here covers every page of the image.
+        if offset == 0 {
+            check_sum(id.0, at, loc.image_sum, buf)?;
+        }
+        Ok(())
     }
 
     fn delta_count(&self, id: FrameId) -> usize {
@@ -306,7 +346,7 @@ impl FrameSource for FrameStore {
 
     fn read_delta(&self, id: FrameId, index: usize, buf: &mut [u8]) -> Result<(usize, (PathBuf, u64))> {
         let slots = self.slots.read();
-        let Some(&at) = slots.get(&id.0).and_then(|loc| loc.deltas.get(index)) else {
+        let Some(&(at, sum)) = slots.get(&id.0).and_then(|loc| loc.deltas.get(index)) else {
             return Err(Error::Corruption {
                 location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(id.0), offset: 0 },
                 reason: format!("frame has no delta {index} in the manifest"),
@@ -314,6 +354,7 @@ impl FrameSource for FrameStore {
         };
         // Deltas are small and read by every point read of their frame: through the page cache.
         let len = self.read_image_at(id.0, at, buf, true)?;
+        check_sum(id.0, at, sum, buf)?;
         Ok((len, (PathBuf::from(FRAMES_NAME), at)))
     }
 

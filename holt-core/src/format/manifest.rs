@@ -5,14 +5,16 @@
 //! so at any moment exactly one durable manifest exists and every slot it names is intact.
 
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"HOLTMANI");
-/// Version written. Version 2 (no delta table) and version 1 (no `frames_lsn`, a 64-byte
-/// header) are still read.
-pub(crate) const MANIFEST_VERSION: u32 = 3;
-/// Fixed bytes before the frame table (versions 2 and 3; version 1 had 64).
+/// Version written. Version 3 (no checksums in the tables), version 2 (no delta table) and
+/// version 1 (no `frames_lsn`, a 64-byte header) are still read.
+pub(crate) const MANIFEST_VERSION: u32 = 4;
+/// Fixed bytes before the frame table (versions 2 to 4; version 1 had 64).
 pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
 const MANIFEST_V1_HEADER_BYTES: usize = 64;
-/// Bytes per frame-table entry: frame id, slot.
-pub(crate) const MANIFEST_ENTRY_BYTES: usize = 16;
+/// Bytes per table entry: frame id, slot or offset, checksum, whether the checksum is known.
+pub(crate) const MANIFEST_ENTRY_BYTES: usize = 24;
+/// Bytes per table entry in versions 1 to 3: frame id, slot or offset.
+const MANIFEST_V3_ENTRY_BYTES: usize = 16;
 /// Slots a manifest may name: 2^40 slots of 512 KiB (2^59 bytes), far past any file system's
 /// largest file.
 pub(crate) const SLOT_LIMIT: u64 = 1 << 40;
@@ -21,6 +23,13 @@ pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 
 const _: () = assert!(MANIFEST_HEADER_BYTES & 7 == 0 && MANIFEST_ENTRY_BYTES & 7 == 0);
+
+/// One entry of the frame or delta table: frame id; slot of its image, or byte offset of a
+/// delta; and the checksum field (header offset 24) the image or delta there must carry, so
+/// that an older valid image of the same frame left by a lost or misdirected write is refused
+/// instead of read. `None`: named by a manifest older than version 4, checked by its own
+/// checksum only.
+pub(crate) type Entry = (u64, u64, Option<u32>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Manifest {
@@ -39,12 +48,13 @@ pub(crate) struct Manifest {
     /// it, so replay skips those (applying them again would dirty every frame they touch).
     /// At least `checkpoint_lsn`; equal to it in version 1 manifests.
     pub frames_lsn: u64,
-    /// (frame id, slot of its whole image) for every live frame, sorted by frame id.
-    pub frames: Vec<(u64, u64)>,
-    /// (frame id, byte offset of a delta in the frames file) for every delta applied on top
-    /// of an image, sorted by frame id, each frame's deltas in the order they apply (their
-    /// chain positions 1, 2, …). Offsets are multiples of 4096.
-    pub deltas: Vec<(u64, u64)>,
+    /// (frame id, slot of its whole image, its checksum) for every live frame, sorted by
+    /// frame id.
+    pub frames: Vec<Entry>,
+    /// (frame id, byte offset of a delta in the frames file, its checksum) for every delta
+    /// applied on top of an image, sorted by frame id, each frame's deltas in the order they
+    /// apply (their chain positions 1, 2, …). Offsets are multiples of 4096.
+    pub deltas: Vec<Entry>,
 }
 
 impl Manifest {
@@ -66,14 +76,18 @@ impl Manifest {
             out.extend_from_slice(&v.to_le_bytes());
         }
         debug_assert_eq!(out.len(), MANIFEST_HEADER_BYTES);
-        for &(id, slot) in &self.frames {
+        let entry = |out: &mut Vec<u8>, &(id, at, sum): &Entry| {
             out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&slot.to_le_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+            out.extend_from_slice(&sum.unwrap_or(0).to_le_bytes());
+            out.extend_from_slice(&u32::from(sum.is_some()).to_le_bytes());
+        };
+        for e in &self.frames {
+            entry(&mut out, e);
         }
         out.extend_from_slice(&(self.deltas.len() as u64).to_le_bytes());
-        for &(id, slot) in &self.deltas {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&slot.to_le_bytes());
+        for e in &self.deltas {
+            entry(&mut out, e);
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -95,27 +109,40 @@ impl Manifest {
         let version = u64_at(8)? & 0xFFFF_FFFF;
         let header = match version {
             1 => MANIFEST_V1_HEADER_BYTES,
-            2 | 3 => MANIFEST_HEADER_BYTES,
+            2..=4 => MANIFEST_HEADER_BYTES,
             _ => return Err((8, "unknown manifest version")),
         };
-        // A table of `count` 16-byte entries at `at`, checked against the manifest's length.
-        let table = |at: usize, count: u64, count_at: u64| -> Result<Vec<(u64, u64)>, (u64, &'static str)> {
-            let room = (bytes.len().saturating_sub(at) / MANIFEST_ENTRY_BYTES) as u64;
+        let entry_bytes = if version == 4 { MANIFEST_ENTRY_BYTES } else { MANIFEST_V3_ENTRY_BYTES };
+        // A table of `count` entries at `at`, checked against the manifest's length.
+        let table = |at: usize, count: u64, count_at: u64| -> Result<Vec<Entry>, (u64, &'static str)> {
+            let room = (bytes.len().saturating_sub(at) / entry_bytes) as u64;
             if count > room {
                 return Err((count_at, "manifest table count exceeds its length"));
             }
             (0..count as usize)
                 .map(|i| {
-                    Ok((u64_at(at + i * MANIFEST_ENTRY_BYTES)?, u64_at(at + i * MANIFEST_ENTRY_BYTES + 8)?))
+                    let e = at + i * entry_bytes;
+                    let sum = if version == 4 {
+                        let word = u64_at(e + 16)?;
+                        let (sum, known) = (word as u32, (word >> 32) as u32);
+                        match known {
+                            0 if sum == 0 => None,
+                            1 => Some(sum),
+                            _ => return Err(((e + 16) as u64, "manifest entry has a malformed checksum")),
+                        }
+                    } else {
+                        None
+                    };
+                    Ok((u64_at(e)?, u64_at(e + 8)?, sum))
                 })
                 .collect()
         };
         let frames = table(header, u64_at(56)?, 56)?;
-        let mut end = header + frames.len() * MANIFEST_ENTRY_BYTES;
-        let deltas = if version == 3 {
+        let mut end = header + frames.len() * entry_bytes;
+        let deltas = if version >= 3 {
             let count_at = end;
             let deltas = table(count_at + 8, u64_at(count_at)?, count_at as u64)?;
-            end = count_at + 8 + deltas.len() * MANIFEST_ENTRY_BYTES;
+            end = count_at + 8 + deltas.len() * entry_bytes;
             deltas
         } else {
             Vec::new()
@@ -166,7 +193,7 @@ mod tests {
     use super::*;
 
     /// A manifest replaying from lsn 4096 in segment 3.
-    fn sample(frames_lsn: u64, frames: Vec<(u64, u64)>) -> Manifest {
+    fn sample(frames_lsn: u64, frames: Vec<Entry>) -> Manifest {
         Manifest {
             checkpoint_lsn: 4096,
             wal_segment: 3,
@@ -181,8 +208,8 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_flip_detected() {
-        let mut m = sample(6000, vec![(0, 5), (3, 1), (8, 0)]);
-        m.deltas = vec![(3, 7 << 12), (3, 2 << 12), (8, 9 << 19)];
+        let mut m = sample(6000, vec![(0, 5, Some(0xDEAD_BEEF)), (3, 1, Some(0)), (8, 0, None)]);
+        m.deltas = vec![(3, 7 << 12, Some(7)), (3, 2 << 12, None), (8, 9 << 19, Some(u32::MAX))];
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {
@@ -212,33 +239,78 @@ mod tests {
         v1.extend_from_slice(&crc.to_le_bytes());
         v1.extend_from_slice(&[0u8; 4]);
         let m = Manifest::decode(&v1).expect("a version 1 manifest");
-        assert_eq!(m, sample(4096, vec![(0, 5), (3, 1)]));
+        assert_eq!(m, sample(4096, vec![(0, 5, None), (3, 1, None)]));
+    }
+
+    /// Writes `m` as a version 3 manifest (16-byte entries, no checksums), or as version 2
+    /// (no delta table either).
+    fn encode_old(m: &Manifest, version: u32) -> Vec<u8> {
+        let mut out = m.encode()[..MANIFEST_HEADER_BYTES].to_vec();
+        out[8..12].copy_from_slice(&version.to_le_bytes());
+        for &(id, at, _) in &m.frames {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        if version == 3 {
+            out.extend_from_slice(&(m.deltas.len() as u64).to_le_bytes());
+            for &(id, at, _) in &m.deltas {
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(&[0u8; 4]);
+        out
     }
 
     /// A version 2 manifest (no delta table) still opens, with no deltas.
     #[test]
     fn version_2_manifests_are_read() {
-        let m = sample(6000, vec![(0, 5), (3, 1)]);
-        let mut v2 = m.encode();
-        v2.truncate(v2.len() - 8 - 8); // crc, padding, delta count
-        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32c::crc32c(&v2);
-        v2.extend_from_slice(&crc.to_le_bytes());
-        v2.extend_from_slice(&[0u8; 4]);
-        assert_eq!(Manifest::decode(&v2), Ok(m));
+        let m = sample(6000, vec![(0, 5, None), (3, 1, None)]);
+        assert_eq!(Manifest::decode(&encode_old(&m, 2)), Ok(m));
+    }
+
+    /// A version 3 manifest (no checksums) still opens, its entries' checksums unknown.
+    #[test]
+    fn version_3_manifests_are_read() {
+        let mut m = sample(6000, vec![(0, 5, None), (3, 1, None)]);
+        m.deltas = vec![(3, 7 << 12, None)];
+        assert_eq!(Manifest::decode(&encode_old(&m, 3)), Ok(m));
+    }
+
+    /// The word after an entry's slot is (checksum, known): known is 0 or 1, and an unknown
+    /// checksum is 0.
+    #[test]
+    fn malformed_entry_checksums_are_refused() {
+        let m = sample(6000, vec![(0, 5, None)]);
+        for (sum, known) in [(1u32, 0u32), (0, 2)] {
+            let mut bytes = m.encode();
+            let at = MANIFEST_HEADER_BYTES + 16;
+            bytes[at..at + 4].copy_from_slice(&sum.to_le_bytes());
+            bytes[at + 4..at + 8].copy_from_slice(&known.to_le_bytes());
+            let end = bytes.len() - 8;
+            let crc = crc32c::crc32c(&bytes[..end]);
+            bytes[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(
+                Manifest::decode(&bytes),
+                Err((at as u64, "manifest entry has a malformed checksum")),
+                "sum {sum} known {known}"
+            );
+        }
     }
 
     #[test]
     fn a_delta_of_an_unlisted_frame_is_refused() {
-        let mut m = sample(6000, vec![(0, 5)]);
-        m.deltas = vec![(4, 2 << 12)];
+        let mut m = sample(6000, vec![(0, 5, None)]);
+        m.deltas = vec![(4, 2 << 12, None)];
         assert!(Manifest::decode(&m.encode()).is_err());
-        m.deltas = vec![(0, 4095)];
+        m.deltas = vec![(0, 4095, None)];
         assert!(Manifest::decode(&m.encode()).is_err(), "a delta off the 4 KiB grid");
-        m.deltas = vec![(0, u64::MAX - 4095)];
+        m.deltas = vec![(0, u64::MAX - 4095, None)];
         assert!(Manifest::decode(&m.encode()).is_err(), "a delta past any file");
         m.deltas = Vec::new();
-        m.frames = vec![(0, SLOT_LIMIT)];
+        m.frames = vec![(0, SLOT_LIMIT, None)];
         assert!(Manifest::decode(&m.encode()).is_err(), "a slot past any file");
     }
 
