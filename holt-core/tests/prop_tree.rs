@@ -5,7 +5,10 @@
 //!
 //! Keys come from a small alphabet with 0x00, `/` and a two-byte UTF-8 character, so shared
 //! prefixes, keys that are prefixes of other keys and common prefixes are frequent; a frame
-//! budget of a few hundred bytes makes frames split and merge after a handful of keys.
+//! budget of a few hundred bytes makes frames split and merge after a handful of keys. A
+//! second property draws key bytes from all 256 values and adds batches that put or delete
+//! up to 256 siblings at once, so nodes grow to 48 and 256 children and shrink back (the
+//! small alphabet never gives a node more than six).
 //! PROPTEST_CASES overrides the case count (256 by default); failures are kept in
 //! `proptest-regressions/prop_tree.txt` and replay first.
 
@@ -56,7 +59,49 @@ fn cond() -> impl Strategy<Value = Cond> {
     ]
 }
 
+/// Keys of 1 to 3 bytes, each of any value: wide nodes and 0xFF.
+fn wide_key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 1..4)
+}
+
+/// A batch putting (or deleting) the children `prefix + [b]` for many bytes `b` at once.
+fn fan_out() -> impl Strategy<Value = Op> {
+    (
+        prop::collection::vec(any::<u8>(), 0..2),
+        prop::collection::btree_set(any::<u8>(), 1..=256),
+        any::<bool>(),
+    )
+        .prop_map(|(prefix, children, put)| {
+            Op::Batch(
+                children
+                    .into_iter()
+                    .map(|b| {
+                        let mut k = prefix.clone();
+                        k.push(b);
+                        (put, k, 4, Cond::None)
+                    })
+                    .collect(),
+            )
+        })
+}
+
 fn op() -> impl Strategy<Value = Op> {
+    op_over(key().boxed(), any_bytes(3).boxed(), any_bytes(4).boxed())
+}
+
+/// The wide-fan-out mix: any byte values, and batches of up to 256 siblings.
+fn wide_op() -> impl Strategy<Value = Op> {
+    let bytes = |max: usize| prop::collection::vec(any::<u8>(), 0..max).boxed();
+    prop_oneof![4 => op_over(wide_key().boxed(), bytes(2), bytes(3)), 1 => fan_out()]
+}
+
+/// Operations over keys from `key`, listing prefixes from `prefix` and start points from
+/// `start`.
+fn op_over(
+    key: BoxedStrategy<Vec<u8>>,
+    prefix: BoxedStrategy<Vec<u8>>,
+    start: BoxedStrategy<Vec<u8>>,
+) -> impl Strategy<Value = Op> {
     let delimiter = prop_oneof![
         Just(Vec::new()),
         Just(b"/".to_vec()),
@@ -65,11 +110,11 @@ fn op() -> impl Strategy<Value = Op> {
         prop::collection::vec(prop::sample::select(vec![b'a', b'/', 0u8, 0xc3, 0xa9]), 1..=3),
     ];
     prop_oneof![
-        10 => (key(), 0..48usize, cond()).prop_map(|(k, v, c)| Op::Put(k, v, c)),
-        4 => (key(), cond()).prop_map(|(k, c)| Op::Delete(k, c)),
-        3 => key().prop_map(Op::Get),
-        2 => prop::collection::vec((any::<bool>(), key(), 0..48usize, cond()), 1..6).prop_map(Op::Batch),
-        4 => (any_bytes(3), delimiter, any_bytes(4), 0..12usize, any::<bool>()).prop_map(
+        10 => (key.clone(), 0..48usize, cond()).prop_map(|(k, v, c)| Op::Put(k, v, c)),
+        4 => (key.clone(), cond()).prop_map(|(k, c)| Op::Delete(k, c)),
+        3 => key.clone().prop_map(Op::Get),
+        2 => prop::collection::vec((any::<bool>(), key, 0..48usize, cond()), 1..6).prop_map(Op::Batch),
+        4 => (prefix, delimiter, start, 0..12usize, any::<bool>()).prop_map(
             |(prefix, delimiter, start_after, limit, with_values)| Op::List {
                 prefix,
                 delimiter,
@@ -268,6 +313,11 @@ proptest! {
 
     #[test]
     fn tree_agrees_with_btreemap(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops)?;
+    }
+
+    #[test]
+    fn tree_agrees_with_btreemap_on_wide_nodes(ops in prop::collection::vec(wide_op(), 1..60)) {
         run(ops)?;
     }
 }

@@ -37,7 +37,6 @@ fn run(frame_budget_bytes: usize) {
 /// The whole chain in one frame: every insert copies the chain, O(n²) (~15 s in debug builds).
 /// The small-frame variant reaches the same recursion depth across frames.
 #[test]
-#[ignore = "slow in debug builds; run with --ignored"]
 fn deepest_chain_in_large_frames() {
     run(holt_core::testing::DEFAULT_FRAME_BUDGET_BYTES);
 }

@@ -81,6 +81,18 @@ fn matches(state: &State, got: &[(Vec<u8>, Vec<u8>, u64)]) -> bool {
 
 /// S3-style listing of a model state.
 pub fn model_list(state: &State, prefix: &[u8], delimiter: &[u8], limit: usize) -> Vec<Vec<u8>> {
+    model_list_after(state, prefix, delimiter, b"", limit)
+}
+
+/// S3-style listing of a model state, of the names (keys and common prefixes) after
+/// `start_after`.
+pub fn model_list_after(
+    state: &State,
+    prefix: &[u8],
+    delimiter: &[u8],
+    start_after: &[u8],
+    limit: usize,
+) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = Vec::new();
     for key in state.keys().filter(|k| k.starts_with(prefix)) {
         let rest = &key[prefix.len()..];
@@ -90,6 +102,9 @@ pub fn model_list(state: &State, prefix: &[u8], delimiter: &[u8], limit: usize) 
             Some(Some(i)) => key[..prefix.len() + i + delimiter.len()].to_vec(),
             _ => key.clone(),
         };
+        if name.as_slice() <= start_after {
+            continue;
+        }
         if out.last() != Some(&name) {
             out.push(name);
         }
@@ -160,6 +175,45 @@ pub fn check(db: &Db, history: &History, context: &str) -> State {
             .expect("list after recovery");
         let names: Vec<Vec<u8>> = page.items.iter().map(|i| ListItem::name(i).to_vec()).collect();
         assert_eq!(names, model_list(&state, prefix, delimiter, 1000), "{context}: listing differs");
+        // The same listing in pages of 7, each starting after the last name of the one
+        // before, as a client pages with start-after or a continuation token.
+        let mut paged: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let after = paged.last().cloned().unwrap_or_default();
+            let page = db
+                .list(&ListRequest { prefix, delimiter, start_after: &after, limit: 7, ..Default::default() })
+                .expect("list a page after recovery");
+            paged.extend(page.items.iter().map(|i| ListItem::name(i).to_vec()));
+            if !page.truncated {
+                break;
+            }
+        }
+        assert_eq!(
+            paged,
+            model_list(&state, prefix, delimiter, usize::MAX),
+            "{context}: paged listing differs"
+        );
+        // Starting inside the listing: after a key the state holds, and after a name that
+        // falls inside a common prefix (the prefix itself is then at or before it).
+        let middle = state.keys().filter(|k| k.starts_with(prefix)).nth(state.len() / 3).cloned();
+        for after in middle.into_iter().chain([[prefix, b"d1/x"].concat()]) {
+            let page = db
+                .list(&ListRequest {
+                    prefix,
+                    delimiter,
+                    start_after: &after,
+                    limit: 1000,
+                    ..Default::default()
+                })
+                .expect("list after a start point");
+            let names: Vec<Vec<u8>> = page.items.iter().map(|i| ListItem::name(i).to_vec()).collect();
+            assert_eq!(
+                names,
+                model_list_after(&state, prefix, delimiter, &after, 1000),
+                "{context}: listing after {:?} differs",
+                String::from_utf8_lossy(&after)
+            );
+        }
     }
     state
 }
