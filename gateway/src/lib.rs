@@ -173,7 +173,11 @@ impl HeavyWork {
                 loop {
                     let job = queue.lock().recv();
                     match job {
-                        Ok(job) => job(),
+                        // A job catches its own panics; a drop job may not, and one must not
+                        // take the thread with it.
+                        Ok(job) => {
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        }
                         Err(_) => return,
                     }
                 }
