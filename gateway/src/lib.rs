@@ -106,13 +106,15 @@ pub struct Inner {
     heavy: HeavyWork,
 }
 
-/// Requests whose cost grows with a count the client chooses (a CompleteMultipartUpload
-/// listing 10,000 parts, a DeleteObjects of 1,000 keys) run one per user at a time, and at
-/// most one fewer than the cores at once; their CPU-bound parts (parsing the document) run on
-/// threads of their own at the lowest CPU priority (`HEAVY_NICE`). One user sending many of them
-/// then costs the others at most the CPU they leave idle, instead of every core. Waiters queue
-/// in arrival order; they hold in-flight slots meanwhile, so a user's queue is bounded by its
-/// in-flight share.
+/// Work whose cost grows with a count the client chooses (parsing a CompleteMultipartUpload
+/// document of thousands of parts and checking it against the part records, parsing a
+/// DeleteObjects document of 1,000 keys), when it is large (`HEAVY_DOCUMENT_BYTES`,
+/// `HEAVY_PARTS`): it runs one step per user at a time, at most one fewer than the cores at
+/// once, on threads of its own at the lowest CPU priority (`HEAVY_NICE`). One user sending
+/// many such requests then costs the others at most the CPU they leave idle, instead of every
+/// core. Waiters queue in arrival order; they hold in-flight slots meanwhile, so a user's
+/// queue is bounded by its in-flight share. The rest of those requests (assembling an
+/// object's parts, the deletes themselves) is I/O and runs as any request does.
 struct HeavyWork {
     running: Arc<tokio::sync::Semaphore>,
     users: parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
@@ -126,16 +128,23 @@ type HeavyJob = Box<dyn FnOnce() + Send>;
 /// idle, all of it.
 const HEAVY_NICE: i32 = 19;
 
+/// Request documents from this size on are parsed as heavy work (about 700 parts of a
+/// CompleteMultipartUpload, or 1,000 short keys of a DeleteObjects).
+pub const HEAVY_DOCUMENT_BYTES: usize = 64 << 10;
+/// A CompleteMultipartUpload listing this many parts is checked against them as heavy work.
+pub const HEAVY_PARTS: usize = 1000;
+
 /// A turn at heavy work, held until dropped.
-pub struct HeavyTurn {
+struct HeavyTurn {
     _running: tokio::sync::OwnedSemaphorePermit,
     _user: tokio::sync::OwnedSemaphorePermit,
 }
 
-/// A value dropped on a heavy-work thread (`Inner::drop_on_heavy`).
+/// A value dropped on a heavy-work thread, or where it is when it was not heavy work
+/// (`Inner::drop_on_heavy`).
 pub struct HeavyDrop<T: Send + 'static> {
     value: Option<T>,
-    jobs: std::sync::mpsc::Sender<HeavyJob>,
+    jobs: Option<std::sync::mpsc::Sender<HeavyJob>>,
 }
 
 impl<T: Send + 'static> std::ops::Deref for HeavyDrop<T> {
@@ -148,9 +157,9 @@ impl<T: Send + 'static> std::ops::Deref for HeavyDrop<T> {
 
 impl<T: Send + 'static> Drop for HeavyDrop<T> {
     fn drop(&mut self) {
-        if let Some(value) = self.value.take() {
+        if let (Some(value), Some(jobs)) = (self.value.take(), &self.jobs) {
             // With no heavy-work thread left, the job (and the value) drops here.
-            let _ = self.jobs.send(Box::new(move || drop(value)));
+            let _ = jobs.send(Box::new(move || drop(value)));
         }
     }
 }
@@ -214,9 +223,26 @@ impl Drop for UserSlot {
 }
 
 impl Inner {
+    /// Runs `work` for `user`: inline when it is not `heavy`; otherwise, at the user's turn,
+    /// on a heavy-work thread (see `HeavyWork`).
+    pub async fn run_heavy<T: Send + 'static>(
+        &self,
+        user: &str,
+        heavy: bool,
+        work: impl FnOnce() -> S3Result<T> + Send + 'static,
+    ) -> S3Result<T> {
+        if !heavy {
+            return work();
+        }
+        let turn = self.heavy_turn(user).await;
+        let outcome = self.run_on_heavy_thread(work).await;
+        drop(turn);
+        outcome
+    }
+
     /// Waits for `user`'s turn at heavy work (`HeavyWork`). The user's own turn comes first,
     /// so a user queues at most one request for the shared turns.
-    pub async fn heavy_work(&self, user: &str) -> HeavyTurn {
+    async fn heavy_turn(&self, user: &str) -> HeavyTurn {
         let mine = {
             let mut users = self.heavy.users.lock();
             // Users with nothing running or waiting are forgotten, so the map stays as small as
@@ -231,12 +257,10 @@ impl Inner {
         HeavyTurn { _running: running, _user: user_turn }
     }
 
-    /// Runs CPU-bound heavy work (parsing a 10,000-part document) on a heavy-work thread,
-    /// off the async workers (where it would hold up every connection queued on the same
-    /// worker) and at lower priority. Call it holding a `HeavyTurn`.
-    pub async fn run_heavy<T: Send + 'static>(
+    /// Runs CPU-bound heavy work on a heavy-work thread, off the async workers (where it
+    /// would hold up every connection queued on the same worker) and at lower priority.
+    async fn run_on_heavy_thread<T: Send + 'static>(
         &self,
-        _turn: &HeavyTurn,
         work: impl FnOnce() -> S3Result<T> + Send + 'static,
     ) -> S3Result<T> {
         let (done, result) = tokio::sync::oneshot::channel();
@@ -254,10 +278,11 @@ impl Inner {
         }
     }
 
-    /// `value`, to be dropped on a heavy-work thread: the allocations of a 10,000-part request
-    /// are made there, and freeing them on an async worker costs it a cross-thread free each.
-    pub fn drop_on_heavy<T: Send + 'static>(&self, value: T) -> HeavyDrop<T> {
-        HeavyDrop { value: Some(value), jobs: self.heavy.jobs.lock().clone() }
+    /// `value`, to be dropped on a heavy-work thread when it came from `heavy` work: the
+    /// allocations of a 10,000-part request are made there, and freeing them on an async
+    /// worker costs it a cross-thread free each.
+    pub fn drop_on_heavy<T: Send + 'static>(&self, heavy: bool, value: T) -> HeavyDrop<T> {
+        HeavyDrop { value: Some(value), jobs: heavy.then(|| self.heavy.jobs.lock().clone()) }
     }
 
     /// A slot of `user`'s share, or `None` when the user holds all of it already (always a

@@ -58,8 +58,8 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
             e
         }
     })?;
-    let turn = ctx.state.0.heavy_work(&ctx.user).await;
-    let req = ctx.state.0.run_heavy(&turn, move || request::parse_delete(&body)).await?;
+    let heavy = body.len() >= crate::HEAVY_DOCUMENT_BYTES;
+    let req = ctx.state.0.run_heavy(&ctx.user, heavy, move || request::parse_delete(&body)).await?;
     let mut deleted: Vec<&str> = Vec::new();
     let mut failures: Vec<(String, S3Error)> = Vec::new();
     // Fast path: one atomic batch deleting every named object at the version just read (one

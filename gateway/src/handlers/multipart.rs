@@ -307,29 +307,37 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
     let condition = put_condition(ctx)?;
     // Here `x-amz-checksum-*` headers describe the object, not this XML body.
     let body = read_small_unchecked(ctx, body, COMPLETE_BODY_BYTES_MAX).await?;
-    let turn = ctx.state.0.heavy_work(&ctx.user).await;
-    let listed = ctx.state.0.run_heavy(&turn, move || request::parse_complete_multipart(&body)).await?;
-    let listed = ctx.state.0.drop_on_heavy(Arc::new(listed));
+    let heavy = body.len() >= crate::HEAVY_DOCUMENT_BYTES;
+    let listed =
+        ctx.state.0.run_heavy(&ctx.user, heavy, move || request::parse_complete_multipart(&body)).await?;
+    let heavy = heavy || listed.len() >= crate::HEAVY_PARTS;
+    let listed = ctx.state.0.drop_on_heavy(heavy, Arc::new(listed));
     if listed.windows(2).any(|w| w[1].part_number <= w[0].part_number) {
         return Err(S3Error::new(S3ErrorCode::InvalidPartOrder));
     }
     let expected_object = object_checksums_sent(ctx)?;
     for _ in 0..COMMIT_ATTEMPTS_MAX {
         let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
-        // Reading 10,000 part records and checking the list against them is heavy work too.
-        let (state, parts_prefix, list, algo) =
-            (ctx.state.clone(), schema::parts_prefix(id), Arc::clone(&listed), upload.checksum_algo);
-        let (stored, choice) = ctx
-            .state
-            .0
-            .run_heavy(&turn, move || {
-                let stored =
-                    state.0.store.scan_map_now(&parts_prefix, PART_NUMBER_MAX as usize, part_summary)?;
-                let choice = completion::choose_parts(&list, &stored, algo);
-                Ok((stored, choice))
-            })
-            .await?;
-        let stored = ctx.state.0.drop_on_heavy(stored);
+        // Reading thousands of part records and checking the list against them is heavy work
+        // too (the engine reads run on the heavy-work thread, which may block).
+        let (stored, choice) = if heavy {
+            let (state, parts_prefix, list, algo) =
+                (ctx.state.clone(), schema::parts_prefix(id), Arc::clone(&listed), upload.checksum_algo);
+            ctx.state
+                .0
+                .run_heavy(&ctx.user, true, move || {
+                    let stored =
+                        state.0.store.scan_map_now(&parts_prefix, PART_NUMBER_MAX as usize, part_summary)?;
+                    let choice = completion::choose_parts(&list, &stored, algo);
+                    Ok((stored, choice))
+                })
+                .await?
+        } else {
+            let stored = load_part_summaries(ctx, id).await?;
+            let choice = completion::choose_parts(&listed, &stored, upload.checksum_algo);
+            (stored, choice)
+        };
+        let stored = ctx.state.0.drop_on_heavy(heavy, stored);
         let chosen = match choice {
             Ok(at) => at.iter().map(|&i| &stored[i].1).collect::<Vec<_>>(),
             // The upload and its parts were read apart: an abort or a competing completion in
