@@ -118,7 +118,7 @@ pub struct Inner {
 struct HeavyWork {
     running: Arc<tokio::sync::Semaphore>,
     users: parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
-    jobs: parking_lot::Mutex<std::sync::mpsc::Sender<HeavyJob>>,
+    jobs: std::sync::mpsc::Sender<HeavyJob>,
 }
 
 type HeavyJob = Box<dyn FnOnce() + Send>;
@@ -195,11 +195,7 @@ impl HeavyWork {
                 tracing::error!(error = %e, "could not start a heavy-work thread");
             }
         }
-        HeavyWork {
-            running: Arc::new(tokio::sync::Semaphore::new(turns)),
-            users: Default::default(),
-            jobs: parking_lot::Mutex::new(jobs),
-        }
+        HeavyWork { running: Arc::new(tokio::sync::Semaphore::new(turns)), users: Default::default(), jobs }
     }
 }
 
@@ -268,7 +264,7 @@ impl Inner {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             let _ = done.send(outcome);
         });
-        if self.heavy.jobs.lock().send(job).is_err() {
+        if self.heavy.jobs.send(job).is_err() {
             return Err(S3Error::internal("heavy work", "no heavy-work thread is running"));
         }
         match result.await {
@@ -282,7 +278,7 @@ impl Inner {
     /// allocations of a 10,000-part request are made there, and freeing them on an async
     /// worker costs it a cross-thread free each.
     pub fn drop_on_heavy<T: Send + 'static>(&self, heavy: bool, value: T) -> HeavyDrop<T> {
-        HeavyDrop { value: Some(value), jobs: heavy.then(|| self.heavy.jobs.lock().clone()) }
+        HeavyDrop { value: Some(value), jobs: heavy.then(|| self.heavy.jobs.clone()) }
     }
 
     /// A slot of `user`'s share, or `None` when the user holds all of it already (always a
