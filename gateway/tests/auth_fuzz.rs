@@ -108,7 +108,11 @@ fn random_bytes_never_panic_the_decoder() {
         // Accepted only with the valid body's content: a prefix that stops after the last
         // trailer line's CRLF (no closing blank line) is tolerated, as the decoder documents.
         if let Ok(decoded) = decode_randomly(&mut rng, spec.clone(), &body) {
-            assert_eq!(decoded, (data.clone(), trailers.clone()), "round {round}: accepted different content");
+            assert_eq!(
+                decoded,
+                (data.clone(), trailers.clone()),
+                "round {round}: accepted different content"
+            );
         }
     }
 }
