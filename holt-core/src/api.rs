@@ -260,13 +260,15 @@ pub struct Stats {
     pub frames_dirty: u64,
     /// Memory of the cached frames' decoded nodes: what `Options::memory_budget_bytes` bounds.
     pub cache_bytes: u64,
-    /// Reads from the frames file: frames loaded (decoded), and point reads that walked an
-    /// evicted frame's image.
+    /// Reads from the frames file: frames loaded (decoded), and the reads counted in
+    /// `frame_image_reads`.
     pub frame_reads: u64,
     pub frame_evictions: u64,
-    /// Point reads answered by walking an evicted frame's on-disk image instead of decoding it.
+    /// Point reads and listings answered from part of an evicted frame's on-disk image (the
+    /// pages on a key's path, or the pages of the part a listing's prefix leads to) instead
+    /// of decoding the whole frame.
     pub frame_image_reads: u64,
-    /// 4 KiB pages those point reads fetched (through the page cache), header pages included.
+    /// 4 KiB pages those reads fetched (through the page cache), header pages included.
     pub frame_page_reads: u64,
     /// Puts recorded in an evicted frame's change log without loading the frame.
     pub frame_unloaded_writes: u64,

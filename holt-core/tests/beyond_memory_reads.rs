@@ -4,9 +4,13 @@
 //! budget plus the documented bound. A corrupt or torn page is detected by its own checksum
 //! and named; it is never served.
 
+mod page_cache;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
+
+use page_cache::drop_page_cache;
 
 use holt_core::{Batch, Db, Durability, Error, Options, WriteOptions};
 use rand::seq::SliceRandom;
@@ -62,22 +66,8 @@ fn load(dir: &Path, count: u32) {
     db.close().unwrap();
 }
 
-/// Asks the kernel to drop the directory's files from the page cache, so reads go to disk.
-#[expect(unsafe_code, reason = "posix_fadvise has no safe wrapper in the dependencies")]
-fn drop_page_cache(dir: &Path) {
-    use std::os::unix::io::AsRawFd;
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let file = std::fs::File::open(entry.path()).unwrap();
-        file.sync_all().unwrap();
-        // SAFETY: a plain system call on a descriptor `file` owns for the whole call.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(rc, 0, "posix_fadvise failed");
-    }
-}
-
 fn scratch_dir() -> tempfile::TempDir {
-    // On the target's disk, not a tmpfs: dropping pages from the cache must mean something.
-    tempfile::Builder::new().prefix("beyond-memory-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    page_cache::scratch_dir("beyond-memory-")
 }
 
 #[test]

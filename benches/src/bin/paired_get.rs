@@ -11,8 +11,12 @@
 //!
 //! Both engines read the same keys in the same order. Per get latencies give p50 and p99.
 //!
+//! `--op scan100` times prefix scans instead of gets, in the same two regimes: the first 100
+//! keys (with values) under a random `bucket/tenant/dir-NNN/` prefix, as `engine_bench`'s
+//! `scan100` does (a listing without a delimiter).
+//!
 //! usage: paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S]
-//!                   [--dir PATH] [--cold-cache-mb MB] [--reuse]
+//!                   [--dir PATH] [--cold-cache-mb MB] [--reuse] [--op get|scan100]
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -38,7 +42,18 @@ struct Args {
     cold_cache_mb: usize,
     /// Use the databases a previous run left in `dir` instead of loading them again.
     reuse: bool,
+    op: Op,
 }
+
+/// What a round times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Get,
+    /// The first `SCAN_LIMIT` keys under a directory prefix.
+    Scan,
+}
+
+const SCAN_LIMIT: usize = 100;
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -50,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         dir: std::env::temp_dir().join("holt-paired-get"),
         cold_cache_mb: 16,
         reuse: false,
+        op: Op::Get,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,10 +85,17 @@ fn parse_args() -> Result<Args, String> {
                 a.cold_cache_mb = value()?.parse().map_err(|e| format!("--cold-cache-mb: {e}"))?
             }
             "--reuse" => a.reuse = true,
+            "--op" => {
+                a.op = match value()?.as_str() {
+                    "get" => Op::Get,
+                    "scan100" => Op::Scan,
+                    other => return Err(format!("--op: unknown operation {other} (get, scan100)")),
+                }
+            }
             "--help" | "-h" => {
                 println!(
                     "paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S] [--dir PATH] \
-                     [--cold-cache-mb MB] [--reuse]"
+                     [--cold-cache-mb MB] [--reuse] [--op get|scan100]"
                 );
                 std::process::exit(0);
             }
@@ -96,12 +119,18 @@ fn prepare(name: &str, args: &Args, set: &DataSet) -> BenchResult<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut rng = Rng::new(args.seed);
     let order = data::permutation(set.len(), &mut rng);
-    let engine = engines::open(name, &dir, OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: 1 << 30 })?;
+    let engine =
+        engines::open(name, &dir, OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes: 1 << 30 })?;
     let t = workloads::load(&*engine, set, &order)?;
     engine.finish()?;
     drop(engine);
     std::fs::write(&done, b"")?;
-    eprintln!("{name}: loaded {} keys in {:.1} s, {} B on disk", set.len(), t.as_secs_f64(), disk_bytes(&dir));
+    eprintln!(
+        "{name}: loaded {} keys in {:.1} s, {} B on disk",
+        set.len(),
+        t.as_secs_f64(),
+        disk_bytes(&dir)
+    );
     Ok(dir)
 }
 
@@ -118,16 +147,24 @@ fn warm_page_cache(dir: &Path) -> BenchResult<()> {
     Ok(())
 }
 
-/// Times each get of `keys`; returns the per-get latencies in ns.
-fn timed_gets(engine: &dyn Engine, keys: &[Vec<u8>]) -> BenchResult<Vec<u64>> {
+/// Times each operation on `keys` (keys to get, or prefixes to scan); returns the
+/// latencies in ns.
+fn timed_ops(engine: &dyn Engine, op: Op, keys: &[Vec<u8>]) -> BenchResult<Vec<u64>> {
     let mut out = Vec::with_capacity(128);
+    let mut listed = Vec::with_capacity(SCAN_LIMIT);
     let mut samples = Vec::with_capacity(keys.len());
     for k in keys {
         let start = Instant::now();
-        let found = engine.get(k, &mut out)?;
+        let found = match op {
+            Op::Get => engine.get(k, &mut out)?,
+            Op::Scan => {
+                engine.scan(k, SCAN_LIMIT, &mut listed)?;
+                !listed.is_empty() && listed.iter().all(|(key, _)| key.starts_with(k))
+            }
+        };
         samples.push(start.elapsed().as_nanos() as u64);
         if !found {
-            return Err(format!("key {} missing", String::from_utf8_lossy(k)).into());
+            return Err(format!("nothing found at {}", String::from_utf8_lossy(k)).into());
         }
     }
     Ok(samples)
@@ -159,21 +196,19 @@ impl Figures {
 
 /// One round of `regime` for the engine at `dir`; returns its per-get latencies.
 fn round(name: &str, dir: &Path, regime: &str, args: &Args, keys: &[Vec<u8>]) -> BenchResult<Vec<u64>> {
-    let cache_bytes = match regime {
-        "cold_get" => {
-            evict_page_cache(dir);
-            args.cold_cache_mb << 20
-        }
-        _ => {
-            warm_page_cache(dir)?;
-            (disk_bytes(dir) / 8) as usize
-        }
+    let cold = regime.starts_with("cold");
+    let cache_bytes = if cold {
+        evict_page_cache(dir);
+        args.cold_cache_mb << 20
+    } else {
+        warm_page_cache(dir)?;
+        (disk_bytes(dir) / 8) as usize
     };
     let engine = engines::open(name, dir, OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes })?;
-    if regime != "cold_get" {
-        timed_gets(&*engine, keys)?; // untimed pass: the budget's share of frames admitted
+    if !cold {
+        timed_ops(&*engine, args.op, keys)?; // untimed pass: the budget's share of frames admitted
     }
-    let samples = timed_gets(&*engine, keys)?;
+    let samples = timed_ops(&*engine, args.op, keys)?;
     drop(engine);
     Ok(samples)
 }
@@ -181,13 +216,20 @@ fn round(name: &str, dir: &Path, regime: &str, args: &Args, keys: &[Vec<u8>]) ->
 fn run(args: &Args) -> BenchResult<()> {
     let set = DataSet::new(args.keys);
     let dirs = [prepare(&args.engines[0], args, &set)?, prepare(&args.engines[1], args, &set)?];
-    for regime in ["cold_get", "warm_beyond_get"] {
+    let (op_name, regimes) = match args.op {
+        Op::Get => ("get", ["cold_get", "warm_beyond_get"]),
+        Op::Scan => ("scan100", ["cold_scan100", "warm_beyond_scan100"]),
+    };
+    for regime in regimes {
         let mut figures = [Figures::default(), Figures::default()];
         let mut ratios = Vec::with_capacity(args.pairs);
         for pair in 0..args.pairs {
             // New keys every pair, the same for both engines.
             let mut rng = Rng::new(args.seed ^ (pair as u64 + 1) << 20);
-            let keys: Vec<Vec<u8>> = (0..args.gets).map(|_| set.key_vec(rng.below(set.len()))).collect();
+            let keys: Vec<Vec<u8>> = match args.op {
+                Op::Get => (0..args.gets).map(|_| set.key_vec(rng.below(set.len()))).collect(),
+                Op::Scan => (0..args.gets).map(|_| set.random_dir_prefix(&mut rng)).collect(),
+            };
             let first = pair % 2;
             let mut means = [0.0; 2];
             for i in [first, 1 - first] {
@@ -201,6 +243,7 @@ fn run(args: &Args) -> BenchResult<()> {
             "{}",
             json!({
                 "regime": regime,
+                "op": op_name,
                 "keys": args.keys,
                 "gets_per_round": args.gets,
                 "pairs": args.pairs,

@@ -531,6 +531,23 @@ impl<N> FrameCell<N> {
         Some(state.cloned())
     }
 
+    /// Hands `f` every change recorded since the frame's disk state (the captured log's, then
+    /// the current one's) without taking any: for a read that applies them to part of the
+    /// frame it decoded (under the load lock, like `replay_changes`).
+    pub(crate) fn each_change(&self, mut f: impl FnMut(&[u8], Option<&N>) -> Result<()>) -> Result<()> {
+        let logs = self.changes.lock();
+        if logs.current.whole {
+            return Err(Error::InvalidArgument(format!(
+                "frame {}: a log that gave up cannot be replayed",
+                self.id
+            )));
+        }
+        for (key, state) in logs.captured.iter().flat_map(|l| l.iter()).chain(logs.current.iter()) {
+            f(key, state)?;
+        }
+        Ok(())
+    }
+
     /// Hands `apply` every change recorded since the frame's disk state (the captured log's,
     /// then the current one's), for a load to apply on top of it (under the load lock).
     /// `apply` returns the node it stored for the change: the current log then holds that
@@ -1054,6 +1071,8 @@ pub(crate) trait ImageBody {
     fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]>;
     /// A corruption error naming `offset` (in the image) of this frame.
     fn corruption(&self, offset: usize, reason: String) -> Error;
+    /// Where the frame's image lies (file and offset), for errors.
+    fn location(&self) -> &(PathBuf, u64);
     /// The frame's id.
     fn id(&self) -> FrameId;
 }
@@ -1150,6 +1169,11 @@ impl ImageBody for PagedImage<'_> {
     fn corruption(&self, offset: usize, reason: String) -> Error {
         corruption_at(&self.location, self.id, offset, reason)
     }
+
+    fn location(&self) -> &(PathBuf, u64) {
+        &self.location
+    }
+
     fn id(&self) -> FrameId {
         self.id
     }

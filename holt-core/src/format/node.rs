@@ -284,6 +284,11 @@ impl<'a> RecordReader<'a> {
         self.pos
     }
 
+    /// The body offset of the next record (`position` plus the window's base).
+    pub(crate) fn body_position(&self) -> usize {
+        self.base + self.pos
+    }
+
     pub(crate) fn is_at_end(&self) -> bool {
         self.pos == self.bytes.len()
     }

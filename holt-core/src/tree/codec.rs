@@ -232,11 +232,46 @@ pub(super) fn decode_frame(
     bytes: &[u8],
     id: FrameId,
     location: &(PathBuf, u64),
-    mut resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
+    resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
 ) -> Result<(Node, usize)> {
     let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
     let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
-    let mut reader = RecordReader::new(view.body);
+    let decoded = decode_records(RecordReader::new(view.body), &fail, resolve)?;
+    if decoded.records != view.node_count {
+        return Err(fail(
+            0,
+            format!("header counts {} records, body holds {}", view.node_count, decoded.records),
+        ));
+    }
+    if decoded.first_start != view.root_offset {
+        return Err(fail(0, format!("header names offset {} as the root's", view.root_offset)));
+    }
+    // Links as roots could chain frames without the key getting deeper (see `walk_image`).
+    if matches!(decoded.root, Node::Link(_)) {
+        return Err(fail(FRAME_HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
+    }
+    // The size writers keep (`split::frame_size`): the fixed header and the records; the page
+    // table is the same 512 bytes in every frame, so `FRAME_BUDGET_BYTES` leaves room for it.
+    Ok((decoded.root, frame::HEADER_LEN + view.body.len()))
+}
+
+/// What `decode_records` built.
+struct Decoded {
+    root: Node,
+    /// Records read.
+    records: u32,
+    /// The body offset of the first record the root's record popped (the root's own, for a
+    /// single record): for a whole body, the root record's offset.
+    first_start: usize,
+}
+
+/// Builds the one tree the records of `reader` (a whole body, or a window holding exactly
+/// one subtree's records) form, checking every back distance and the nesting depth.
+fn decode_records(
+    mut reader: RecordReader<'_>,
+    fail: &dyn Fn(usize, String) -> Error,
+    mut resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
+) -> Result<Decoded> {
     let mut stack: Vec<Pending> = Vec::new();
     // The body offset of each record on `stack`: back distances must name exactly these.
     let mut starts: Vec<usize> = Vec::new();
@@ -244,7 +279,7 @@ pub(super) fn decode_frame(
     let mut heights: Vec<u16> = Vec::new();
     let mut records: u32 = 0;
     while !reader.is_at_end() {
-        let body_at = reader.position();
+        let body_at = reader.body_position();
         let at = FRAME_HEADER_LEN + body_at;
         let record = reader.next_record().map_err(|e| fail(FRAME_HEADER_LEN + e.offset, e.reason))?;
         records = records.saturating_add(1);
@@ -309,23 +344,118 @@ pub(super) fn decode_frame(
         }
         starts.push(body_at);
     }
-    if records != view.node_count {
-        return Err(fail(0, format!("header counts {} records, body holds {records}", view.node_count)));
-    }
     let root = match (stack.pop(), stack.is_empty()) {
         (Some(root), true) => root.into_node(),
         _ => return Err(fail(0, format!("body does not form one tree ({} roots)", stack.len() + 1))),
     };
-    if starts.first() != Some(&view.root_offset) {
-        return Err(fail(0, format!("header names offset {} as the root's", view.root_offset)));
+    let first_start = starts.first().copied().unwrap_or(0);
+    Ok(Decoded { root, records, first_start })
+}
+
+/// Where, in a frame's image, the keys starting with a prefix (relative to the frame) are.
+pub(super) enum Subtree {
+    /// In the subtree whose top record is at body offset `pos`, reached by the prefix's first
+    /// `depth` bytes (its own bytes follow): every key of the image that starts with them is
+    /// in it. `pos` is the root record's when the prefix does not narrow the frame.
+    At { pos: usize, depth: usize },
+    /// The image holds no key starting with the prefix.
+    Empty,
+}
+
+/// Walks a frame's image from its root record down along `prefix` (relative to the frame),
+/// as `walk_pages` walks a key, to the subtree holding every key that starts with it.
+pub(super) fn find_subtree(image: &mut dyn ImageBody, prefix: &[u8]) -> Result<Subtree> {
+    let root_offset = image.root_offset();
+    let mut pos = root_offset;
+    let mut depth = 0;
+    // Bound: `pos` strictly decreases at every step (as in `walk_pages`).
+    loop {
+        if depth == prefix.len() {
+            return Ok(Subtree::At { pos, depth });
+        }
+        let want = fetch_record(image, pos)?;
+        let bytes = image.bytes_at(pos, want)?;
+        let record = RecordReader::window(bytes, pos).next_record();
+        let rest = &prefix[depth..];
+        let step = match record {
+            Err(e) => Err((FRAME_HEADER_LEN + e.offset, e.reason)),
+            Ok(Record::Link { .. }) if pos == root_offset => {
+                Err((FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
+            }
+            Ok(Record::Leaf { .. } | Record::Link { .. }) => return Ok(Subtree::At { pos, depth }),
+            Ok(Record::Inner { prefix: own, has_terminal, keys, distances, .. }) => {
+                if own.len() >= rest.len() {
+                    return Ok(if own.starts_with(rest) {
+                        Subtree::At { pos, depth }
+                    } else {
+                        Subtree::Empty
+                    });
+                }
+                if !rest.starts_with(own) {
+                    return Ok(Subtree::Empty);
+                }
+                let Some(index) = keys.index_of(rest[own.len()]) else { return Ok(Subtree::Empty) };
+                depth += own.len() + 1;
+                distances
+                    .get(index + usize::from(has_terminal))
+                    .ok_or((FRAME_HEADER_LEN + pos, "missing back distance".to_string()))
+            }
+        };
+        match step {
+            Ok(back) => pos -= back,
+            Err((offset, reason)) => return Err(image.corruption(offset, reason)),
+        }
     }
-    // Links as roots could chain frames without the key getting deeper (see `walk_image`).
-    if matches!(root, Node::Link(_)) {
-        return Err(fail(FRAME_HEADER_LEN + view.root_offset, "the frame's root is a link".into()));
+}
+
+/// Decodes the subtree whose top record is at body offset `top` in a frame's image, fetching
+/// only its records: a subtree's records are contiguous and end with its top record (the
+/// encoding is post-order), and the first of them is found by following each inner record's
+/// first back distance down to a leaf or a link. Links resolve through `resolve`.
+pub(super) fn decode_subtree(
+    image: &mut dyn ImageBody,
+    top: usize,
+    resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
+) -> Result<Node> {
+    let end = {
+        let want = fetch_record(image, top)?;
+        let bytes = image.bytes_at(top, want)?;
+        let mut reader = RecordReader::window(bytes, top);
+        match reader.next_record() {
+            Ok(_) => top + reader.position(),
+            Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+        }
+    };
+    let mut first = top;
+    // Bound: `first` strictly decreases at every step (the reader rejects back distances
+    // that do not point before their record).
+    loop {
+        let want = fetch_record(image, first)?;
+        let bytes = image.bytes_at(first, want)?;
+        let back = match RecordReader::window(bytes, first).next_record() {
+            Ok(Record::Inner { distances, .. }) => distances.get(0),
+            Ok(_) => None,
+            Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+        };
+        match back {
+            Some(back) => first -= back,
+            None => break,
+        }
     }
-    // The size writers keep (`split::frame_size`): the fixed header and the records; the page
-    // table is the same 512 bytes in every frame, so `FRAME_BUDGET_BYTES` leaves room for it.
-    Ok((root, frame::HEADER_LEN + view.body.len()))
+    let (location, id) = (image.location().clone(), image.id());
+    let fail = |offset: usize, reason: String| corruption(&location, id, offset, reason);
+    let bytes = image.bytes_at(first, end - first)?;
+    let window = bytes
+        .get(..end - first)
+        .ok_or_else(|| fail(FRAME_HEADER_LEN + first, "the subtree runs past the body".into()))?;
+    let decoded = decode_records(RecordReader::window(window, first), &fail, resolve)?;
+    if decoded.first_start != top {
+        return Err(fail(
+            FRAME_HEADER_LEN + top,
+            "the subtree's records do not end with its top record".into(),
+        ));
+    }
+    Ok(decoded.root)
 }
 
 impl Tree {
@@ -366,6 +496,68 @@ impl Tree {
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
         Ok((root, size))
+    }
+}
+
+impl Tree {
+    /// For a listing whose prefix reaches into the evicted frame `cell` (`prefix`, relative to
+    /// the frame): the part of the frame that holds every key starting with `prefix`, decoded
+    /// from the pages holding it (not the whole image), with the frame's deltas and the writes
+    /// recorded while it was evicted applied; and how many bytes of `prefix` lead to it.
+    /// `None` when the frame should be loaded instead: the cache has room, the frame has been
+    /// read often enough to be admitted (`BufferPool::read_image`), or the prefix does not
+    /// narrow the frame. The caller checks retirement after it, as after loading a root.
+    pub(super) fn subtree_from_image(
+        &self,
+        cell: &Arc<Cell>,
+        prefix: &[u8],
+    ) -> Result<Option<(usize, Node)>> {
+        let part = self.pool.read_image(cell, |image, deltas| {
+            let (depth, mut node) = match find_subtree(image, prefix)? {
+                Subtree::At { pos, .. } if pos == image.root_offset() => return Ok(None),
+                Subtree::At { pos, depth } => {
+                    // Resolved under this frame's load lock, as `get_from_image` resolves links.
+                    let node =
+                        decode_subtree(image, pos, |id| self.linked_frame(&self.frames.lock(), cell, id))?;
+                    (depth, node)
+                }
+                Subtree::Empty => (prefix.len(), Node::Inner(Inner::empty())),
+            };
+            let under = &prefix[..depth];
+            for (i, (bytes, location)) in deltas.iter().enumerate() {
+                let fail = |offset: usize, reason: String| corruption(location, cell.id, offset, reason);
+                let view = open_delta(cell.id, i, bytes, location)?;
+                for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
+                    node = match entry {
+                        DeltaEntry::Put { key, value, version } if key.starts_with(under) => {
+                            write::put(&node, key, depth, value, version)?.root
+                        }
+                        DeltaEntry::Delete { key } if key.starts_with(under) => {
+                            write::delete(&node, key, depth)?.root
+                        }
+                        _ => continue,
+                    };
+                }
+            }
+            cell.each_change(|key, state| {
+                if key.starts_with(under) {
+                    node = match state {
+                        Some(Node::Leaf(leaf)) => {
+                            write::put(&node, key, depth, leaf.value(), leaf.version())?.root
+                        }
+                        None => write::delete(&node, key, depth)?.root,
+                        Some(_) => {
+                            return Err(Error::InvalidArgument(
+                                "internal: a change log holds a state that is not a leaf".into(),
+                            ))
+                        }
+                    };
+                }
+                Ok(())
+            })?;
+            Ok(Some((depth, node)))
+        })?;
+        Ok(part.flatten())
     }
 }
 
@@ -567,6 +759,9 @@ impl ImageBody for WholeImage<'_> {
     }
     fn corruption(&self, offset: usize, reason: String) -> Error {
         corruption(self.location, self.id, offset, reason)
+    }
+    fn location(&self) -> &(PathBuf, u64) {
+        self.location
     }
     fn id(&self) -> FrameId {
         self.id

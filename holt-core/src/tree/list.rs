@@ -239,6 +239,28 @@ impl Tree {
             });
             return Flow::Stop;
         }
+        // An evicted frame the listing prefix narrows: read only the part the prefix leads to.
+        let rel = walk.prefix.strip_prefix(&path[..]).filter(|rel| !rel.is_empty());
+        if let Some(rel) = rel {
+            match self.subtree_from_image(cell, rel) {
+                Ok(None) => {}
+                Ok(Some((depth, part))) => {
+                    if cell.is_retired() {
+                        walk.restart_at.clone_from(path);
+                        return Flow::Restart;
+                    }
+                    let base = path.len();
+                    path.extend_from_slice(&rel[..depth]);
+                    let flow = self.list_node(walk, &part, path, checked, bounds);
+                    path.truncate(base);
+                    return flow;
+                }
+                Err(e) => {
+                    walk.error = Some(e);
+                    return Flow::Stop;
+                }
+            }
+        }
         let root = match self.walk_root(cell) {
             Ok(root) => root,
             Err(e) => {
