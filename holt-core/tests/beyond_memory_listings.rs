@@ -299,3 +299,48 @@ fn a_corrupt_page_under_a_listing_is_named_never_served() {
     println!("{detected} of {} directory listings met the damaged page", dirs.len());
     assert!(detected > 0, "the flipped byte was never detected");
 }
+
+/// A rollup over large directories spread over many frames (the bucket root of a bucket of
+/// large directories), reopened with the frames evicted: the walk reads each frame's upper
+/// records (rolling a directory up at its first delimiter, without reading its keys) and
+/// tells linked frames' first bytes from their images' root records, loading no frame, and
+/// the page matches the model's.
+#[test]
+fn rollups_over_evicted_frames_do_not_load_them() {
+    let dir = scratch_dir();
+    let dirs = 150u32;
+    let per_dir = 1_500u32;
+    let wide_key = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes();
+    let mut model = Model::new();
+    {
+        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
+        for d in 0..dirs {
+            let mut batch = Batch::new();
+            for f in 0..per_dir {
+                let v = format!("{d}/{f}").into_bytes();
+                batch.put(wide_key(d, f), v.clone());
+                model.insert(wide_key(d, f), v);
+            }
+            db.write_batch(&batch, WriteOptions::default()).unwrap();
+        }
+        db.close().unwrap();
+    }
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let frames = db.stats().frames;
+    let mut loads = Vec::new();
+    for pass in 0..2 {
+        let before = db.stats();
+        let got = db_list(&db, b"wide/", b"/", b"", 1_000).unwrap();
+        assert!(got == model_list(&model, b"wide/", b"/", b"", 1_000), "pass {pass}: the rollup differs");
+        assert_eq!(got.0.len(), dirs as usize);
+        let after = db.stats();
+        let walks = after.frame_image_reads - before.frame_image_reads;
+        loads.push(after.frame_reads - before.frame_reads - walks);
+    }
+    println!("{frames} frames for {dirs} directories; frames loaded by the two rollups: {loads:?}");
+    assert!(frames >= 10, "only {frames} frames");
+    // A frame holding the bucket's upper levels may be loaded; the directories' are not.
+    assert!(loads[0] <= 2 && loads[1] <= 2, "frames loaded: {loads:?} of {frames}");
+    db.close().unwrap();
+}

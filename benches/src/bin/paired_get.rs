@@ -17,6 +17,7 @@
 //!
 //! usage: paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S]
 //!                   [--dir PATH] [--cold-cache-mb MB] [--reuse] [--op get|scan100]
+//!                   [--only cold|warm]
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -43,6 +44,8 @@ struct Args {
     /// Use the databases a previous run left in `dir` instead of loading them again.
     reuse: bool,
     op: Op,
+    /// Only the regime whose name starts with this (`cold`, `warm`), if given.
+    only: Option<String>,
 }
 
 /// What a round times.
@@ -66,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
         cold_cache_mb: 16,
         reuse: false,
         op: Op::Get,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -85,6 +89,7 @@ fn parse_args() -> Result<Args, String> {
                 a.cold_cache_mb = value()?.parse().map_err(|e| format!("--cold-cache-mb: {e}"))?
             }
             "--reuse" => a.reuse = true,
+            "--only" => a.only = Some(value()?),
             "--op" => {
                 a.op = match value()?.as_str() {
                     "get" => Op::Get,
@@ -95,7 +100,7 @@ fn parse_args() -> Result<Args, String> {
             "--help" | "-h" => {
                 println!(
                     "paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S] [--dir PATH] \
-                     [--cold-cache-mb MB] [--reuse] [--op get|scan100]"
+                     [--cold-cache-mb MB] [--reuse] [--op get|scan100] [--only cold|warm]"
                 );
                 std::process::exit(0);
             }
@@ -220,7 +225,7 @@ fn run(args: &Args) -> BenchResult<()> {
         Op::Get => ("get", ["cold_get", "warm_beyond_get"]),
         Op::Scan => ("scan100", ["cold_scan100", "warm_beyond_scan100"]),
     };
-    for regime in regimes {
+    for regime in regimes.into_iter().filter(|r| args.only.as_ref().is_none_or(|o| r.starts_with(o.as_str()))) {
         let mut figures = [Figures::default(), Figures::default()];
         let mut ratios = Vec::with_capacity(args.pairs);
         for pair in 0..args.pairs {

@@ -114,9 +114,9 @@ pub(crate) struct FrameCell<N> {
     size_bytes: AtomicUsize,
     /// Heap bytes of the frame's decoded nodes while resident, kept exact by writers.
     memory_bytes: AtomicUsize,
-    /// Point reads served from the frame's image since it was last admitted (see
-    /// `BufferPool::read_image`).
-    image_reads: AtomicU32,
+    /// Pages that reads of the frame's image (point reads, listings) fetched since it was
+    /// last admitted (see `BufferPool::read_image`).
+    image_pages: AtomicU32,
     /// The verified header and page table of the frame's image on disk, kept from the first
     /// point read that fetched them while the frame is clean (its image cannot move then),
     /// so later point reads skip page 0: 552 bytes per frame, not counted in the budget.
@@ -326,7 +326,7 @@ impl<N> FrameCell<N> {
             retired: AtomicBool::new(false),
             referenced: AtomicBool::new(true),
             lead: AtomicU16::new(LEAD_UNKNOWN),
-            image_reads: AtomicU32::new(0),
+            image_pages: AtomicU32::new(0),
             image_head: Mutex::new(None),
             kept_deltas: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
@@ -430,6 +430,11 @@ impl<N> FrameCell<N> {
     pub(crate) fn learn_image(&self, lead: Option<u8>, encoded: usize) {
         self.lead.store(lead.map_or(LEAD_NONE, u16::from), Ordering::Release);
         self.size_bytes.store(encoded, Ordering::Relaxed);
+    }
+    /// Sets the lead of an evicted frame, read from its image with its deltas and recorded
+    /// writes (under its load lock, with no root published: nothing else sets it meanwhile).
+    pub(crate) fn learn_lead(&self, lead: Option<u8>) {
+        self.lead.store(lead.map_or(LEAD_NONE, u16::from), Ordering::Release);
     }
     /// The lead of an evicted frame, read under its latch and load lock (nothing publishes
     /// it then): `Some(None)` when its root has no own byte, `None` when not known (the
@@ -737,9 +742,14 @@ struct ReadBuffers {
 /// Frame reads (loads and image reads) in flight at once, at most: each holds a 512 KiB buffer.
 const READ_BUFFERS_MAX: usize = 8;
 
-/// A frame read this many times from its image since it was last loaded (while the cache was
-/// full) is decoded and admitted on the next read (evicting a colder frame).
-const ADMIT_AFTER_IMAGE_READS: u32 = 1024;
+/// A frame whose image reads fetched this many pages since it was last loaded (while the cache
+/// was full) is decoded and admitted on the next read (evicting a colder frame): about 1,024
+/// point reads (`POINT_READ_PAGES` each), or fifty listings that read most of its pages.
+const ADMIT_AFTER_IMAGE_PAGES: u32 = 1024 * POINT_READ_PAGES;
+
+/// About the pages a point read of an evicted frame fetches (3.2 measured with the header
+/// kept; `tests/beyond_memory_reads.rs`).
+const POINT_READ_PAGES: u32 = 3;
 
 /// Counters of the cache.
 #[derive(Debug, Clone, Copy, Default)]
@@ -785,7 +795,13 @@ impl<N> BufferPool<N> {
     /// Counts a write's walk through the evicted frame `cell` towards admitting it, as a
     /// point read's walk counts: the write's key continued in a frame linked from it.
     pub(crate) fn count_passing_write(&self, cell: &FrameCell<N>) {
-        cell.image_reads.fetch_add(1, Ordering::Relaxed);
+        cell.image_pages.fetch_add(POINT_READ_PAGES, Ordering::Relaxed);
+    }
+
+    /// Counts `pages` more pages' worth of work towards admitting the evicted frame `cell`
+    /// (a listing that scanned its deltas).
+    pub(crate) fn count_image_work(&self, cell: &FrameCell<N>, pages: usize) {
+        cell.image_pages.fetch_add(u32::try_from(pages).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
     /// Counts a put recorded in an evicted frame's change log.
@@ -846,7 +862,7 @@ impl<N> BufferPool<N> {
             self.released(0, deltas);
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
-            cell.image_reads.store(0, Ordering::Relaxed);
+            cell.image_pages.store(0, Ordering::Relaxed);
             self.frame_reads.fetch_add(1, Ordering::Relaxed);
             root
         };
@@ -873,11 +889,11 @@ impl<N> BufferPool<N> {
 
     /// Opens the image of the evicted frame `cell` for `walk`, which fetches the pages it
     /// needs (each verified against the frame's page table), and hands it the frame's
-    /// deltas, without decoding or admitting the frame: a point read's way through a frame
-    /// while the cache is full. `None` when the frame should be decoded and admitted
-    /// instead: it is resident already, the cache has room, or this frame has been read this
-    /// way `ADMIT_AFTER_IMAGE_READS` times since it was last admitted (so frames read often
-    /// enough win a place in the cache). Held under the frame's load lock, like a load:
+    /// deltas, without decoding or admitting the frame: a point read's or a listing's way
+    /// through a frame while the cache is full. `None` when the frame should be decoded and
+    /// admitted instead: it is resident already, the cache has room, or reads of this frame
+    /// fetched `ADMIT_AFTER_IMAGE_PAGES` pages since it was last admitted (so frames read
+    /// often, or read at length, win a place in the cache). Held under the frame's load lock, like a load:
     /// nobody can change (and so rewrite) the frame while its pages are read.
     pub(crate) fn read_image<R>(
         &self,
@@ -913,12 +929,7 @@ impl<N> BufferPool<N> {
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
-        let reads = if admit {
-            cell.image_reads.fetch_add(1, Ordering::Relaxed)
-        } else {
-            cell.image_reads.load(Ordering::Relaxed)
-        };
-        if reads >= ADMIT_AFTER_IMAGE_READS {
+        if cell.image_pages.load(Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_PAGES {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);
@@ -931,6 +942,10 @@ impl<N> BufferPool<N> {
         // the walk looks the key up in them, newest first, before trusting the image.
         let deltas = self.kept_deltas(cell, &**source)?;
         let result = walk(&mut image, &deltas);
+        if admit {
+            let pages = u32::try_from(image.pages_read).unwrap_or(u32::MAX);
+            cell.image_pages.fetch_add(pages, Ordering::Relaxed);
+        }
         self.page_reads.fetch_add(image.pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
         result.map(Some)

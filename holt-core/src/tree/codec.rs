@@ -186,6 +186,17 @@ pub(super) fn apply_change(root: &Node, key: &[u8], state: Option<&Node>) -> Res
     Ok((change.root, stored))
 }
 
+/// The entries of delta `i` (from 0) of frame `id`'s chain, verified (`open_delta`).
+pub(super) fn delta_entries<'a>(
+    id: FrameId,
+    i: usize,
+    bytes: &'a [u8],
+    location: &(PathBuf, u64),
+) -> Result<Vec<DeltaEntry<'a>>> {
+    let view = open_delta(id, i, bytes, location)?;
+    view.entries().map_err(|e| corruption(location, id, e.offset, e.reason))
+}
+
 /// Opens delta `i` (from 0) of frame `id`'s chain: header, checksum, and its position.
 fn open_delta<'a>(
     id: FrameId,
@@ -260,6 +271,8 @@ struct Decoded {
     root: Node,
     /// Records read.
     records: u32,
+    /// Leaf records read: the keys of the tree.
+    leaves: usize,
     /// The body offset of the first record the root's record popped (the root's own, for a
     /// single record): for a whole body, the root record's offset.
     first_start: usize,
@@ -278,6 +291,7 @@ fn decode_records(
     // The inner nodes below each record on `stack` (0 for a leaf or a link).
     let mut heights: Vec<u16> = Vec::new();
     let mut records: u32 = 0;
+    let mut leaves = 0;
     while !reader.is_at_end() {
         let body_at = reader.body_position();
         let at = FRAME_HEADER_LEN + body_at;
@@ -287,6 +301,7 @@ fn decode_records(
             Record::Leaf { suffix, value, version } => {
                 stack.push(Pending::Leaf(Leaf::new(suffix, value, version)));
                 heights.push(0);
+                leaves += 1;
             }
             Record::Link { frame } => {
                 let cell = resolve(FrameId(frame))
@@ -349,7 +364,7 @@ fn decode_records(
         _ => return Err(fail(0, format!("body does not form one tree ({} roots)", stack.len() + 1))),
     };
     let first_start = starts.first().copied().unwrap_or(0);
-    Ok(Decoded { root, records, first_start })
+    Ok(Decoded { root, records, leaves, first_start })
 }
 
 /// Where, in a frame's image, the keys starting with a prefix (relative to the frame) are.
@@ -411,12 +426,13 @@ pub(super) fn find_subtree(image: &mut dyn ImageBody, prefix: &[u8]) -> Result<S
 /// Decodes the subtree whose top record is at body offset `top` in a frame's image, fetching
 /// only its records: a subtree's records are contiguous and end with its top record (the
 /// encoding is post-order), and the first of them is found by following each inner record's
-/// first back distance down to a leaf or a link. Links resolve through `resolve`.
+/// first back distance down to a leaf or a link. Links resolve through `resolve`. Returns the
+/// subtree's root and how many keys it holds (links not counted).
 pub(super) fn decode_subtree(
     image: &mut dyn ImageBody,
     top: usize,
     resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
-) -> Result<Node> {
+) -> Result<(Node, usize)> {
     let end = {
         let want = fetch_record(image, top)?;
         let bytes = image.bytes_at(top, want)?;
@@ -455,7 +471,7 @@ pub(super) fn decode_subtree(
             "the subtree's records do not end with its top record".into(),
         ));
     }
-    Ok(decoded.root)
+    Ok((decoded.root, decoded.leaves))
 }
 
 impl Tree {
@@ -517,7 +533,7 @@ impl Tree {
                 Subtree::At { pos, .. } if pos == image.root_offset() => return Ok(None),
                 Subtree::At { pos, depth } => {
                     // Resolved under this frame's load lock, as `get_from_image` resolves links.
-                    let node =
+                    let (node, _) =
                         decode_subtree(image, pos, |id| self.linked_frame(&self.frames.lock(), cell, id))?;
                     (depth, node)
                 }
@@ -558,6 +574,47 @@ impl Tree {
             Ok(Some((depth, node)))
         })?;
         Ok(part.flatten())
+    }
+}
+
+impl Tree {
+    /// The lead of the evicted frame `cell` (`FrameRoot::lead`), told from its image's root
+    /// record without loading the frame while the cache is full, and kept on the cell; `None`
+    /// when it cannot be told that way: the cache has room (the caller loads), or the root
+    /// has no own byte and the frame has deltas or recorded writes, which may give it one.
+    /// Changes to keys that begin with the root's first byte keep it: a put of such a key
+    /// splits the root's bytes after that byte at the earliest, a delete can only fold a
+    /// child into the root behind it, and a frame left empty is unlinked.
+    pub(super) fn lead_from_image(&self, cell: &Arc<Cell>) -> Result<Option<Option<u8>>> {
+        let lead = self.pool.read_image(cell, |image, deltas| {
+            if let Some(known) = cell.known_lead() {
+                return Ok(Some(known));
+            }
+            let lead = image_lead(image)?;
+            let learnt = match lead {
+                _ if deltas.is_empty() && !cell.has_unloaded_changes() => Some(lead),
+                None => None,
+                Some(first) => {
+                    let mut kept = true;
+                    for (i, (bytes, location)) in deltas.iter().enumerate() {
+                        let view = open_delta(cell.id, i, bytes, location)?;
+                        let entries =
+                            view.entries().map_err(|e| corruption(location, cell.id, e.offset, e.reason))?;
+                        kept &= entries.iter().all(|entry| entry.key().first() == Some(&first));
+                    }
+                    cell.each_change(|key, _| {
+                        kept &= key.first() == Some(&first);
+                        Ok(())
+                    })?;
+                    kept.then_some(lead)
+                }
+            };
+            if let Some(lead) = learnt {
+                cell.learn_lead(lead);
+            }
+            Ok(learnt)
+        })?;
+        Ok(lead.flatten())
     }
 }
 
@@ -647,6 +704,39 @@ pub(super) fn image_lead(image: &mut dyn ImageBody) -> Result<Option<u8>> {
         }
         Err(e) => Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
     }
+}
+
+/// A record of a frame's image copied out of its pages, for a walk that reads more records
+/// while it still needs this one.
+pub(super) enum OwnedRecord {
+    Leaf(Leaf),
+    Link(FrameId),
+    Inner {
+        kind: crate::format::node::InnerKind,
+        prefix: Vec<u8>,
+        has_terminal: bool,
+        keys: Vec<u8>,
+        /// Back distances: the terminal's first (if any), then the children's in key order.
+        distances: Vec<usize>,
+    },
+}
+
+/// The record at body offset `pos` of a frame's image, fetched and copied out.
+pub(super) fn read_record(image: &mut dyn ImageBody, pos: usize) -> Result<OwnedRecord> {
+    let want = fetch_record(image, pos)?;
+    let bytes = image.bytes_at(pos, want)?;
+    let record = RecordReader::window(bytes, pos).next_record().map(|record| match record {
+        Record::Leaf { suffix, value, version } => OwnedRecord::Leaf(Leaf::new(suffix, value, version)),
+        Record::Link { frame } => OwnedRecord::Link(FrameId(frame)),
+        Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => OwnedRecord::Inner {
+            kind,
+            prefix: prefix.to_vec(),
+            has_terminal,
+            keys: keys.iter().collect(),
+            distances: (0..child_count + usize::from(has_terminal)).map_while(|i| distances.get(i)).collect(),
+        },
+    });
+    record.map_err(|e| image.corruption(FRAME_HEADER_LEN + e.offset, e.reason))
 }
 
 /// How many bytes from body offset `pos` hold the whole record there: fetched until it

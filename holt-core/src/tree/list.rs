@@ -16,8 +16,12 @@
 use crate::api::{Entry, ListEntry, ListItem, ListPage, ListRequest, Version, KEY_LEN_MAX};
 use crate::error::{Error, Location, Result};
 
-use super::node::{touch, Cell, Leaf, Node};
+use super::codec::{self, OwnedRecord};
+use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
 use super::Tree;
+use crate::format::delta::DeltaEntry;
+use crate::format::node::InnerKind;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A listing page and how many nodes the walk visited (the cost measure tests assert on).
@@ -102,6 +106,13 @@ impl Walk<'_> {
             }
         }
         Some(b)
+    }
+
+    /// Whether the key `key` (whole) could be listed, or rolled up into an entry, by the page:
+    /// it lies under the prefix and past the start bound.
+    fn reaches(&self, key: &[u8]) -> bool {
+        let start = &self.start_after[..];
+        key.starts_with(self.prefix) && (key > start || (self.start_inclusive && key == start))
     }
 
     /// End of the first delimiter occurrence starting at or after the prefix and ending after
@@ -239,7 +250,22 @@ impl Tree {
             });
             return Flow::Stop;
         }
-        // An evicted frame the listing prefix narrows: read only the part the prefix leads to.
+        // An evicted frame, while the cache is full: read only what the walk can reach.
+        match self.pruned_from_image(walk, cell, path, checked, bounds) {
+            Ok(None) => {}
+            Ok(Some(part)) => {
+                if cell.is_retired() {
+                    walk.restart_at.clone_from(path);
+                    return Flow::Restart;
+                }
+                return self.list_node(walk, &part, path, checked, bounds);
+            }
+            Err(e) => {
+                walk.error = Some(e);
+                return Flow::Stop;
+            }
+        }
+        // One whose changes since its image include deletes: the part its prefix leads to.
         let rel = walk.prefix.strip_prefix(&path[..]).filter(|rel| !rel.is_empty());
         if let Some(rel) = rel {
             match self.subtree_from_image(cell, rel) {
@@ -396,7 +422,7 @@ impl Tree {
                 // A linked frame whose root's own bytes begin with the delimiter (or under the
                 // delimiter as key byte) rolls up from the lead in its cell, without loading
                 // the root. A merged frame takes the common path, which restarts the walk.
-                (Some(d), Node::Link(cell)) => match cell.lead() {
+                (Some(d), Node::Link(cell)) => match self.link_lead(cell) {
                     Some(l) if (b == d || l == d) && !cell.is_retired() => {
                         walk.visited += 1;
                         if b != d {
@@ -415,6 +441,269 @@ impl Tree {
             }
         }
         Flow::Continue
+    }
+}
+
+impl Tree {
+    /// What a walk at `path` (with `checked` and `bounds` as `list_node` takes them) can reach
+    /// of the evicted frame `cell`, read through its pages top-down from the root record
+    /// while the cache is full, without decoding the rest: children outside the listing
+    /// prefix or wholly before the start bound are left out; a node whose bytes reach the
+    /// delimiter is kept as a stub (its own bytes, no children), which the walk rolls up
+    /// without looking inside; and once the parts kept hold more entries than the page can
+    /// take, later children are left out. The frame's deltas and recorded writes are applied
+    /// on top. `None` when the frame should be read another way: the cache has room (it is
+    /// loaded), the frame is read often enough to be admitted, or its changes since the image
+    /// include deletes (one could empty a part kept as a stub).
+    fn pruned_from_image(
+        &self,
+        walk: &Walk<'_>,
+        cell: &Arc<Cell>,
+        path: &[u8],
+        checked: usize,
+        bounds: Bounds,
+    ) -> Result<Option<Node>> {
+        let kept = self.pool.read_image(cell, |image, deltas| {
+            let Some(puts) = changed_keys(walk, path, cell, deltas)? else { return Ok(None) };
+            let mut spelled = path.to_vec();
+            let mut promised = 0;
+            let root = image.root_offset();
+            let mut pruning = Pruning { tree: self, walk, cell, image, promised: &mut promised };
+            let kept = pruning.record(root, &mut spelled, checked, bounds, true)?;
+            // The deltas scanned count towards admitting the frame as the pages they fill.
+            let delta_bytes: usize = deltas.iter().map(|(bytes, _)| bytes.len()).sum();
+            self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
+            let mut kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
+            for (key, value, version) in &puts {
+                kept = super::write::put(&kept, key, 0, value, *version)?.root;
+            }
+            Ok(Some(kept))
+        })?;
+        Ok(kept.flatten())
+    }
+
+    /// The lead of the linked frame `cell`; for an evicted frame not loaded since open, told
+    /// from its image (`lead_from_image`) rather than by loading it. `None` when it has none
+    /// or it cannot be told so: the walk then enters the frame, and reports any error there.
+    fn link_lead(&self, cell: &Arc<Cell>) -> Option<u8> {
+        match cell.known_lead() {
+            Some(lead) => lead,
+            None => self.lead_from_image(cell).ok().flatten().flatten(),
+        }
+    }
+}
+
+/// A put a frame took since its image: key (relative to the frame), value and version;
+/// borrowed from the frame's deltas, or copied from its change logs.
+type Put<'d> = (Cow<'d, [u8]>, Cow<'d, [u8]>, u64);
+
+/// The changes the evicted frame `cell` (reached by `path`) took since its image that the
+/// walk can see, as puts (its deltas', then its logs', in order, the last change of a key
+/// winning), keeping only keys the page could list and, of the keys under one common
+/// prefix, one (one is enough to make the walk emit it: a stub or a key already there rolls
+/// up the same way). A frame written many times holds thousands of changes, most of them
+/// beside the page. `None` if a deletion is among the changes the page can see: the walk
+/// then decodes what the prefix leads to instead (a deletion could empty a part kept as a
+/// stub).
+fn changed_keys<'d>(
+    walk: &Walk<'_>,
+    path: &[u8],
+    cell: &Cell,
+    deltas: &'d [crate::buffer::Delta],
+) -> Result<Option<Vec<Put<'d>>>> {
+    // Keyed by the name the page would show for the key (the key, or the common prefix it
+    // rolls up to; relative to the frame): a later change of the same key replaces an
+    // earlier one, and one put under a common prefix stands for all of them.
+    let mut puts: std::collections::BTreeMap<Cow<'d, [u8]>, Put<'d>> = Default::default();
+    let mut full = path.to_vec();
+    // The length of the name `key` (relative to the frame) shows as, if the page reaches it.
+    let mut name_len = |key: &[u8]| {
+        full.truncate(path.len());
+        full.extend_from_slice(key);
+        walk.reaches(&full).then(|| {
+            // A delimiter in `path` past the prefix would have rolled the frame up before
+            // the walk entered it, so a common prefix ends inside `key`.
+            walk.delimiter_end(&full, 0)
+                .map_or(key.len(), |end| end.saturating_sub(path.len()).min(key.len()))
+        })
+    };
+    for (i, (bytes, location)) in deltas.iter().enumerate() {
+        for entry in codec::delta_entries(cell.id, i, bytes, location)? {
+            match entry {
+                DeltaEntry::Put { key, value, version } => {
+                    if let Some(n) = name_len(key) {
+                        puts.insert(
+                            Cow::Borrowed(&key[..n]),
+                            (Cow::Borrowed(key), Cow::Borrowed(value), version),
+                        );
+                    }
+                }
+                DeltaEntry::Delete { key } => {
+                    if name_len(key).is_some() {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+    let mut deleted = false;
+    cell.each_change(|key, state| {
+        if let Some(n) = name_len(key) {
+            match state {
+                Some(Node::Leaf(leaf)) => {
+                    let put = (Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version());
+                    puts.insert(Cow::Owned(key[..n].to_vec()), put);
+                }
+                _ => deleted = true,
+            }
+        }
+        Ok(())
+    })?;
+    Ok((!deleted).then(|| puts.into_values().collect()))
+}
+
+/// The top-down read of an evicted frame's image that `Tree::pruned_from_image` makes.
+struct Pruning<'p, 'w> {
+    tree: &'p Tree,
+    walk: &'p Walk<'w>,
+    cell: &'p Arc<Cell>,
+    image: &'p mut dyn crate::buffer::ImageBody,
+    /// Entries the parts kept so far will give the walk, at least.
+    promised: &'p mut usize,
+}
+
+impl Pruning<'_, '_> {
+    /// What the walk can reach of the subtree whose top record is at body offset `pos`,
+    /// reached by `path`; `None` if nothing.
+    fn record(
+        &mut self,
+        pos: usize,
+        path: &mut Vec<u8>,
+        checked: usize,
+        bounds: Bounds,
+        is_root: bool,
+    ) -> Result<Option<Node>> {
+        let corrupt = |image: &dyn crate::buffer::ImageBody, reason: &str| {
+            image.corruption(crate::format::frame::FRAME_HEADER_LEN + pos, reason.to_owned())
+        };
+        if path.len() > KEY_LEN_MAX {
+            return Err(corrupt(&*self.image, "inner nodes spell a path longer than any key"));
+        }
+        // Whether every key below a path with bounds `b` lies in the page's range.
+        let listed = |b: Bounds| b.in_prefix && !b.on_start_after;
+        let base = path.len();
+        let kept = match codec::read_record(&mut *self.image, pos)? {
+            OwnedRecord::Link(_) if is_root => {
+                return Err(corrupt(&*self.image, "the frame's root is a link"))
+            }
+            OwnedRecord::Link(frame) => match self.walk.bounds(path, bounds) {
+                None => None,
+                Some(b) => {
+                    // A linked frame holds at least one key (an emptied frame is unlinked).
+                    *self.promised += usize::from(listed(b));
+                    Some(Node::Link(self.tree.image_link(self.cell, &*self.image, frame)?))
+                }
+            },
+            OwnedRecord::Leaf(leaf) => {
+                path.extend_from_slice(leaf.suffix());
+                let b = self.walk.bounds(path, bounds);
+                path.truncate(base);
+                b.map(|b| {
+                    *self.promised += usize::from(listed(b));
+                    Node::Leaf(Shared::new(leaf))
+                })
+            }
+            OwnedRecord::Inner { kind, prefix, has_terminal, keys, distances } => {
+                if distances.len() != keys.len() + usize::from(has_terminal) {
+                    return Err(corrupt(&*self.image, "missing back distance"));
+                }
+                path.extend_from_slice(&prefix);
+                let kept = match self.walk.bounds(path, bounds) {
+                    None => None,
+                    Some(b) if self.walk.delimiter_end(path, checked).is_some() => {
+                        *self.promised += usize::from(listed(b));
+                        Some(Node::Inner(Inner::from_parts(
+                            &prefix,
+                            None,
+                            InnerKind::N4,
+                            &[],
+                            std::iter::empty(),
+                        )))
+                    }
+                    Some(b) => self.inner(pos, path, b, kind, &prefix, &keys, &distances)?,
+                };
+                path.truncate(base);
+                kept
+            }
+        };
+        Ok(kept)
+    }
+
+    /// `record` for an inner node that does not roll up: its terminal and the children the
+    /// walk can reach (`path` spells the node's own bytes; `b` are their bounds).
+    #[allow(clippy::too_many_arguments)]
+    fn inner(
+        &mut self,
+        pos: usize,
+        path: &mut Vec<u8>,
+        b: Bounds,
+        kind: InnerKind,
+        prefix: &[u8],
+        keys: &[u8],
+        distances: &[usize],
+    ) -> Result<Option<Node>> {
+        let terminal = match distances.first().filter(|_| distances.len() > keys.len()) {
+            None => None,
+            Some(&back) => match codec::read_record(&mut *self.image, pos - back)? {
+                OwnedRecord::Leaf(t) if t.suffix().is_empty() => {
+                    *self.promised += usize::from(b.in_prefix && !b.on_start_after);
+                    Some(Shared::new(t))
+                }
+                _ => {
+                    return Err(self.image.corruption(
+                        crate::format::frame::FRAME_HEADER_LEN + pos,
+                        "terminal is not a leaf with an empty suffix".into(),
+                    ))
+                }
+            },
+        };
+        let child_distances = &distances[distances.len() - keys.len()..];
+        let len = path.len();
+        let from = if b.on_start_after { self.walk.start_after.get(len).copied().unwrap_or(0) } else { 0 };
+        let mut kept_keys = Vec::with_capacity(keys.len());
+        let mut kept_nodes = Vec::with_capacity(keys.len());
+        for (&key, &back) in keys.iter().zip(child_distances) {
+            // Later children are never reached: the page fills before them.
+            if *self.promised >= self.walk.remaining() {
+                break;
+            }
+            if key < from || (!b.in_prefix && self.walk.prefix.get(len) != Some(&key)) {
+                continue;
+            }
+            path.push(key);
+            let child = match self.walk.bounds(path, b) {
+                // Without a delimiter, a child whose keys are all listed is decoded whole from
+                // its contiguous records: faster than reading them one by one.
+                Some(cb) if self.walk.delimiter.is_empty() && cb.in_prefix && !cb.on_start_after => {
+                    let (tree, cell) = (self.tree, self.cell);
+                    let resolve = |id| tree.linked_frame(&tree.frames.lock(), cell, id);
+                    codec::decode_subtree(&mut *self.image, pos - back, resolve).map(|(node, keys)| {
+                        *self.promised += keys.max(1);
+                        Some(node)
+                    })
+                }
+                _ => self.record(pos - back, path, len, b, false),
+            };
+            path.truncate(len);
+            if let Some(child) = child? {
+                kept_keys.push(key);
+                kept_nodes.push(child);
+            }
+        }
+        if terminal.is_none() && kept_nodes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Node::Inner(Inner::from_parts(prefix, terminal, kind, &kept_keys, kept_nodes.into_iter()))))
     }
 }
 
