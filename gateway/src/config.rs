@@ -20,6 +20,16 @@ pub struct Cli {
     /// Listen address, e.g. 127.0.0.1:9000 (port 0 picks a free port).
     #[arg(long, env = "HOLT_LISTEN")]
     pub listen: Option<String>,
+    /// HTTPS listen address, e.g. 0.0.0.0:9443; needs --tls-cert and --tls-key. `--listen
+    /// off` then serves HTTPS only.
+    #[arg(long, env = "HOLT_LISTEN_TLS")]
+    pub listen_tls: Option<String>,
+    /// PEM certificate chain (leaf first) for --listen-tls; reread on SIGHUP.
+    #[arg(long, env = "HOLT_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of the certificate for --listen-tls; reread on SIGHUP.
+    #[arg(long, env = "HOLT_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// Region name clients sign for.
     #[arg(long, env = "HOLT_REGION")]
     pub region: Option<String>,
@@ -61,6 +71,9 @@ pub struct Cli {
 pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<String>,
+    pub listen_tls: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     pub region: Option<String>,
     pub domain: Option<String>,
     pub credentials_file: Option<PathBuf>,
@@ -86,7 +99,10 @@ pub const MEMORY_BUDGET_MIB_MIN: u64 = 16;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
-    pub listen: SocketAddr,
+    /// The HTTP listener; `None` with `--listen off` (HTTPS only).
+    pub listen: Option<SocketAddr>,
+    /// The HTTPS listener and the files it serves.
+    pub listen_tls: Option<(SocketAddr, crate::tls::TlsFiles)>,
     pub region: String,
     pub domain: Option<String>,
     pub credentials_file: Option<PathBuf>,
@@ -114,15 +130,21 @@ impl Config {
     /// Refuses to serve the development user (whose secret is published) on an address other
     /// machines can reach: only loopback addresses may run without configured credentials.
     pub fn check_development_user(&self) -> Result<(), String> {
-        if self.listen.ip().is_loopback() {
-            return Ok(());
+        let exposed =
+            self.listen.iter().chain(self.listen_tls.iter().map(|(a, _)| a)).find(|a| !a.ip().is_loopback());
+        match exposed {
+            None => Ok(()),
+            Some(addr) => Err(format!(
+                "no credentials configured and {addr} is not a loopback address: the development user's secret \
+                 is published, so it only serves loopback. Set HOLT_ACCESS_KEY and HOLT_SECRET_KEY, or \
+                 --credentials-file"
+            )),
         }
-        Err(format!(
-            "no credentials configured and --listen {} is not a loopback address: the development user's secret \
-             is published, so it only serves loopback. Set HOLT_ACCESS_KEY and HOLT_SECRET_KEY, or \
-             --credentials-file",
-            self.listen
-        ))
+    }
+
+    /// Every address the gateway listens on, for messages.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.listen.iter().copied().chain(self.listen_tls.iter().map(|(a, _)| *a)).collect()
     }
 
     /// Resolves flags/env (`cli`) over the TOML file over the defaults.
@@ -140,7 +162,29 @@ impl Config {
 
     pub fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
         let listen_text = cli.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:9000".into());
-        let listen = listen_text.parse::<SocketAddr>().map_err(|e| format!("--listen {listen_text}: {e}"))?;
+        let listen = match listen_text.as_str() {
+            "off" => None,
+            text => Some(text.parse::<SocketAddr>().map_err(|e| format!("--listen {text}: {e}"))?),
+        };
+        let tls_files = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => return Err("--tls-cert and --tls-key go together".into()),
+        };
+        let listen_tls = match (cli.listen_tls.or(file.listen_tls), tls_files) {
+            (Some(text), Some(files)) => {
+                let addr = text.parse::<SocketAddr>().map_err(|e| format!("--listen-tls {text}: {e}"))?;
+                Some((addr, files))
+            }
+            (None, None) => None,
+            (Some(_), None) => return Err("--listen-tls needs --tls-cert and --tls-key".into()),
+            (None, Some(_)) => {
+                return Err("--tls-cert and --tls-key need --listen-tls (the HTTPS address)".into())
+            }
+        };
+        if listen.is_none() && listen_tls.is_none() {
+            return Err("--listen off leaves nothing to listen on: give --listen-tls".into());
+        }
         let durability = match cli.durability.or(file.durability).as_deref() {
             None | Some("sync") => holt_core::Durability::Sync,
             Some("async") => holt_core::Durability::Async,
@@ -177,6 +221,7 @@ impl Config {
         Ok(Config {
             data_dir: cli.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./holt-data")),
             listen,
+            listen_tls,
             region: cli.region.or(file.region).unwrap_or_else(|| "us-east-1".into()),
             domain,
             credentials_file: cli.credentials_file.or(file.credentials_file),
@@ -212,7 +257,8 @@ mod tests {
     #[test]
     fn defaults() {
         let c = Config::merge(Cli::default(), FileConfig::default()).unwrap();
-        assert_eq!(c.listen.to_string(), "127.0.0.1:9000");
+        assert_eq!(c.listen.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9000"));
+        assert!(c.listen_tls.is_none());
         assert_eq!(c.region, "us-east-1");
         assert_eq!(c.data_dir, PathBuf::from("./holt-data"));
         assert_eq!(c.durability, holt_core::Durability::Sync);
@@ -231,9 +277,40 @@ mod tests {
         let cli = Cli { region: Some("us-west-2".into()), ..Default::default() };
         let c = Config::merge(cli, file).unwrap();
         assert_eq!(c.region, "us-west-2");
-        assert_eq!(c.listen.to_string(), "0.0.0.0:1");
+        assert_eq!(c.listen.map(|a| a.to_string()).as_deref(), Some("0.0.0.0:1"));
         assert_eq!(c.max_inflight, 5);
         assert_eq!(c.durability, holt_core::Durability::Async);
+    }
+
+    #[test]
+    fn tls_flags_go_together() {
+        let tls = |listen_tls: Option<&str>, cert: Option<&str>, key: Option<&str>, listen: Option<&str>| {
+            let cli = Cli {
+                listen_tls: listen_tls.map(Into::into),
+                tls_cert: cert.map(Into::into),
+                tls_key: key.map(Into::into),
+                listen: listen.map(Into::into),
+                ..Cli::default()
+            };
+            Config::merge(cli, FileConfig::default())
+        };
+        let c = tls(Some("127.0.0.1:9443"), Some("c.pem"), Some("k.pem"), None).unwrap();
+        assert_eq!(c.addresses().len(), 2);
+        let c = tls(Some("127.0.0.1:9443"), Some("c.pem"), Some("k.pem"), Some("off")).unwrap();
+        assert_eq!(c.addresses().len(), 1);
+        for (listen_tls, cert, key, listen) in [
+            (Some("127.0.0.1:9443"), None, None, None),
+            (None, Some("c.pem"), Some("k.pem"), None),
+            (Some("127.0.0.1:9443"), Some("c.pem"), None, None),
+            (None, None, None, Some("off")),
+        ] {
+            assert!(
+                tls(listen_tls, cert, key, listen).is_err(),
+                "{listen_tls:?} {cert:?} {key:?} {listen:?}"
+            );
+        }
+        let exposed = tls(Some("0.0.0.0:9443"), Some("c.pem"), Some("k.pem"), None).unwrap();
+        assert!(exposed.check_development_user().is_err());
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod routing;
 pub mod server;
 pub mod storage;
 pub mod time;
+pub mod tls;
 pub mod xml;
 
 use std::pin::Pin;
@@ -90,7 +91,9 @@ impl Default for Settings {
 
 pub struct Inner {
     pub store: Store,
-    pub credentials: auth::Credentials,
+    /// The users, swapped whole when the credentials file is reloaded (`reload_credentials`):
+    /// a request authenticates against the table it loaded.
+    pub credentials: arc_swap::ArcSwap<auth::Credentials>,
     pub auth_config: auth::AuthConfig,
     pub settings: Settings,
     pub metrics: metrics::Metrics,
@@ -100,7 +103,9 @@ pub struct Inner {
     metrics_renders: tokio::sync::Semaphore,
     /// Requests each user has in flight (authenticated ones), and the most one may have.
     user_inflight: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
-    user_inflight_max: Option<usize>,
+    /// `--max-inflight-per-user`; 0 for the default share, which depends on how many users
+    /// there are (see `user_inflight_max`).
+    user_inflight_setting: usize,
     /// Admission of requests whose CPU cost grows with what the request lists (see
     /// `Inner::heavy_work`).
     heavy: HeavyWork,
@@ -281,10 +286,23 @@ impl Inner {
         HeavyDrop { value: Some(value), jobs: heavy.then(|| self.heavy.jobs.clone()) }
     }
 
+    /// The most requests one user may have in flight: `--max-inflight-per-user`, or by
+    /// default three quarters of the in-flight limit when more than one user is configured
+    /// (none with one user). Read per request: a reload may add or remove users.
+    fn user_inflight_max(&self) -> Option<usize> {
+        match self.user_inflight_setting {
+            0 if self.credentials.load().len() > 1 => {
+                Some((self.settings.max_inflight.max(1) * 3 / 4).max(1))
+            }
+            0 => None,
+            n => Some(n),
+        }
+    }
+
     /// A slot of `user`'s share, or `None` when the user holds all of it already (always a
     /// slot when users have no share of their own).
     fn user_slot(self: &Arc<Self>, user: &str) -> Option<Option<UserSlot>> {
-        let Some(max) = self.user_inflight_max else { return Some(None) };
+        let Some(max) = self.user_inflight_max() else { return Some(None) };
         let mut held = self.user_inflight.lock();
         let n = held.entry(user.to_owned()).or_insert(0);
         if *n >= max {
@@ -317,23 +335,25 @@ impl AppState {
         let auth_config =
             auth::AuthConfig { region: settings.region.clone(), clock_skew_max: settings.clock_skew_max };
         let inflight = Arc::new(tokio::sync::Semaphore::new(settings.max_inflight.max(1)));
-        let user_inflight_max = match settings.max_inflight_per_user {
-            0 if credentials.len() > 1 => Some((settings.max_inflight.max(1) * 3 / 4).max(1)),
-            0 => None,
-            n => Some(n),
-        };
+        let user_inflight_setting = settings.max_inflight_per_user;
         AppState(Arc::new(Inner {
             store,
-            credentials,
+            credentials: arc_swap::ArcSwap::from_pointee(credentials),
             auth_config,
             settings,
             metrics: metrics::Metrics::new(),
             inflight,
             metrics_renders: tokio::sync::Semaphore::new(METRICS_RENDERS_MAX),
             user_inflight: Default::default(),
-            user_inflight_max,
+            user_inflight_setting,
             heavy: HeavyWork::new(),
         }))
+    }
+
+    /// Serves `credentials` from the next request on; requests already authenticated finish
+    /// as they are.
+    pub fn replace_credentials(&self, credentials: auth::Credentials) {
+        self.0.credentials.store(Arc::new(credentials));
     }
 
     pub fn store(&self) -> &Store {
@@ -553,14 +573,18 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
         };
     let op_name = route.op.name();
     let resource = parts.uri.path().to_owned();
-    let authenticated =
-        match auth::authenticate(&parts, &state.0.credentials, &state.0.auth_config, SystemTime::now()) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
-                return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
-            }
-        };
+    let authenticated = match auth::authenticate(
+        &parts,
+        &state.0.credentials.load(),
+        &state.0.auth_config,
+        SystemTime::now(),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
+            return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
+        }
+    };
     let Some(user_slot) = state.0.user_slot(&authenticated.access_key) else {
         let e = S3Error::with_message(S3ErrorCode::SlowDown, "Too many requests in flight for this user.");
         let mut resp = error_response(e.resource(resource), request_id);

@@ -78,6 +78,60 @@ fn load_credentials(config: &Config) -> Result<Credentials, String> {
     Ok(Credentials::development())
 }
 
+/// On each SIGHUP: rereads the credentials file (if one is configured) and the TLS
+/// certificate and key (if served). What fails to load is logged and counted, and the old
+/// state kept; what loads is served from the next request (or handshake) on, while requests
+/// in flight finish with what they started with.
+async fn reload_on_hangup(
+    config: Config,
+    state: AppState,
+    certificates: Option<std::sync::Arc<gateway::tls::Certificates>>,
+) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: reloading is off");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading");
+        if let Some(path) = &config.credentials_file {
+            let path = path.clone();
+            let loaded = tokio::task::spawn_blocking(move || Credentials::from_file(&path))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            match loaded {
+                Ok(credentials) => {
+                    let users = credentials.len();
+                    state.replace_credentials(credentials);
+                    state.0.metrics.record_reload("credentials", true);
+                    tracing::info!(users, "credentials reloaded");
+                }
+                Err(e) => {
+                    state.0.metrics.record_reload("credentials", false);
+                    tracing::error!(error = %e, "credentials reload failed; the previous users stay");
+                }
+            }
+        }
+        if let Some(certificates) = &certificates {
+            let certificates = std::sync::Arc::clone(certificates);
+            let reloaded = tokio::task::spawn_blocking(move || certificates.reload())
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r);
+            match reloaded {
+                Ok(()) => {
+                    state.0.metrics.record_reload("tls", true);
+                    tracing::info!("TLS certificate reloaded");
+                }
+                Err(e) => {
+                    state.0.metrics.record_reload("tls", false);
+                    tracing::error!(error = %e, "TLS reload failed; the previous certificate stays");
+                }
+            }
+        }
+    }
+}
+
 async fn run(config: Config) -> Result<(), String> {
     let credentials = load_credentials(&config)?;
     let meta_dir = config.data_dir.join("meta");
@@ -106,13 +160,33 @@ async fn run(config: Config) -> Result<(), String> {
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("binding {}: {e}", config.listen))?;
-    let addr = listener.local_addr().map_err(|e| format!("local address: {e}"))?;
-    println!("holt-gateway listening on http://{addr}");
-    tracing::info!(%addr, data_dir = %config.data_dir.display(), "accepting connections");
-    let outcome = server::serve(listener, app(state.clone()), server::shutdown_signal()).await;
+    let certificates = match &config.listen_tls {
+        Some((_, files)) => Some(gateway::tls::Certificates::load(files.clone())?),
+        None => None,
+    };
+    let mut listeners = Vec::new();
+    if let Some(addr) = config.listen {
+        let tcp = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("binding {addr}: {e}"))?;
+        let local = tcp.local_addr().map_err(|e| format!("local address: {e}"))?;
+        println!("holt-gateway listening on http://{local}");
+        tracing::info!(addr = %local, data_dir = %config.data_dir.display(), "accepting connections");
+        listeners.push(server::Listener::plain(tcp));
+    }
+    if let (Some((addr, _)), Some(certificates)) = (&config.listen_tls, &certificates) {
+        let tcp = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("binding {addr}: {e}"))?;
+        let local = tcp.local_addr().map_err(|e| format!("local address: {e}"))?;
+        println!("holt-gateway listening on https://{local}");
+        tracing::info!(addr = %local, data_dir = %config.data_dir.display(), "accepting TLS connections");
+        listeners.push(server::Listener { tcp, tls: Some(certificates.acceptor()?) });
+    }
+    tokio::spawn(reload_on_hangup(config.clone(), state.clone(), certificates));
+    let outcome = server::serve_with(
+        listeners,
+        app(state.clone()),
+        server::shutdown_signal(),
+        server::ServerLimits::default(),
+    )
+    .await;
 
     // No connection holds the state any more (those left after the grace period were cut
     // off): close the engine whichever way serving ended, then report a forced shutdown.

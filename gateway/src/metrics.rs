@@ -23,6 +23,8 @@ struct Histogram {
 struct State {
     requests: BTreeMap<(&'static str, u16), u64>,
     latency: BTreeMap<&'static str, Histogram>,
+    /// Reloads on SIGHUP by what was reloaded and whether it took.
+    reloads: BTreeMap<(&'static str, &'static str), u64>,
 }
 
 #[derive(Default)]
@@ -49,6 +51,12 @@ impl Metrics {
         }
     }
 
+    /// A reload of `what` (`credentials`, `tls`) that took (`ok`) or kept the old state.
+    pub fn record_reload(&self, what: &'static str, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        *self.state.lock().reloads.entry((what, outcome)).or_insert(0) += 1;
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self, stats: &holt_core::Stats) -> String {
         let mut out = String::new();
@@ -58,6 +66,11 @@ impl Metrics {
             out.push_str("# TYPE holt_requests_total counter\n");
             for ((op, status), n) in &s.requests {
                 let _ = writeln!(out, "holt_requests_total{{operation=\"{op}\",status=\"{status}\"}} {n}");
+            }
+            out.push_str("# HELP holt_reloads_total Reloads on SIGHUP, by what and outcome (failed: the old state kept).\n");
+            out.push_str("# TYPE holt_reloads_total counter\n");
+            for ((what, outcome), n) in &s.reloads {
+                let _ = writeln!(out, "holt_reloads_total{{what=\"{what}\",outcome=\"{outcome}\"}} {n}");
             }
             out.push_str("# HELP holt_request_duration_seconds Request latency by operation.\n");
             out.push_str("# TYPE holt_request_duration_seconds histogram\n");

@@ -60,16 +60,28 @@ pub enum Shutdown {
     GraceElapsed,
 }
 
+/// A socket to accept connections on: plain HTTP, or HTTPS through `tls`.
+pub struct Listener {
+    pub tcp: TcpListener,
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Listener {
+    pub fn plain(tcp: TcpListener) -> Listener {
+        Listener { tcp, tls: None }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits (up to
 /// `SHUTDOWN_GRACE`) for open connections to finish their requests and cuts off the rest.
 /// When this returns, no connection holds the router (nor the state inside it) any more.
 pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) -> Shutdown {
-    serve_with(listener, router, shutdown, ServerLimits::default()).await
+    serve_with(vec![Listener::plain(listener)], router, shutdown, ServerLimits::default()).await
 }
 
-/// `serve` with explicit limits.
+/// `serve` on several listeners (the HTTP one and the HTTPS one), with explicit limits.
 pub async fn serve_with(
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     router: Router,
     shutdown: impl Future<Output = ()>,
     limits: ServerLimits,
@@ -87,47 +99,48 @@ pub async fn serve_with(
         .max_header_size(HEAD_BUFFER_BYTES_MAX)
         .max_headers(HEADERS_COUNT_MAX)
         .keep_alive(true);
+    // Accepted connections from every listener arrive here, each with its listener's TLS.
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::channel(64);
+    let mut acceptors = tokio::task::JoinSet::new();
+    for listener in listeners {
+        acceptors.spawn(accept_loop(listener, accepted_tx.clone()));
+    }
+    drop(accepted_tx);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
+            Some((stream, peer, tls)) = accepted.recv() => {
+                let stream: tokio::net::TcpStream = stream;
+                let _ = stream.set_nodelay(true);
+                let connection = Connection {
+                    builder: builder.clone(),
+                    router: router.clone(),
+                    watcher: graceful.watcher(),
+                    write_stall_timeout: limits.write_stall_timeout,
+                    peer,
+                };
+                match tls {
+                    None => connections.spawn(connection.serve(stream)),
+                    Some(acceptor) => {
+                        let handshake_timeout = limits.header_read_timeout;
+                        connections.spawn(async move {
+                            // The handshake has the time a request head has (slowloris).
+                            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                                Ok(Ok(stream)) => connection.serve(stream).await,
+                                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                            }
+                        })
                     }
                 };
-                let _ = stream.set_nodelay(true);
-                // hyper hides a request's conflicting length headers from the service; the
-                // watcher sees them on the wire and the request is marked (see `framing`). It
-                // also closes the connection when a response stops draining.
-                let heads = framing::Heads::new();
-                let io = TokioIo::new(framing::Watched::new(stream, heads.clone(), limits.write_stall_timeout));
-                let service = TowerToHyperService::new(router.clone().map_request(
-                    move |mut req: http::Request<hyper::body::Incoming>| {
-                        if heads.next_is_conflicting() {
-                            req.extensions_mut().insert(framing::ConflictingLengthHeaders);
-                        }
-                        req
-                    },
-                ));
-                let conn = builder.serve_connection(io, service);
-                let conn = graceful.watch(conn);
-                connections.spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                });
             }
             // Reap finished connections, so the set stays as large as the open ones.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             () = &mut shutdown => break,
         }
     }
-    drop(listener);
+    acceptors.shutdown().await;
+    drop(accepted);
     let outcome = tokio::select! {
         () = graceful.shutdown() => {
             tracing::info!("all connections closed");
@@ -142,6 +155,61 @@ pub async fn serve_with(
     // and through it the engine, which can be closed only once nothing else holds it.
     connections.shutdown().await;
     outcome
+}
+
+type Accepted = (tokio::net::TcpStream, std::net::SocketAddr, Option<tokio_rustls::TlsAcceptor>);
+
+/// Accepts connections on `listener` and hands them on, until the receiver is gone.
+async fn accept_loop(listener: Listener, to: tokio::sync::mpsc::Sender<Accepted>) {
+    loop {
+        match listener.tcp.accept().await {
+            Ok((stream, peer)) => {
+                if to.send((stream, peer, listener.tls.clone())).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// What serving one accepted connection needs.
+struct Connection {
+    builder: hyper::server::conn::http1::Builder,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    write_stall_timeout: Duration,
+    peer: std::net::SocketAddr,
+}
+
+impl Connection {
+    /// Serves the connection's requests until it closes (or shutdown cuts it off).
+    async fn serve<IO>(self, stream: IO)
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        // hyper hides a request's conflicting length headers from the service; the watcher
+        // sees them on the wire and the request is marked (see `framing`). It also closes the
+        // connection when a response stops draining.
+        let heads = framing::Heads::new();
+        let io = TokioIo::new(framing::Watched::new(stream, heads.clone(), self.write_stall_timeout));
+        let service = TowerToHyperService::new(self.router.map_request(
+            move |mut req: http::Request<hyper::body::Incoming>| {
+                if heads.next_is_conflicting() {
+                    req.extensions_mut().insert(framing::ConflictingLengthHeaders);
+                }
+                req
+            },
+        ));
+        let conn = self.watcher.watch(self.builder.serve_connection(io, service));
+        if let Err(e) = conn.await {
+            tracing::debug!(peer = %self.peer, error = %e, "connection ended with an error");
+        }
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.

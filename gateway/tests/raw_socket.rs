@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use gateway::auth::Credentials;
-use gateway::server::{serve_with, ServerLimits, Shutdown};
+use gateway::server::{serve_with, Listener, ServerLimits, Shutdown};
 use gateway::storage::{schema, Store};
 use gateway::{AppState, Settings};
 use http::Method;
@@ -50,7 +50,7 @@ async fn start(gw: &Gw, limits: ServerLimits) -> Server {
     let router = gw.router();
     tokio::spawn(async move {
         serve_with(
-            listener,
+            vec![Listener::plain(listener)],
             router,
             async {
                 let _ = stopped.await;
@@ -409,7 +409,7 @@ fn serve_until_stopped(
 ) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Shutdown>) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = serve_with(
-        listener,
+        vec![Listener::plain(listener)],
         gw.router(),
         async {
             let _ = stopped.await;

@@ -19,6 +19,8 @@ use crate::tools::{crate_file, Tool};
 pub enum User {
     One,
     Two,
+    /// Any access key and secret (a user added or rotated by a test).
+    Keys(&'static str, &'static str),
 }
 
 impl User {
@@ -26,6 +28,7 @@ impl User {
         match self {
             User::One => (USER1_ACCESS_KEY, USER1_SECRET_KEY),
             User::Two => (USER2_ACCESS_KEY, USER2_SECRET_KEY),
+            User::Keys(access, secret) => (access, secret),
         }
     }
 }
@@ -44,6 +47,8 @@ pub struct Aws {
     home: PathBuf,
     endpoint: String,
     user: User,
+    /// The CA to trust, for a gateway serving HTTPS.
+    ca: Option<PathBuf>,
 }
 
 impl Aws {
@@ -61,7 +66,7 @@ impl Aws {
             )
             .as_bytes(),
         );
-        Aws { bin: Tool::Aws.path(), home, endpoint: gw.endpoint(), user }
+        Aws { bin: Tool::Aws.path(), home, endpoint: gw.endpoint(), user, ca: gw.ca_file() }
     }
 
     fn base(&self) -> Cmd {
@@ -76,6 +81,8 @@ impl Aws {
             .env_remove("AWS_PROFILE")
             .env("AWS_DEFAULT_REGION", REGION)
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("AWS_CA_BUNDLE")
+            .args(self.ca.iter().flat_map(|ca| [std::ffi::OsStr::new("--ca-bundle"), ca.as_os_str()]))
             .arg("--endpoint-url")
             .arg(&self.endpoint)
     }
@@ -96,6 +103,8 @@ pub struct Boto3 {
     python: PathBuf,
     endpoint: String,
     user: User,
+    /// The CA to trust (botocore reads `AWS_CA_BUNDLE`), for a gateway serving HTTPS.
+    ca: Option<PathBuf>,
 }
 
 impl Boto3 {
@@ -104,14 +113,17 @@ impl Boto3 {
     }
 
     pub fn as_user(gw: &Gateway, user: User) -> Boto3 {
-        Boto3 { python: Tool::Python.path(), endpoint: gw.endpoint(), user }
+        Boto3 { python: Tool::Python.path(), endpoint: gw.endpoint(), user, ca: gw.ca_file() }
     }
 
     /// `s3ops.py OP ARGS`; see the script's docstring for the operations.
     pub fn op(&self, op: &str, args: &Value) -> Cmd {
         let (access, secret) = self.user.keys();
-        Cmd::new("boto3", &self.python)
-            .env("AWS_ACCESS_KEY_ID", access)
+        let cmd = match &self.ca {
+            Some(ca) => Cmd::new("boto3", &self.python).env("AWS_CA_BUNDLE", ca),
+            None => Cmd::new("boto3", &self.python).env_remove("AWS_CA_BUNDLE"),
+        };
+        cmd.env("AWS_ACCESS_KEY_ID", access)
             .env("AWS_SECRET_ACCESS_KEY", secret)
             .env_remove("AWS_SESSION_TOKEN")
             .env_remove("AWS_PROFILE")
@@ -151,12 +163,19 @@ impl S3cmd {
     pub fn new(gw: &Gateway) -> S3cmd {
         let home = client_home(gw, "s3cmd");
         let config = home.join("s3cfg");
+        // Over HTTPS the certificate is checked against the test CA (`ca_certs_file`).
+        let tls = match gw.ca_file() {
+            Some(ca) => {
+                format!("use_https = True\ncheck_ssl_certificate = True\nca_certs_file = {}\n", ca.display())
+            }
+            None => "use_https = False\ncheck_ssl_certificate = False\n".to_owned(),
+        };
         write_file(
             &config,
             format!(
                 "[default]\naccess_key = {USER1_ACCESS_KEY}\nsecret_key = {USER1_SECRET_KEY}\n\
                  host_base = {addr}\nhost_bucket = {addr}\nbucket_location = {REGION}\n\
-                 use_https = False\nsignature_v2 = False\ncheck_ssl_certificate = False\n\
+                 {tls}signature_v2 = False\n\
                  progress_meter = False\nsocket_timeout = 60\nmax_retries = 2\n",
                 addr = gw.addr()
             )
@@ -187,6 +206,12 @@ impl Mc {
 
     pub fn new(gw: &Gateway) -> Mc {
         let mc = Mc { bin: Tool::Mc.path(), home: client_home(gw, "mc") };
+        // mc trusts the CAs in its config directory's certs/CAs.
+        if let Some(ca) = gw.ca_file() {
+            let cas = mc.home.join(".mc/certs/CAs");
+            std::fs::create_dir_all(&cas).unwrap_or_else(|e| panic!("mkdir {}: {e}", cas.display()));
+            std::fs::copy(&ca, cas.join("holt-test-ca.pem")).unwrap_or_else(|e| panic!("copy the CA: {e}"));
+        }
         mc.raw(&[
             "alias",
             "set",
@@ -225,6 +250,8 @@ impl Mc {
 pub struct Rclone {
     bin: PathBuf,
     config: PathBuf,
+    /// The CA to trust (`--ca-cert`), for a gateway serving HTTPS.
+    ca: Option<PathBuf>,
 }
 
 impl Rclone {
@@ -243,14 +270,15 @@ impl Rclone {
             )
             .as_bytes(),
         );
-        Rclone { bin: Tool::Rclone.path(), config }
+        Rclone { bin: Tool::Rclone.path(), config, ca: gw.ca_file() }
     }
 
     pub fn cmd(&self, args: &[&str]) -> Cmd {
         Cmd::new("rclone", &self.bin)
             // rclone's AWS SDK refuses to start when AWS_CA_BUNDLE is set together with its own
-            // HTTP transport; the endpoint is plain-HTTP loopback, so no CA bundle applies.
+            // HTTP transport; a CA to trust goes in `--ca-cert`.
             .env_remove("AWS_CA_BUNDLE")
+            .args(self.ca.iter().flat_map(|ca| [std::ffi::OsStr::new("--ca-cert"), ca.as_os_str()]))
             .arg("--config")
             .arg(&self.config)
             // Fail fast instead of retrying for minutes: a failed step is what we want to see.
@@ -268,6 +296,8 @@ impl Rclone {
 pub struct K6 {
     bin: PathBuf,
     endpoint: String,
+    /// The CA to trust (Go reads `SSL_CERT_FILE`), for a gateway serving HTTPS.
+    ca: Option<PathBuf>,
     work: PathBuf,
     /// A `nice` increment to run k6 at (negative: ahead of the gateway, for latency tests).
     nice: Option<i32>,
@@ -275,7 +305,13 @@ pub struct K6 {
 
 impl K6 {
     pub fn new(gw: &Gateway) -> K6 {
-        K6 { bin: Tool::K6.path(), endpoint: gw.endpoint(), work: client_home(gw, "k6"), nice: None }
+        K6 {
+            bin: Tool::K6.path(),
+            endpoint: gw.endpoint(),
+            ca: gw.ca_file(),
+            work: client_home(gw, "k6"),
+            nice: None,
+        }
     }
 
     /// k6 at CPU priority `increment` (see `nice(1)`; negative values need root).
@@ -296,6 +332,9 @@ impl K6 {
             Some(n) => Cmd::new("k6", "nice").arg("-n").arg(n.to_string()).arg(&self.bin),
             None => Cmd::new("k6", &self.bin),
         };
+        if let Some(ca) = &self.ca {
+            cmd = cmd.env("SSL_CERT_FILE", ca);
+        }
         cmd = cmd
             .env("HOME", &self.work)
             .env("K6_NO_USAGE_REPORT", "true")

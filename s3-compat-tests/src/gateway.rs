@@ -28,7 +28,9 @@ pub const REGION: &str = "us-east-1";
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a SIGTERM'd gateway may take to drain and close the engine.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-const STARTUP_LINE_PREFIX: &str = "holt-gateway listening on http://";
+/// The start-up line, `holt-gateway listening on http://ADDR` (or `https://` when the gateway
+/// serves HTTPS only).
+const STARTUP_LINE_PREFIX: &str = "holt-gateway listening on ";
 
 pub struct Gateway {
     /// Scratch root: `data/`, `credentials.toml`, `gateway.log`, and whatever the test puts in
@@ -39,6 +41,57 @@ pub struct Gateway {
     label: String,
     /// Command-line options added to every start (limits a test sets).
     extra_args: Vec<String>,
+    /// Serving HTTPS only, with a certificate from a test CA (`Gateway::start_tls`).
+    tls: Option<TestCa>,
+}
+
+/// A certificate authority made for one gateway, and the files the gateway and the clients
+/// read: `ca.pem` (what clients trust), `cert.pem` and `key.pem` (what the gateway serves).
+pub struct TestCa {
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+    dir: PathBuf,
+    /// Certificates issued so far (each a new serial number).
+    issued: u64,
+}
+
+impl TestCa {
+    fn new(dir: &Path) -> TestCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "holt compat test CA");
+        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let ca = params.self_signed(&ca_key).expect("CA certificate");
+        fs::write(dir.join("ca.pem"), ca.pem()).expect("write ca.pem");
+        let mut test_ca = TestCa { ca, ca_key, dir: dir.to_path_buf(), issued: 0 };
+        test_ca.issue();
+        test_ca
+    }
+
+    /// Signs a new server certificate for `localhost` and `127.0.0.1` (and `*.localhost`, for
+    /// virtual-hosted names) with a new key, and writes `cert.pem` and `key.pem`; returns its
+    /// serial number.
+    fn issue(&mut self) -> u64 {
+        self.issued += 1;
+        let names = vec!["localhost".to_owned(), "*.localhost".to_owned(), "127.0.0.1".to_owned()];
+        let mut params = rcgen::CertificateParams::new(names).expect("server parameters");
+        params.distinguished_name.push(rcgen::DnType::CommonName, "holt compat gateway");
+        params.serial_number = Some(rcgen::SerialNumber::from(self.issued));
+        let key = rcgen::KeyPair::generate().expect("server key");
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).expect("server certificate");
+        // Written beside and renamed over, so a reload never reads half a file.
+        for (name, text) in [("key.pem", key.serialize_pem()), ("cert.pem", cert.pem())] {
+            let tmp = self.dir.join(format!("{name}.tmp"));
+            fs::write(&tmp, text).expect("write a PEM file");
+            fs::rename(&tmp, self.dir.join(name)).expect("rename a PEM file");
+        }
+        self.issued
+    }
+
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
 }
 
 impl Gateway {
@@ -49,6 +102,16 @@ impl Gateway {
 
     /// As [`Gateway::start`], with more command-line options (kept across restarts).
     pub fn start_with_args(label: &str, extra_args: &[&str]) -> Gateway {
+        Gateway::start_inner(label, extra_args, false)
+    }
+
+    /// A gateway serving HTTPS only (`--listen off --listen-tls`), with a certificate its own
+    /// test CA signed; clients trust the CA through `ca_file()`.
+    pub fn start_tls(label: &str, extra_args: &[&str]) -> Gateway {
+        Gateway::start_inner(label, extra_args, true)
+    }
+
+    fn start_inner(label: &str, extra_args: &[&str], tls: bool) -> Gateway {
         let root = tempfile::Builder::new()
             .prefix(&format!("holt-compat-{label}-"))
             .tempdir()
@@ -68,14 +131,64 @@ impl Gateway {
             addr: String::new(),
             label: label.to_string(),
             extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
+            tls: None,
         };
+        if tls {
+            gateway.tls = Some(TestCa::new(gateway.root.path()));
+        }
         gateway.spawn();
         gateway
     }
 
-    /// `http://127.0.0.1:PORT`, the endpoint every client is pointed at.
+    /// `http://127.0.0.1:PORT` (`https://` for `start_tls`), the endpoint every client is
+    /// pointed at.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate clients must trust, for a gateway serving HTTPS.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(TestCa::ca_path)
+    }
+
+    /// Issues a new server certificate (new key, new serial) into the files the gateway
+    /// serves, and sends SIGHUP; returns the new serial. Handshakes after the reload get it.
+    pub fn rotate_certificate(&mut self) -> u64 {
+        let tls = self.tls.as_mut().unwrap_or_else(|| panic!("[{}] not serving HTTPS", self.label));
+        let serial = tls.issue();
+        self.hangup();
+        serial
+    }
+
+    /// Rewrites the credentials file with `users` (access key, secret key) and sends SIGHUP.
+    pub fn set_users(&self, users: &[(&str, &str)]) {
+        let text: String = users
+            .iter()
+            .map(|(access, secret)| {
+                format!("[[users]]\naccess_key = \"{access}\"\nsecret_key = \"{secret}\"\n\n")
+            })
+            .collect();
+        self.write_credentials(&text);
+        self.hangup();
+    }
+
+    /// Replaces the credentials file with `text` (read at the next start or SIGHUP).
+    pub fn write_credentials(&self, text: &str) {
+        let path = self.root.path().join("credentials.toml");
+        let tmp = self.root.path().join("credentials.toml.tmp");
+        fs::write(&tmp, text).unwrap_or_else(|e| panic!("[{}] cannot write credentials: {e}", self.label));
+        fs::rename(&tmp, &path)
+            .unwrap_or_else(|e| panic!("[{}] cannot replace credentials: {e}", self.label));
+    }
+
+    /// Sends SIGHUP (reload the credentials file and the certificate).
+    pub fn hangup(&self) {
+        let pid =
+            self.child.as_ref().map(Child::id).unwrap_or_else(|| panic!("[{}] not running", self.label));
+        let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+        rustix::process::kill_process(pid, rustix::process::Signal::HUP)
+            .unwrap_or_else(|e| panic!("[{}] cannot send SIGHUP: {e}", self.label));
     }
 
     /// `127.0.0.1:PORT`.
@@ -199,9 +312,16 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("[{}] cannot open the gateway log: {e}", self.label));
         let log_for_stderr =
             log.try_clone().unwrap_or_else(|e| panic!("[{}] cannot clone the log handle: {e}", self.label));
-        let mut child = Command::new(&bin)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
+        let mut command = Command::new(&bin);
+        match &self.tls {
+            None => command.args(["--listen", "127.0.0.1:0"]),
+            Some(tls) => command
+                .args(["--listen", "off", "--listen-tls", "127.0.0.1:0", "--tls-cert"])
+                .arg(tls.dir.join("cert.pem"))
+                .arg("--tls-key")
+                .arg(tls.dir.join("key.pem")),
+        };
+        let mut child = command
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--credentials-file")
@@ -266,9 +386,12 @@ fn copy_stdout(stdout: impl Read, mut log: File, tx: mpsc::Sender<String>) {
             Ok(_) => {
                 let _ = log.write_all(line.as_bytes());
                 if !announced {
-                    if let Some(rest) = line.trim_end().strip_prefix(STARTUP_LINE_PREFIX) {
+                    let announced_at = line.trim_end().strip_prefix(STARTUP_LINE_PREFIX);
+                    let addr = announced_at
+                        .and_then(|r| r.strip_prefix("http://").or_else(|| r.strip_prefix("https://")));
+                    if let Some(addr) = addr {
                         announced = true;
-                        let _ = tx.send(rest.trim_end_matches('/').to_string());
+                        let _ = tx.send(addr.trim_end_matches('/').to_string());
                     }
                 }
             }

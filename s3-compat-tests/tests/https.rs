@@ -1,0 +1,171 @@
+//! The gateway serving HTTPS only (`--listen off --listen-tls`), with a certificate from a test
+//! CA each client is pointed at (none has verification turned off), and reloads on SIGHUP.
+//!
+//! Invariants:
+//! - aws-cli, boto3, mc, rclone and s3cmd work over HTTPS as over HTTP, and a presigned URL
+//!   works over HTTPS; a client that does not trust the CA is refused the connection.
+//! - Under load (k6, 64 connections), a certificate rotation and a user's secret rotation
+//!   fail no request: handshakes after the reload get the new certificate, requests signed
+//!   with the removed secret are refused, and the new secret is accepted.
+
+use std::time::Duration;
+
+use s3_compat_tests::clients::{boto3_error_code, Aws, Boto3, Mc, Rclone, S3cmd, User, K6};
+use s3_compat_tests::data::{md5_hex, read_file, write_file};
+use s3_compat_tests::exec::Cmd;
+use s3_compat_tests::gateway::{Gateway, USER1_ACCESS_KEY, USER1_SECRET_KEY, USER2_ACCESS_KEY};
+use s3_compat_tests::tools::Tool;
+use serde_json::{json, Value};
+
+const BUCKET: &str = "tls-bucket";
+
+#[test]
+fn every_client_over_https() {
+    let gw = Gateway::start_tls("https-clients", &[]);
+    assert!(gw.endpoint().starts_with("https://"), "{}", gw.endpoint());
+    let ca = gw.ca_file().expect("a CA");
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let src = gw.work_dir().join("src.bin");
+    write_file(&src, &body);
+    let want = md5_hex(&body);
+    let src = src.to_string_lossy().into_owned();
+
+    let aws = Aws::new(&gw);
+    aws.s3(&["mb", &format!("s3://{BUCKET}")]).run("aws mb").ok();
+    aws.s3(&["cp", &src, &format!("s3://{BUCKET}/aws.bin")]).run("aws cp up").ok();
+
+    let boto3 = Boto3::new(&gw);
+    let put = boto3.call("put_object", json!({"Bucket": BUCKET, "Key": "boto3.txt", "Body": "over https"}));
+    put.run("boto3 put_object").ok();
+
+    let mc = Mc::new(&gw);
+    mc.cmd(&["cp", &src, &Mc::target(&format!("{BUCKET}/mc.bin"))]).run("mc cp up").ok();
+
+    let rclone = Rclone::new(&gw);
+    rclone.cmd(&["copyto", &src, &Rclone::target(&format!("{BUCKET}/rclone.bin"))]).run("rclone copyto").ok();
+
+    let s3cmd = S3cmd::new(&gw);
+    s3cmd.cmd(&["put", &src, &format!("s3://{BUCKET}/s3cmd.bin")]).run("s3cmd put").ok();
+
+    // Every upload reads back, through a different client than the one that wrote it.
+    let listed = boto3.call("list_objects_v2", json!({"Bucket": BUCKET})).run("boto3 list").ok().json();
+    let keys: Vec<&str> =
+        listed["Contents"].as_array().into_iter().flatten().filter_map(|o| o["Key"].as_str()).collect();
+    assert_eq!(keys, ["aws.bin", "boto3.txt", "mc.bin", "rclone.bin", "s3cmd.bin"], "{listed}");
+    for (i, key) in ["aws.bin", "mc.bin", "rclone.bin", "s3cmd.bin"].iter().enumerate() {
+        let out = gw.work_dir().join(format!("down-{i}.bin"));
+        let out_s = out.to_string_lossy().into_owned();
+        match i {
+            0 => mc.raw(&["cp", &Mc::target(&format!("{BUCKET}/{key}")), &out_s]).run("mc cp down").ok(),
+            1 => rclone
+                .cmd(&["copyto", &Rclone::target(&format!("{BUCKET}/{key}")), &out_s])
+                .run("rclone down")
+                .ok(),
+            2 => s3cmd.cmd(&["get", &format!("s3://{BUCKET}/{key}"), &out_s]).run("s3cmd get").ok(),
+            _ => aws.s3(&["cp", &format!("s3://{BUCKET}/{key}"), &out_s]).run("aws cp down").ok(),
+        };
+        assert_eq!(md5_hex(&read_file(&out)), want, "{key} read back over https");
+    }
+
+    // A presigned URL works over HTTPS for a client that trusts the CA...
+    let url = aws
+        .s3(&["presign", &format!("s3://{BUCKET}/aws.bin")])
+        .run("aws presign")
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    assert!(url.starts_with("https://"), "{url}");
+    let fetched = gw.work_dir().join("presigned.bin");
+    let curl = |trust: bool| {
+        let cmd = Cmd::new("curl", Tool::Curl.path()).args(["--silent", "--show-error", "--max-time", "30"]);
+        let cmd = if trust { cmd.arg("--cacert").arg(&ca) } else { cmd };
+        cmd.arg("--output").arg(&fetched).args(["--write-out", "%{http_code}"]).arg(&url)
+    };
+    let ok = curl(true).run("curl presigned GET").ok();
+    ok.check_eq(ok.stdout.trim(), "200", "presigned GET status");
+    assert_eq!(md5_hex(&read_file(&fetched)), want, "presigned GET body");
+    // ... and a client that does not trust it is refused (curl: 60, peer certificate).
+    let refused = curl(false).run("curl without the CA").fails();
+    refused.check(refused.code == Some(60), "curl without the CA should fail verification (exit 60)");
+}
+
+/// The serial number of the certificate the gateway presents to a new connection, read by
+/// Python's `ssl` with the test CA (verification on).
+fn served_serial(gw: &Gateway) -> u64 {
+    let ca = gw.ca_file().expect("a CA");
+    let port = gw.addr().rsplit(':').next().unwrap_or_default().to_owned();
+    let script = "import socket, ssl, sys\n\
+                  ctx = ssl.create_default_context(cafile=sys.argv[1])\n\
+                  with socket.create_connection(('127.0.0.1', int(sys.argv[2]))) as raw:\n\
+                  \x20   with ctx.wrap_socket(raw, server_hostname='localhost') as tls:\n\
+                  \x20       print(tls.getpeercert()['serialNumber'])\n";
+    let out = Cmd::new("python", Tool::Python.path())
+        .arg("-c")
+        .arg(script)
+        .arg(&ca)
+        .arg(&port)
+        .run("read the served certificate")
+        .ok();
+    u64::from_str_radix(out.stdout.trim(), 16).unwrap_or_else(|e| out.fail(&format!("serial: {e}")))
+}
+
+#[test]
+fn certificate_and_secret_rotate_under_load_without_failed_requests() {
+    let mut gw = Gateway::start_tls("https-rotate", &[]);
+    assert_eq!(served_serial(&gw), 1);
+    let user2 = Boto3::as_user(&gw, User::Two);
+    user2.call("list_buckets", json!({})).run("user 2 before the rotation").ok();
+
+    // k6 (user 1) at 64 connections for 12 s; the rotations happen 4 s in.
+    let k6 = K6::new(&gw);
+    let export = gw.work_dir().join("k6.json");
+    let export_arg = format!("--summary-export={}", export.display());
+    let load = {
+        let cmd = k6
+            .run_script_with(
+                "load.js",
+                &[
+                    ("SCENARIO", "mixed"),
+                    ("VUS", "64"),
+                    ("DURATION", "12s"),
+                    ("BUCKET", "rotate"),
+                    ("SEED_PREFIXES", "50"),
+                ],
+                &[&export_arg],
+            )
+            .timeout(Duration::from_secs(300));
+        std::thread::spawn(move || cmd.run("k6 over https during the rotations"))
+    };
+    std::thread::sleep(Duration::from_secs(4));
+    let serial = gw.rotate_certificate();
+    let new_secret = "compat-secret-two-rotated-00000000";
+    gw.set_users(&[(USER1_ACCESS_KEY, USER1_SECRET_KEY), (USER2_ACCESS_KEY, new_secret)]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(served_serial(&gw), serial, "a new connection after the reload gets the new certificate");
+
+    let out = load.join().expect("the k6 thread");
+    let text = std::fs::read_to_string(&export)
+        .unwrap_or_else(|e| out.fail(&format!("no k6 summary at {}: {e}", export.display())));
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| out.fail(&format!("k6 summary: {e}")));
+    let requests = v["metrics"]["http_reqs"]["count"].as_f64().unwrap_or(0.0);
+    let failed = v["metrics"]["http_req_failed"]["value"].as_f64().unwrap_or(1.0);
+    println!("k6 over https: {requests} requests, failed rate {failed}");
+    out.check(requests > 1000.0, &format!("only {requests} requests"));
+    out.check(failed == 0.0, &format!("failed-request rate {failed} across the rotations"));
+
+    // The removed secret is refused; the new one is accepted.
+    let refused = user2.call("list_buckets", json!({})).run("user 2 with the removed secret").fails();
+    let code = boto3_error_code(&refused);
+    refused.check(code == "SignatureDoesNotMatch", &format!("expected SignatureDoesNotMatch, got {code}"));
+    let rotated = Boto3::as_user(&gw, User::Keys(USER2_ACCESS_KEY, new_secret));
+    rotated.call("list_buckets", json!({})).run("user 2 with the new secret").ok();
+
+    // A credentials file that does not parse keeps the users as they were.
+    gw.write_credentials("[[users]]\naccess_key = 1\n");
+    gw.hangup();
+    std::thread::sleep(Duration::from_millis(500));
+    rotated.call("list_buckets", json!({})).run("after a failed reload").ok();
+    let log = gw.log_tail(20_000);
+    assert!(log.contains("credentials reload failed"), "the failed reload is not logged:\n{log}");
+}
