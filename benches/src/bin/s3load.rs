@@ -7,7 +7,9 @@
 //! usage: s3load --endpoint http://127.0.0.1:9000 --bucket B --op prepare|head|get|put|list|mixed
 //!               [--connections 16] [--duration-s 10] [--max-requests 1000000] [--objects 100000]
 //!               [--access-key K] [--secret-key S] [--region us-east-1] [--server-pid PID]
-//!               [--threads 1] [--pool 2000]
+//!               [--threads 1] [--pool 2000] [--ca CA.pem]
+//! An `https://` endpoint is reached over TLS (rustls), trusting only the `--ca` certificate;
+//! each connection makes one handshake and is kept alive, as an SDK's pool does.
 //! Prints one JSON object: requests, errors, req/s, p50/p99 (µs), mean response bytes, and the
 //! server's peak resident memory when --server-pid is given.
 
@@ -49,6 +51,8 @@ struct Args {
     server_pid: Option<u32>,
     threads: usize,
     pool: usize,
+    /// For an `https://` endpoint: the client side of TLS, trusting `--ca`.
+    tls: Option<tokio_rustls::TlsConnector>,
 }
 
 fn parse_args() -> Result<Args, Error> {
@@ -67,7 +71,9 @@ fn parse_args() -> Result<Args, Error> {
         server_pid: None,
         threads: 1,
         pool: 2000,
+        tls: None,
     };
+    let mut ca: Option<String> = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -85,10 +91,19 @@ fn parse_args() -> Result<Args, Error> {
             "--server-pid" => a.server_pid = Some(v.parse()?),
             "--threads" => a.threads = v.parse()?,
             "--pool" => a.pool = v.parse()?,
+            "--ca" => ca = Some(v),
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
-    let host = a.endpoint.strip_prefix("http://").ok_or("only http:// endpoints (loopback)")?;
+    let host = match (a.endpoint.strip_prefix("http://"), a.endpoint.strip_prefix("https://")) {
+        (Some(host), _) => host,
+        (_, Some(host)) => {
+            let ca = ca.as_deref().ok_or("an https:// endpoint needs --ca CA.pem")?;
+            a.tls = Some(tls_connector(ca)?);
+            host
+        }
+        _ => return Err("only http:// and https:// endpoints (loopback)".into()),
+    };
     a.addr = host.trim_end_matches('/').parse()?;
     // Loopback only: this tool generates load, and load goes nowhere but this machine.
     if !a.addr.ip().is_loopback() {
@@ -100,6 +115,40 @@ fn parse_args() -> Result<Args, Error> {
     // Bounded: a run never exceeds 10 minutes.
     a.duration = a.duration.min(Duration::from_secs(600));
     Ok(a)
+}
+
+/// The client side of TLS: TLS 1.2 or 1.3, trusting only the certificates in `ca` (PEM).
+fn tls_connector(ca: &str) -> Result<tokio_rustls::TlsConnector, Error> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// A keep-alive HTTP/1.1 connection to the endpoint (over TLS for `https://`).
+async fn open(args: &Args) -> Result<Sender, Error> {
+    let stream = tokio::net::TcpStream::connect(args.addr).await?;
+    stream.set_nodelay(true)?;
+    let Some(tls) = &args.tls else {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        return Ok(sender);
+    };
+    let name = tokio_rustls::rustls::pki_types::ServerName::from(args.addr.ip());
+    let stream = tls.connect(name, stream).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
 }
 
 /// Object `i` of the data set: 80% nested over 20 tenants × 50 directories, 20% flat per
@@ -163,7 +212,8 @@ fn prepare(
     ok: u16,
 ) -> Result<Prepared, Error> {
     let host = args.addr.to_string();
-    let uri = format!("http://{host}{path_and_query}");
+    let scheme = if args.tls.is_some() { "https" } else { "http" };
+    let uri = format!("{scheme}://{host}{path_and_query}");
     let identity = Credentials::new(&args.access_key, &args.secret_key, None, None, "s3load").into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
@@ -239,10 +289,7 @@ async fn connection(
     start_index: usize,
     totals: Arc<Totals>,
 ) -> Result<Vec<u32>, Error> {
-    let stream = tokio::net::TcpStream::connect(args.addr).await?;
-    stream.set_nodelay(true)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
+    let mut sender = open(&args).await?;
     let mut latencies = Vec::with_capacity(1 << 16);
     let mut index = start_index;
     while !totals.stop.load(Ordering::Relaxed) {
@@ -294,9 +341,7 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
         let key = object_key(i, args.objects);
         prepare(args, Method::PUT, format!("/{}/{}", args.bucket, encode_key(&key)), object_body(i), 200)
     };
-    let stream = tokio::net::TcpStream::connect(args.addr).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
+    let mut sender = open(&args).await?;
     let mut req = http::Request::builder()
         .method(Method::PUT)
         .uri(create.path_and_query.as_str())
@@ -314,9 +359,7 @@ async fn prepare_data(args: Arc<Args>) -> Result<serde_json::Value, Error> {
     for _ in 0..args.connections {
         let (args, next, errors) = (Arc::clone(&args), Arc::clone(&next), Arc::clone(&errors));
         tasks.push(tokio::spawn(async move {
-            let stream = tokio::net::TcpStream::connect(args.addr).await?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
+            let mut sender = open(&args).await?;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= args.objects {
