@@ -84,7 +84,7 @@ fn load_credentials(config: &Config) -> Result<Credentials, String> {
 /// in flight finish with what they started with.
 async fn reload_on_hangup(
     config: Config,
-    state: AppState,
+    state: std::sync::Weak<gateway::Inner>,
     certificates: Option<std::sync::Arc<gateway::tls::Certificates>>,
 ) {
     let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
@@ -92,6 +92,7 @@ async fn reload_on_hangup(
         return;
     };
     while hangups.recv().await.is_some() {
+        let Some(state) = state.upgrade().map(AppState) else { return };
         tracing::info!("SIGHUP: reloading");
         if let Some(path) = &config.credentials_file {
             let path = path.clone();
@@ -179,7 +180,8 @@ async fn run(config: Config) -> Result<(), String> {
         tracing::info!(addr = %local, data_dir = %config.data_dir.display(), "accepting TLS connections");
         listeners.push(server::Listener { tcp, tls: Some(certificates.acceptor()?) });
     }
-    tokio::spawn(reload_on_hangup(config.clone(), state.clone(), certificates));
+    // Holds the state weakly: the engine closes when the last request lets go of it.
+    tokio::spawn(reload_on_hangup(config.clone(), std::sync::Arc::downgrade(&state.0), certificates));
     let outcome = server::serve_with(
         listeners,
         app(state.clone()),

@@ -87,6 +87,21 @@ impl Aws {
             .arg(&self.endpoint)
     }
 
+    /// This client with virtual-hosted addressing (`bucket.HOST`) against `endpoint`, which
+    /// must name the gateway's `--domain` (an IP address makes the SDK fall back to paths).
+    pub fn virtual_hosted(mut self, endpoint: &str) -> Aws {
+        write_file(
+            &self.home.join("config"),
+            format!(
+                "[default]\nregion = {REGION}\noutput = json\ns3 =\n    addressing_style = virtual\n    \
+                 signature_version = s3v4\n"
+            )
+            .as_bytes(),
+        );
+        self.endpoint = endpoint.to_owned();
+        self
+    }
+
     /// `aws s3 ...` (high-level commands).
     pub fn s3(&self, args: &[&str]) -> Cmd {
         self.base().arg("s3").args(args)

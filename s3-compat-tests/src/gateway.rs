@@ -69,12 +69,13 @@ impl TestCa {
         test_ca
     }
 
-    /// Signs a new server certificate for `localhost` and `127.0.0.1` (and `*.localhost`, for
-    /// virtual-hosted names) with a new key, and writes `cert.pem` and `key.pem`; returns its
-    /// serial number.
+    /// Signs a new server certificate for `localhost`, `127.0.0.1` and `s3.localhost` with
+    /// `*.s3.localhost` (virtual-hosted names under `--domain s3.localhost`; TLS clients take a
+    /// wildcard only with two labels after it) with a new key, and writes `cert.pem` and
+    /// `key.pem`; returns its serial number.
     fn issue(&mut self) -> u64 {
         self.issued += 1;
-        let names = vec!["localhost".to_owned(), "*.localhost".to_owned(), "127.0.0.1".to_owned()];
+        let names = ["localhost", "127.0.0.1", "s3.localhost", "*.s3.localhost"].map(str::to_owned).to_vec();
         let mut params = rcgen::CertificateParams::new(names).expect("server parameters");
         params.distinguished_name.push(rcgen::DnType::CommonName, "holt compat gateway");
         params.serial_number = Some(rcgen::SerialNumber::from(self.issued));

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - aws-cli, boto3, mc, rclone and s3cmd work over HTTPS as over HTTP, and a presigned URL
-//!   works over HTTPS; a client that does not trust the CA is refused the connection.
+//!   works over HTTPS (TLS 1.3 and 1.2, path-style and virtual-hosted names under a wildcard
+//!   certificate); a client that does not trust the CA is refused the connection.
 //! - Under load (k6, 64 connections), a certificate rotation and a user's secret rotation
 //!   fail no request: handshakes after the reload get the new certificate, requests signed
 //!   with the removed secret are refused, and the new secret is accepted.
@@ -21,7 +22,7 @@ const BUCKET: &str = "tls-bucket";
 
 #[test]
 fn every_client_over_https() {
-    let gw = Gateway::start_tls("https-clients", &[]);
+    let gw = Gateway::start_tls("https-clients", &["--domain", "s3.localhost"]);
     assert!(gw.endpoint().starts_with("https://"), "{}", gw.endpoint());
     let ca = gw.ca_file().expect("a CA");
     let body: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
@@ -67,6 +68,26 @@ fn every_client_over_https() {
         assert_eq!(md5_hex(&read_file(&out)), want, "{key} read back over https");
     }
 
+    // A virtual-hosted presigned URL (`BUCKET.s3.localhost`, which curl resolves to loopback)
+    // is served under the certificate's wildcard name.
+    let port = gw.addr().rsplit(':').next().unwrap_or_default().to_owned();
+    let vhost = Aws::new(&gw).virtual_hosted(&format!("https://s3.localhost:{port}"));
+    let vurl = vhost.s3(&["presign", &format!("s3://{BUCKET}/aws.bin")]).run("aws presign (virtual)").ok();
+    let vurl = vurl.stdout.trim().to_owned();
+    assert!(vurl.starts_with(&format!("https://{BUCKET}.s3.localhost:{port}/aws.bin?")), "{vurl}");
+    let vfetched = gw.work_dir().join("vhost.bin");
+    let got = Cmd::new("curl", Tool::Curl.path())
+        .args(["--silent", "--show-error", "--max-time", "30", "--cacert"])
+        .arg(&ca)
+        .arg("--output")
+        .arg(&vfetched)
+        .args(["--write-out", "%{http_code}"])
+        .arg(&vurl)
+        .run("curl virtual-hosted presigned GET")
+        .ok();
+    got.check_eq(got.stdout.trim(), "200", "virtual-hosted presigned GET status");
+    assert_eq!(md5_hex(&read_file(&vfetched)), want, "virtual-hosted presigned GET body");
+
     // A presigned URL works over HTTPS for a client that trusts the CA...
     let url = aws
         .s3(&["presign", &format!("s3://{BUCKET}/aws.bin")])
@@ -84,6 +105,9 @@ fn every_client_over_https() {
     };
     let ok = curl(true).run("curl presigned GET").ok();
     ok.check_eq(ok.stdout.trim(), "200", "presigned GET status");
+    // TLS 1.2 is served as well as 1.3.
+    let tls12 = curl(true).args(["--tlsv1.2", "--tls-max", "1.2"]).run("curl over TLS 1.2").ok();
+    tls12.check_eq(tls12.stdout.trim(), "200", "presigned GET over TLS 1.2");
     assert_eq!(md5_hex(&read_file(&fetched)), want, "presigned GET body");
     // ... and a client that does not trust it is refused (curl: 60, peer certificate).
     let refused = curl(false).run("curl without the CA").fails();
@@ -139,6 +163,8 @@ fn certificate_and_secret_rotate_under_load_without_failed_requests() {
     };
     std::thread::sleep(Duration::from_secs(4));
     let serial = gw.rotate_certificate();
+    // Apart, so that the two signals are not taken as one.
+    std::thread::sleep(Duration::from_millis(500));
     let new_secret = "compat-secret-two-rotated-00000000";
     gw.set_users(&[(USER1_ACCESS_KEY, USER1_SECRET_KEY), (USER2_ACCESS_KEY, new_secret)]);
     std::thread::sleep(Duration::from_millis(500));
@@ -168,4 +194,20 @@ fn certificate_and_secret_rotate_under_load_without_failed_requests() {
     rotated.call("list_buckets", json!({})).run("after a failed reload").ok();
     let log = gw.log_tail(20_000);
     assert!(log.contains("credentials reload failed"), "the failed reload is not logged:\n{log}");
+
+    // `/metrics` counts the reloads: two SIGHUPs took (certificate, then both files again
+    // with the users), the last one failed for the credentials.
+    let metrics = Cmd::new("curl", Tool::Curl.path())
+        .args(["--silent", "--show-error", "--max-time", "30", "--cacert"])
+        .arg(gw.ca_file().expect("a CA"))
+        .arg(format!("{}/metrics", gw.endpoint()))
+        .run("GET /metrics")
+        .ok();
+    for line in [
+        "holt_reloads_total{what=\"tls\",outcome=\"ok\"} 3",
+        "holt_reloads_total{what=\"credentials\",outcome=\"ok\"} 2",
+        "holt_reloads_total{what=\"credentials\",outcome=\"failed\"} 1",
+    ] {
+        metrics.check(metrics.stdout.contains(line), &format!("/metrics lacks {line}"));
+    }
 }
