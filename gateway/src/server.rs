@@ -110,7 +110,6 @@ pub async fn serve_with(
     loop {
         tokio::select! {
             Some((stream, peer, tls)) = accepted.recv() => {
-                let stream: tokio::net::TcpStream = stream;
                 let _ = stream.set_nodelay(true);
                 let connection = Connection {
                     builder: builder.clone(),

@@ -211,3 +211,47 @@ fn certificate_and_secret_rotate_under_load_without_failed_requests() {
         metrics.check(metrics.stdout.contains(line), &format!("/metrics lacks {line}"));
     }
 }
+
+/// A certificate and key that do not belong together, or a certificate file that holds no
+/// certificate, stop the gateway at start-up with a message naming the flag and the fault.
+#[test]
+fn bad_certificate_files_stop_the_start_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pair = |name: &str| {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .expect("parameters")
+            .self_signed(&key)
+            .expect("certificate");
+        let (c, k) = (dir.path().join(format!("{name}.crt")), dir.path().join(format!("{name}.key")));
+        std::fs::write(&c, cert.pem()).expect("write");
+        std::fs::write(&k, key.serialize_pem()).expect("write");
+        (c, k)
+    };
+    let (cert_a, _) = pair("a");
+    let (_, key_b) = pair("b");
+    let empty = dir.path().join("empty.crt");
+    std::fs::write(&empty, "").expect("write");
+    for (cert, key, why) in
+        [(&cert_a, &key_b, "does not belong to the certificate"), (&empty, &key_b, "no CERTIFICATE")]
+    {
+        let out = Cmd::new("holt-gateway", s3_compat_tests::gateway::gateway_binary())
+            .args(["--listen-tls", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env_remove("HOLT_CREDENTIALS_FILE")
+            .env("HOLT_ACCESS_KEY", USER1_ACCESS_KEY)
+            .env("HOLT_SECRET_KEY", USER1_SECRET_KEY)
+            .timeout(Duration::from_secs(60))
+            .run("start with bad TLS files")
+            .fails();
+        out.check(out.code == Some(1), &format!("exit code {:?}, expected 1", out.code));
+        out.check(
+            out.stderr.contains("--tls-") && out.stderr.contains(why),
+            &format!("stderr should say '{why}'"),
+        );
+    }
+}
