@@ -83,14 +83,11 @@ fn load_credentials(config: &Config) -> Result<Credentials, String> {
 /// state kept; what loads is served from the next request (or handshake) on, while requests
 /// in flight finish with what they started with.
 async fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
     config: Config,
     state: std::sync::Weak<gateway::Inner>,
     certificates: Option<std::sync::Arc<gateway::tls::Certificates>>,
 ) {
-    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP: reloading is off");
-        return;
-    };
     while hangups.recv().await.is_some() {
         let Some(state) = state.upgrade().map(AppState) else { return };
         tracing::info!("SIGHUP: reloading");
@@ -161,6 +158,10 @@ async fn run(config: Config) -> Result<(), String> {
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);
+    // Taken over before the start-up line, so no SIGHUP ever meets its default action
+    // (ending the process).
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("listening for SIGHUP: {e}"))?;
     let certificates = match &config.listen_tls {
         Some((_, files)) => Some(gateway::tls::Certificates::load(files.clone())?),
         None => None,
@@ -181,7 +182,12 @@ async fn run(config: Config) -> Result<(), String> {
         listeners.push(server::Listener { tcp, tls: Some(certificates.acceptor()?) });
     }
     // Holds the state weakly: the engine closes when the last request lets go of it.
-    tokio::spawn(reload_on_hangup(config.clone(), std::sync::Arc::downgrade(&state.0), certificates));
+    tokio::spawn(reload_on_hangup(
+        hangups,
+        config.clone(),
+        std::sync::Arc::downgrade(&state.0),
+        certificates,
+    ));
     let outcome = server::serve_with(
         listeners,
         app(state.clone()),
