@@ -9,11 +9,10 @@ mod page_cache;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
-use page_cache::drop_page_cache;
+use page_cache::{drop_page_cache, options};
 
-use holt_core::{Batch, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
+use holt_core::{Batch, Db, Error, ListItem, ListRequest, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -35,30 +34,9 @@ fn value(i: u32) -> Vec<u8> {
     v
 }
 
-fn options(budget_bytes: usize) -> Options {
-    Options {
-        durability: Durability::Async,
-        memory_budget_bytes: budget_bytes,
-        checkpoint_interval: Duration::from_secs(3600),
-        ..Options::default()
-    }
-}
-
-/// Loads the even keys of `0..count` and closes (the close checkpoints every frame).
+/// Loads the even keys of `0..count` and closes.
 fn load(dir: &Path, count: u32) -> Model {
-    let db = Db::open(dir, options(usize::MAX)).unwrap();
-    let mut model = Model::new();
-    let ids: Vec<u32> = (0..count).filter(|i| i % 2 == 0).collect();
-    for chunk in ids.chunks(500) {
-        let mut batch = Batch::new();
-        for &i in chunk {
-            batch.put(key(i), value(i));
-            model.insert(key(i), value(i));
-        }
-        db.write_batch(&batch, WriteOptions::default()).unwrap();
-    }
-    db.close().unwrap();
-    model
+    page_cache::load(dir, (0..count).filter(|i| i % 2 == 0), |i| (key(i), value(i)))
 }
 
 fn scratch_dir() -> tempfile::TempDir {

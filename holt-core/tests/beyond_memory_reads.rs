@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use page_cache::drop_page_cache;
+use page_cache::{drop_page_cache, options};
 
-use holt_core::{Batch, Db, Durability, Error, Options, WriteOptions};
+use holt_core::{Batch, Db, Error, WriteOptions};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -43,27 +43,9 @@ fn value(i: u32) -> Vec<u8> {
     v
 }
 
-fn options(budget_bytes: usize) -> Options {
-    Options {
-        durability: Durability::Async,
-        memory_budget_bytes: budget_bytes,
-        checkpoint_interval: Duration::from_secs(3600),
-        ..Options::default()
-    }
-}
-
-/// Loads `count` keys and closes (the close checkpoints every frame to disk).
+/// Loads `count` keys and closes.
 fn load(dir: &Path, count: u32) {
-    let db = Db::open(dir, options(usize::MAX)).unwrap();
-    let ids: Vec<u32> = (0..count).collect();
-    for chunk in ids.chunks(500) {
-        let mut batch = Batch::new();
-        for &i in chunk {
-            batch.put(key(i), value(i));
-        }
-        db.write_batch(&batch, WriteOptions::default()).unwrap();
-    }
-    db.close().unwrap();
+    page_cache::load(dir, 0..count, |i| (key(i), value(i)));
 }
 
 fn scratch_dir() -> tempfile::TempDir {

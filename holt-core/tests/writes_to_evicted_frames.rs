@@ -4,13 +4,16 @@
 //! after checkpoints, after a reopen, and through a listing; the frames written to are not
 //! loaded one per write; and the heap stays within the budget plus the documented bound.
 
+mod page_cache;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use holt_core::{Batch, Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
+use holt_core::{Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
+use page_cache::options;
 use rand::{Rng, SeedableRng};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -42,34 +45,13 @@ fn value(i: u32) -> Vec<u8> {
         .into_bytes()
 }
 
-fn options(budget_bytes: usize) -> Options {
-    Options {
-        durability: Durability::Async,
-        memory_budget_bytes: budget_bytes,
-        checkpoint_interval: Duration::from_secs(3600),
-        ..Options::default()
-    }
-}
-
 /// Loads keys `0..count` (even numbers only, so odd ones can be added later) and closes.
 fn load(dir: &Path, count: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let db = Db::open(dir, options(usize::MAX)).unwrap();
-    let mut model = BTreeMap::new();
-    let ids: Vec<u32> = (0..count).filter(|i| i % 2 == 0).collect();
-    for chunk in ids.chunks(500) {
-        let mut batch = Batch::new();
-        for &i in chunk {
-            batch.put(key(i), value(i));
-            model.insert(key(i), value(i));
-        }
-        db.write_batch(&batch, WriteOptions::default()).unwrap();
-    }
-    db.close().unwrap();
-    model
+    page_cache::load(dir, (0..count).filter(|i| i % 2 == 0), |i| (key(i), value(i)))
 }
 
 fn scratch_dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("evicted-writes-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    page_cache::scratch_dir("evicted-writes-")
 }
 
 fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, count: u32, when: &str) {

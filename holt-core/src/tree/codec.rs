@@ -541,9 +541,7 @@ impl Tree {
             };
             let under = &prefix[..depth];
             for (i, (bytes, location)) in deltas.iter().enumerate() {
-                let fail = |offset: usize, reason: String| corruption(location, cell.id, offset, reason);
-                let view = open_delta(cell.id, i, bytes, location)?;
-                for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
+                for entry in delta_entries(cell.id, i, bytes, location)? {
                     node = match entry {
                         DeltaEntry::Put { key, value, version } if key.starts_with(under) => {
                             write::put(&node, key, depth, value, version)?.root
@@ -597,9 +595,7 @@ impl Tree {
                 Some(first) => {
                     let mut kept = true;
                     for (i, (bytes, location)) in deltas.iter().enumerate() {
-                        let view = open_delta(cell.id, i, bytes, location)?;
-                        let entries =
-                            view.entries().map_err(|e| corruption(location, cell.id, e.offset, e.reason))?;
+                        let entries = delta_entries(cell.id, i, bytes, location)?;
                         kept &= entries.iter().all(|entry| entry.key().first() == Some(&first));
                     }
                     cell.each_change(|key, _| {

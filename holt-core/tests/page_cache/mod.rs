@@ -21,3 +21,37 @@ pub fn drop_page_cache(dir: &Path) {
 pub fn scratch_dir(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(prefix).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
+
+/// Options of a database whose frames are evicted: async writes, the given memory budget, no
+/// checkpoint by time (tests checkpoint when they mean to).
+pub fn options(budget_bytes: usize) -> holt_core::Options {
+    holt_core::Options {
+        durability: holt_core::Durability::Async,
+        memory_budget_bytes: budget_bytes,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        ..holt_core::Options::default()
+    }
+}
+
+/// Writes `record(i)` (key, value) for each of `ids` in batches of 500 with an unbounded budget,
+/// then closes (the close checkpoints every frame to disk); returns what was written.
+pub fn load(
+    dir: &Path,
+    ids: impl Iterator<Item = u32>,
+    record: impl Fn(u32) -> (Vec<u8>, Vec<u8>),
+) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = holt_core::Db::open(dir, options(usize::MAX)).unwrap();
+    let mut written = std::collections::BTreeMap::new();
+    let ids: Vec<u32> = ids.collect();
+    for chunk in ids.chunks(500) {
+        let mut batch = holt_core::Batch::new();
+        for &i in chunk {
+            let (key, value) = record(i);
+            batch.put(key.clone(), value.clone());
+            written.insert(key, value);
+        }
+        db.write_batch(&batch, holt_core::WriteOptions::default()).unwrap();
+    }
+    db.close().unwrap();
+    written
+}
