@@ -147,6 +147,19 @@ fn segment_of_equal_records(dir: &std::path::Path, prefix: &str, count: u32) -> 
 
 const SEGMENT_HEADER_BYTES: usize = 32;
 
+/// Rewrites the record at the start of `bytes`, if one is there, as one made before any
+/// fdatasync: its `durable` field (offset 24) zero, its checksum (the last 4 bytes of `len`)
+/// made anew (docs/format.md, "Record").
+fn claim_nothing(bytes: &mut [u8]) {
+    if bytes[..4] != *b"HWAL" {
+        return;
+    }
+    let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    bytes[24..32].fill(0);
+    let crc = crc32c::crc32c(&bytes[..len - 4]);
+    bytes[len - 4..len].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// The segment the log continues in lost its header write but kept later writes (the header
 /// goes out with the first records, and a power cut may keep a later write and lose that
 /// one). Its records' lsns still match their positions, so if the next process appended from
@@ -158,9 +171,21 @@ fn headerless_segment_with_old_records_is_cleared() {
 
     let dir = tempfile::tempdir().unwrap();
     let (segment, record) = segment_of_equal_records(dir.path(), "old", 200);
-    // The first write (header and the records in its first 4 KiB) never reached the disk,
-    // so no fdatasync of this segment ever completed and no sync mark names a position in it.
-    std::fs::OpenOptions::new().write(true).open(&segment).unwrap().write_all_at(&[0; 4096], 0).unwrap();
+    // The first write (header and the records in its first 4 KiB) never reached the disk.
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
+    file.write_all_at(&[0; 4096], 0).unwrap();
+    // The records say the log was synced past the header: it was lost after being synced.
+    match Db::open(dir.path(), one_segment_opts()) {
+        Err(holt_core::Error::Corruption { .. }) => {}
+        other => panic!("a header lost after the records claim it synced: {:?}", other.err()),
+    }
+    // Now as if no fdatasync of this segment had completed: no record claims durability
+    // past the segment's start, and no sync mark names a position in it.
+    let mut bytes = std::fs::read(&segment).unwrap();
+    for i in 0..200 {
+        claim_nothing(&mut bytes[SEGMENT_HEADER_BYTES + i * record..]);
+    }
+    file.write_all_at(&bytes, 0).unwrap();
     std::fs::remove_file(dir.path().join("WAL-SYNCED")).unwrap();
     // New records of the same size ending exactly where the first surviving old one starts.
     let new_count = (4096 - SEGMENT_HEADER_BYTES).div_ceil(record) as u32;

@@ -9,12 +9,15 @@ use crate::api::{BatchOp, Op};
 
 /// First 4 bytes of every record: "HWAL".
 pub(crate) const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"HWAL");
-/// Record format version.
-pub(crate) const RECORD_VERSION: u8 = 1;
+/// Record format version written. Version 1 records (no `durable` field, a 24-byte header)
+/// are still read.
+pub(crate) const RECORD_VERSION: u8 = 2;
 /// Record kind: a batch of puts and deletes.
 pub(crate) const KIND_BATCH: u8 = 1;
-/// Bytes before the body: magic, len, lsn, kind, version, reserved, op count.
-pub(crate) const RECORD_HEADER_BYTES: usize = 24;
+/// Bytes before the body: magic, len, lsn, kind, version, reserved, op count, durable.
+pub(crate) const RECORD_HEADER_BYTES: usize = 32;
+/// The header of a version 1 record: no `durable` field.
+const RECORD_V1_HEADER_BYTES: usize = 24;
 /// Bytes after the body: the CRC32C.
 pub(crate) const RECORD_TRAILER_BYTES: usize = 4;
 /// Records start and end on this alignment, so the ring and the files are sequences of
@@ -26,7 +29,10 @@ const OP_DELETE: u8 = 2;
 
 /// Segment header: magic "HOLTWALS", version, segment number, base lsn, CRC32C.
 pub(crate) const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"HOLTWALS");
-pub(crate) const SEGMENT_VERSION: u32 = 1;
+/// Version 2 segments carry version 2 records: a reader that predates them refuses the
+/// segment (unknown version) instead of reading the records as a torn tail. Version 1
+/// segments are still read.
+pub(crate) const SEGMENT_VERSION: u32 = 2;
 pub(crate) const SEGMENT_HEADER_BYTES: usize = 32;
 
 const _: () = assert!(RECORD_HEADER_BYTES & (RECORD_ALIGN - 1) == 0);
@@ -52,7 +58,9 @@ pub(crate) fn record_len(ops: &[Op<'_>]) -> usize {
 
 /// Encodes the redo record of `ops` with sequence `lsn` into `out` (cleared first), padded
 /// with zeros to [`RECORD_ALIGN`]. Keys must be at most 65535 bytes (the API allows 4096).
-pub(crate) fn encode_record(ops: &[Op<'_>], lsn: u64, out: &mut Vec<u8>) {
+/// `durable`: a position below which the log was durable when the record was made, so that
+/// replay can tell a synced record lost later from an unsynced torn tail (see `Record`).
+pub(crate) fn encode_record(ops: &[Op<'_>], lsn: u64, durable: u64, out: &mut Vec<u8>) {
     let len = record_len(ops);
     out.clear();
     out.reserve(padded_len(len));
@@ -63,6 +71,7 @@ pub(crate) fn encode_record(ops: &[Op<'_>], lsn: u64, out: &mut Vec<u8>) {
     out.push(RECORD_VERSION);
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&u32::try_from(ops.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&durable.to_le_bytes());
     for op in ops {
         match *op {
             Op::Put { key, value, .. } => {
@@ -118,6 +127,10 @@ impl RecordError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     pub lsn: u64,
+    /// The log was durable below this position before this record was written (0 when the
+    /// record does not say: version 1). Whenever the record exists at all, the claim is true,
+    /// so a bad record below it was synced and then lost: corruption, not a torn tail.
+    pub durable: u64,
     pub ops: Vec<BatchOp>,
     /// Bytes the record occupies, padding included.
     pub padded_len: usize,
@@ -134,7 +147,7 @@ pub(crate) fn peek_len(bytes: &[u8], max_len: usize) -> Result<usize, RecordErro
     }
     let magic = u32::from_le_bytes(bytes[0..4].try_into().map_err(|_| RecordError::Truncated)?);
     let len = u32::from_le_bytes(bytes[4..8].try_into().map_err(|_| RecordError::Truncated)?) as usize;
-    if magic != RECORD_MAGIC || len < RECORD_HEADER_BYTES + RECORD_TRAILER_BYTES || len > max_len {
+    if magic != RECORD_MAGIC || len < RECORD_V1_HEADER_BYTES + RECORD_TRAILER_BYTES || len > max_len {
         return Err(RecordError::BadHeader);
     }
     Ok(len)
@@ -152,14 +165,21 @@ pub(crate) fn decode_record(bytes: &[u8], max_len: usize) -> Result<Record, Reco
     if crc32c::crc32c(&rec[..len - 4]) != stored {
         return Err(RecordError::BadChecksum);
     }
-    if rec[16] != KIND_BATCH || rec[17] != RECORD_VERSION {
+    let header = match rec[17] {
+        1 => RECORD_V1_HEADER_BYTES,
+        RECORD_VERSION => RECORD_HEADER_BYTES,
+        _ => return Err(RecordError::BadHeader),
+    };
+    if rec[16] != KIND_BATCH || len < header + RECORD_TRAILER_BYTES {
         return Err(RecordError::BadHeader);
     }
-    let lsn = u64::from_le_bytes(rec[8..16].try_into().map_err(|_| RecordError::BadHeader)?);
+    let word = |at: usize| u64::from_le_bytes(rec[at..at + 8].try_into().unwrap_or([0; 8]));
+    let lsn = word(8);
     let count = u32::from_le_bytes(rec[20..24].try_into().map_err(|_| RecordError::BadHeader)?) as usize;
-    let body = &rec[RECORD_HEADER_BYTES..len - RECORD_TRAILER_BYTES];
+    let durable = if header == RECORD_HEADER_BYTES { word(24) } else { 0 };
+    let body = &rec[header..len - RECORD_TRAILER_BYTES];
     let ops = decode_body(body, count).ok_or(RecordError::BadBody)?;
-    Ok(Record { lsn, ops, padded_len: padded_len(len) })
+    Ok(Record { lsn, durable, ops, padded_len: padded_len(len) })
 }
 
 fn decode_body(mut body: &[u8], count: usize) -> Option<Vec<BatchOp>> {
@@ -222,7 +242,7 @@ impl SegmentHeader {
         if word(0..8) != SEGMENT_MAGIC {
             return Err("bad segment magic");
         }
-        if word(8..12) != u64::from(SEGMENT_VERSION) {
+        if !(1..=u64::from(SEGMENT_VERSION)).contains(&word(8..12)) {
             return Err("unknown segment version");
         }
         if crc32c::crc32c(&bytes[..28]) != word(28..32) as u32 {
@@ -352,10 +372,11 @@ mod tests {
     #[test]
     fn round_trip_drops_conditions() {
         let mut buf = Vec::new();
-        encode_record(&ops_of(&sample()), 4242, &mut buf);
+        encode_record(&ops_of(&sample()), 4242, 1000, &mut buf);
         assert_eq!(buf.len() % RECORD_ALIGN, 0);
         let rec = decode_record(&buf, 1 << 20).expect("decodes");
         assert_eq!(rec.lsn, 4242);
+        assert_eq!(rec.durable, 1000);
         assert_eq!(rec.padded_len, buf.len());
         let expect: Vec<BatchOp> = sample()
             .into_iter()
@@ -367,10 +388,33 @@ mod tests {
         assert_eq!(rec.ops, expect);
     }
 
+    /// A version 1 record (24-byte header, no `durable` field) reads as one that claims
+    /// nothing about durability.
+    #[test]
+    fn version_1_records_are_read() {
+        let mut v2 = Vec::new();
+        let sample = sample();
+        let ops = ops_of(&sample[..2]);
+        encode_record(&ops, 64, 40, &mut v2);
+        let len = record_len(&ops) - 8;
+        let mut v1: Vec<u8> = [&v2[..24], &v2[32..len + 4]].concat();
+        v1[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        v1[17] = 1;
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        v1.resize(padded_len(len), 0);
+        let rec = decode_record(&v1, 1 << 20).expect("a version 1 record decodes");
+        let new = decode_record(&v2, 1 << 20).expect("decodes");
+        assert_eq!((rec.lsn, rec.durable, &rec.ops), (64, 0, &new.ops));
+        assert_eq!(rec.padded_len, padded_len(len));
+        v1[17] = 3;
+        assert!(decode_record(&v1, 1 << 20).is_err(), "version 3 is refused");
+    }
+
     #[test]
     fn every_single_byte_flip_is_detected() {
         let mut buf = Vec::new();
-        encode_record(&ops_of(&sample()[..2]), 8, &mut buf);
+        encode_record(&ops_of(&sample()[..2]), 8, 8, &mut buf);
         let len = record_len(&ops_of(&sample()[..2]));
         for i in 0..len {
             for bit in [0x01u8, 0x80] {
@@ -385,7 +429,7 @@ mod tests {
     fn zero_word_is_end_and_short_is_truncated() {
         assert_eq!(decode_record(&[0u8; 64], 1 << 20), Err(RecordError::Empty));
         let mut buf = Vec::new();
-        encode_record(&ops_of(&sample()), 8, &mut buf);
+        encode_record(&ops_of(&sample()), 8, 8, &mut buf);
         assert_eq!(decode_record(&buf[..40], 1 << 20), Err(RecordError::Truncated));
         assert_eq!(decode_record(&buf, 64), Err(RecordError::BadHeader));
     }

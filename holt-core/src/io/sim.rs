@@ -19,8 +19,11 @@
 //! them, while the process still reads them.
 //!
 //! Fault injection: `inject(Fault)` fails the N-th operation (optionally only of one kind and
-//! only on paths containing a string) with EIO or ENOSPC, once or forever; `set_capacity`
-//! makes writes that would grow the total size past a limit fail with ENOSPC.
+//! only on paths containing a string) with EIO or ENOSPC, once or forever, or misdirects the
+//! N-th write: it reports success, but its bytes land a few pages away in the same file and
+//! its own range keeps what it held (a firmware or driver fault no checksum over the write
+//! itself can see); `set_capacity` makes writes that would grow the total size past a limit
+//! fail with ENOSPC.
 //! All randomness comes from the seed given to `new` (print it in tests).
 
 use std::collections::BTreeMap;
@@ -54,6 +57,12 @@ pub enum FaultError {
     /// The machine stops at this operation: it and every later operation fail with EIO until
     /// `crash()` (models a power cut at exactly this step).
     Freeze,
+    /// Not an error: the write succeeds, but lands `pages` 4 KiB pages away from its offset
+    /// (earlier when negative, never before the file's start; a write at offset 0 always
+    /// lands later). Counts writes only, whatever the fault's `op`.
+    Misdirect {
+        pages: i64,
+    },
 }
 
 /// Fail the `nth` (1-based) matching operation counted from when the fault is injected.
@@ -131,6 +140,10 @@ struct State {
     capacity_bytes: Option<u64>,
     locked: bool,
     frozen: bool,
+    /// Set by `check` when a `Misdirect` fault hits the write it counted: how far to move it.
+    misdirect: Option<i64>,
+    /// Every misdirected write: file, intended offset, offset written, length.
+    misdirected: Vec<(String, u64, u64, usize)>,
 }
 
 /// The simulated file system (cheap to clone through its `Arc`).
@@ -167,23 +180,29 @@ impl State {
         }
         for armed in &mut self.faults {
             let f = &armed.fault;
-            if f.op.is_some_and(|k| k != kind)
-                || f.path_contains.as_deref().is_some_and(|p| !path.contains(p))
-            {
+            let kind_matches = match f.error {
+                FaultError::Misdirect { .. } => kind == OpKind::Write,
+                _ => f.op.is_none_or(|k| k == kind),
+            };
+            if !kind_matches || f.path_contains.as_deref().is_some_and(|p| !path.contains(p)) {
                 continue;
             }
             armed.seen += 1;
             let hit = armed.seen == f.nth || (f.forever && armed.seen > f.nth);
             if hit && (!armed.fired || f.forever) {
                 armed.fired = true;
-                let error = f.error;
-                if error == FaultError::Freeze {
-                    self.frozen = true;
-                }
-                return Err(match error {
-                    FaultError::Eio | FaultError::Freeze => io::Error::from_raw_os_error(libc::EIO),
-                    FaultError::Enospc => io::Error::from_raw_os_error(libc::ENOSPC),
-                });
+                return match f.error {
+                    FaultError::Eio => Err(io::Error::from_raw_os_error(libc::EIO)),
+                    FaultError::Freeze => {
+                        self.frozen = true;
+                        Err(io::Error::from_raw_os_error(libc::EIO))
+                    }
+                    FaultError::Enospc => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+                    FaultError::Misdirect { pages } => {
+                        self.misdirect = Some(pages);
+                        Ok(())
+                    }
+                };
             }
         }
         Ok(())
@@ -226,6 +245,8 @@ impl SimFs {
                 capacity_bytes: None,
                 locked: false,
                 frozen: false,
+                misdirect: None,
+                misdirected: Vec::new(),
             })),
         })
     }
@@ -242,6 +263,16 @@ impl SimFs {
     /// Arms a fault.
     pub fn inject(&self, fault: Fault) {
         self.state.lock().faults.push(Armed { fault, seen: 0, fired: false });
+    }
+
+    /// The writes misdirected so far: file, intended offset, offset written, length.
+    pub fn misdirected(&self) -> Vec<(String, u64, u64, usize)> {
+        self.state.lock().misdirected.clone()
+    }
+
+    /// How many armed faults have fired at least once.
+    pub fn faults_fired(&self) -> usize {
+        self.state.lock().faults.iter().filter(|a| a.fired).count()
     }
 
     /// Removes every armed fault (the "disk" is healthy again).
@@ -363,7 +394,20 @@ impl VfsFile for SimFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let st = self.live(OpKind::Write)?;
+        let mut st = self.live(OpKind::Write)?;
+        let offset = match st.misdirect.take() {
+            None => offset,
+            Some(pages) => {
+                let moved = offset as i64 + pages * 4096;
+                let moved = if moved >= 0 && moved as u64 != offset {
+                    moved as u64
+                } else {
+                    offset + pages.unsigned_abs().max(1) * 4096
+                };
+                st.misdirected.push((self.name.clone(), offset, moved, buf.len()));
+                moved
+            }
+        };
         let used = if st.capacity_bytes.is_some() { st.used_bytes() } else { 0 };
         let mut n = self.node.lock();
         st.check_space(used, &n, offset + buf.len() as u64)?;
@@ -620,6 +664,35 @@ mod tests {
         fs.set_capacity(Some(10));
         assert!(f.write_all_at(&[1; 10], 0).is_ok());
         assert!(f.write_all_at(&[1; 1], 10).is_err());
+    }
+
+    /// A misdirected write succeeds, leaves its own range as it was and lands pages away;
+    /// other kinds of operation do not count towards it.
+    #[test]
+    fn a_misdirected_write_lands_elsewhere() {
+        let fs = SimFs::new(3);
+        let f = fs.open(Path::new("a"), true).unwrap();
+        f.write_all_at(&[7; 8192], 0).unwrap();
+        fs.inject(Fault {
+            op: None,
+            path_contains: None,
+            nth: 2,
+            error: FaultError::Misdirect { pages: -1 },
+            forever: false,
+        });
+        f.sync_data().unwrap();
+        f.write_all_at(&[1; 100], 4096).unwrap();
+        f.write_all_at(&[2; 100], 4096).unwrap();
+        f.write_all_at(&[3; 100], 4096 + 200).unwrap();
+        let bytes = read_all(&f);
+        assert_eq!(&bytes[..100], &[2; 100][..], "the second write landed a page earlier");
+        assert_eq!(&bytes[4096..4196], &[1; 100][..], "its own range kept the first write");
+        assert_eq!(&bytes[4296..4396], &[3; 100][..], "later writes land where they are sent");
+        f.sync_data().unwrap();
+        fs.sync_dir().unwrap();
+        fs.crash();
+        let f = fs.open(Path::new("a"), false).unwrap();
+        assert_eq!(&read_all(&f)[..100], &[2; 100][..], "a synced misdirected write is durable");
     }
 
     #[test]

@@ -262,7 +262,7 @@ impl Wal {
         let end = lsn + len as u64;
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
-            encode_record(ops, lsn, &mut buf);
+            encode_record(ops, lsn, ring.durable(), &mut buf);
             self.publish(lsn, &buf, durability);
         });
         Ok(Ticket { lsn, end })
@@ -438,7 +438,7 @@ mod tests {
         // Long enough for the flusher to drain up to the gap and fall asleep lazily.
         std::thread::sleep(Duration::from_millis(100));
         let mut record = Vec::new();
-        encode_record(&async_ops, async_lsn, &mut record);
+        encode_record(&async_ops, async_lsn, wal.durable(), &mut record);
         wal.publish(async_lsn, &record, Durability::Async);
         let waited = sync_writer.join().expect("sync writer");
         assert!(waited < interval / 5, "the sync write waited {waited:?} (flush interval {interval:?})");

@@ -110,6 +110,12 @@ pub(crate) fn replay(
         file.read_exact_at(&mut bytes, 0).map_err(io("wal read"))?;
         let header = SegmentHeader::decode(&bytes).map_err(|reason| corruption(name, 0, reason))?;
         let Some(header) = header else {
+            // Records the log made durable past the segment's start, or put elsewhere in it,
+            // mean the header was written with them and lost: its write went astray.
+            let base = resume.next_lsn;
+            if let Some(why) = lost_write_evidence(&bytes, 0, base, base, max_record) {
+                return Err(corruption(name, 0, format!("segment has no header, but {why}")));
+            }
             // Preallocated, never written: the end of the log. Only the checkpoint's own
             // segment may be empty and still be where the log continues.
             if *no != first_segment {
@@ -173,6 +179,13 @@ pub(crate) fn replay(
                             name,
                             off as u64,
                             format!("{reason} at lsn {pos}, before lsn {synced_floor}, up to which the log was synced"),
+                        ));
+                    }
+                    if let Some(why) = lost_write_evidence(&bytes, off, pos, header.base_lsn, max_record) {
+                        return Err(corruption(
+                            name,
+                            off as u64,
+                            format!("{reason} at lsn {pos}, but {why}"),
                         ));
                     }
                     // Unsynced damage stays within `window` bytes: a valid record beyond it
@@ -312,6 +325,40 @@ fn has_nonzero(bytes: &[u8]) -> bool {
     bytes.iter().any(|&b| b != 0)
 }
 
+/// Why the bad record at file offset `off` (lsn `pos`) of a segment whose first record has
+/// lsn `base` must have been synced and then lost, if the bytes from `off` on say so:
+/// - a valid record there was written when the log was already durable past `pos` (every
+///   record carries the durable position at its making, true whenever the record exists);
+/// - or a valid record of this segment's life sits away from its own position: a write the
+///   device put elsewhere, whose own range then kept what it held.
+///
+/// Unsynced records of a torn tail do neither: they sit at their positions and claim
+/// nothing past the first record that was not synced.
+fn lost_write_evidence(bytes: &[u8], off: usize, pos: u64, base: u64, max_record: usize) -> Option<String> {
+    let mut at = (off.saturating_add(7)) & !7;
+    while at + 8 <= bytes.len() {
+        if bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes() {
+            if let Ok(rec) = decode_record(&bytes[at..], max_record) {
+                let own = rec.lsn.checked_sub(base).map(|o| o + SEGMENT_HEADER_BYTES as u64);
+                if rec.durable > pos {
+                    return Some(format!(
+                        "the record at offset {at} (lsn {}) was written once the log was durable up to lsn {}",
+                        rec.lsn, rec.durable
+                    ));
+                }
+                if own.is_some_and(|own| own != at as u64) {
+                    return Some(format!(
+                        "the record of lsn {} sits at offset {at}, not at its own position: a misdirected write",
+                        rec.lsn
+                    ));
+                }
+            }
+        }
+        at += 8;
+    }
+    None
+}
+
 /// The file offset of the first valid record at or after `from`, if any.
 fn valid_record_from(bytes: &[u8], from: usize, max_record: usize) -> Option<u64> {
     let mut at = (from.saturating_add(7)) & !7;
@@ -367,20 +414,95 @@ mod tests {
     use crate::api::{Condition, Op};
     use crate::format::wal::{encode_record, segment_name};
     use crate::io::{Fault, FaultError, OpKind, SimFs};
+    use std::sync::Arc;
 
     const WINDOW: u64 = 4096;
     const MAX_RECORD: usize = 4096;
     const BASE: u64 = crate::wal::FIRST_LSN;
 
     fn record(i: u32, lsn: u64) -> Vec<u8> {
+        record_claiming(i, lsn, 0)
+    }
+
+    /// A record made when the log was durable below `durable`.
+    fn record_claiming(i: u32, lsn: u64, durable: u64) -> Vec<u8> {
         let key = format!("key-{i:04}");
         let mut out = Vec::new();
         encode_record(
             &[Op::Put { key: key.as_bytes(), value: b"value", condition: Condition::None }],
             lsn,
+            durable,
             &mut out,
         );
         out
+    }
+
+    /// A segment of four records, each made once the log was durable up to `claims[i]`
+    /// (an index of a record: durable below its start), written and synced; returns it
+    /// with the records' file offsets.
+    fn four_records(claims: [usize; 4]) -> (Arc<SimFs>, Vec<u8>, Vec<usize>) {
+        let sim = SimFs::new(1);
+        let mut bytes = SegmentHeader { segment: 1, base_lsn: BASE }.encode().to_vec();
+        let mut starts = Vec::new();
+        for i in 0..4u32 {
+            starts.push(bytes.len());
+            let lsn = |at: usize| BASE + (at - SEGMENT_HEADER_BYTES) as u64;
+            let claim = starts.get(claims[i as usize]).map_or(BASE, |&at| lsn(at));
+            bytes.extend_from_slice(&record_claiming(i, lsn(bytes.len()), claim));
+        }
+        (sim, bytes, starts)
+    }
+
+    fn write_segment(sim: &SimFs, bytes: &[u8]) {
+        let file = sim.open(Path::new(&segment_name(1)), true).expect("create segment");
+        file.set_len(1 << 16).expect("size segment");
+        file.write_all_at(bytes, 0).expect("write segment");
+        file.sync_data().expect("sync segment");
+        sim.sync_dir().expect("sync directory");
+    }
+
+    /// A record lost after it was synced (its bytes read as zeros) reads as corruption when a
+    /// later record was made once the log was durable past it; without that claim, the same
+    /// bytes are a torn tail from unsynced writes, cut after the records before it.
+    #[test]
+    fn a_later_record_tells_a_lost_synced_record_from_a_torn_tail() {
+        for (claim, lost) in [(3, true), (2, false)] {
+            let (sim, mut bytes, starts) = four_records([0, 0, 0, claim]);
+            bytes[starts[2]..starts[3]].fill(0);
+            write_segment(&sim, &bytes);
+            match replayed(&*sim, BASE) {
+                Err(Error::Corruption { reason, .. }) => {
+                    assert!(lost, "claim {claim}: a torn tail read as corruption: {reason}");
+                    assert!(reason.contains("durable up to"), "{reason}");
+                }
+                Ok((keys, _)) => {
+                    assert!(!lost, "claim {claim}: a lost synced record was cut as a torn tail");
+                    assert_eq!(keys, ["key-0000", "key-0001"]);
+                }
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+    }
+
+    /// A record that sits away from its own position (a misdirected write; its own range
+    /// kept zeros) is corruption, even within the window that torn tails may span, and even
+    /// when the write that went astray carried the segment's header.
+    #[test]
+    fn a_record_away_from_its_position_is_corruption() {
+        for astray in [3, 0] {
+            let (sim, mut bytes, starts) = four_records([0; 4]);
+            let from = if astray == 0 { 0 } else { starts[astray] };
+            let end = if astray == 0 { starts[1] } else { bytes.len() };
+            let moved = bytes[from..end].to_vec();
+            bytes[from..end].fill(0);
+            bytes.resize(from + 4096 + moved.len(), 0);
+            bytes[from + 4096..].copy_from_slice(&moved);
+            write_segment(&sim, &bytes);
+            match replayed(&*sim, BASE) {
+                Err(Error::Corruption { reason, .. }) => assert!(reason.contains("misdirected"), "{reason}"),
+                other => panic!("record {astray} written 4 KiB away: {:?}", other.map(|(k, _)| k)),
+            }
+        }
     }
 
     fn from(synced_floor: u64) -> ReplayFrom {
