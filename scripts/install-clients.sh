@@ -4,6 +4,7 @@
 #   Python venv   $CACHE/venv      awscli (v1), boto3, s3cmd  (PyPI, pinned)
 #   Go binaries   $CACHE/bin       mc, k6                     (Go module proxy, pinned, go install)
 #   Debian apt    system           rclone, curl, xfsprogs     (apt-get, only when missing)
+#                                  podman, podman-compose, runc, debootstrap (the container phase)
 #
 # A second run with a warm cache only checks stamp files and finishes in about a second.
 # CACHE is $HOLT_CACHE_DIR, default .cache/ in the repository (gitignored).
@@ -21,7 +22,9 @@ Installs the S3 clients used by the compat tests and scripts/load.sh into \$HOLT
 
   venv ($HOLT_CACHE_DIR/venv): awscli, boto3, s3cmd pinned from PyPI
   bin  ($HOLT_CACHE_DIR/bin):  mc and k6 built with 'go install' from the Go module proxy
-  apt:                         rclone, curl, xfsprogs (needs root or passwordless sudo)
+  apt:                         rclone, curl, xfsprogs (needs root or passwordless sudo);
+                               podman, podman-compose, runc, debootstrap (with their
+                               recommended packages: podman's networking comes with them)
 
 Environment:
   HOLT_CACHE_DIR     cache directory
@@ -109,7 +112,30 @@ install_apt_packages() {
         holt_die "apt-get install ${missing[*]} failed"
 }
 
+# scripts/container.sh: podman with runc (crun fails on this kind of machine), compose files
+# through podman-compose, and debootstrap for a local Debian base image.
+install_container_tools() {
+    local missing=()
+    for tool in podman podman-compose runc debootstrap; do
+        command -v "$tool" >/dev/null || missing+=("$tool")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        holt_log "container tools: present"
+        return
+    fi
+    if [ "${HOLT_SKIP_APT:-0}" = 1 ]; then
+        holt_log "container tools: missing ${missing[*]} (HOLT_SKIP_APT=1, not installing)"
+        return
+    fi
+    holt_log "container tools: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    holt_as_root apt-get update -qq || holt_die "apt-get update failed"
+    holt_as_root apt-get install -y -qq "${missing[@]}" >/dev/null ||
+        holt_die "apt-get install ${missing[*]} failed"
+}
+
 install_apt_packages
+install_container_tools
 install_python_clients
 go_install_pinned mc "$MC_MODULE"
 go_install_pinned k6 "$K6_MODULE"

@@ -30,6 +30,9 @@ Runs, in order, each phase at its CI size:
   power-cut    scripts/power-cut.sh 200    (loop-mounted XFS rounds; if the script exists; under
                CI=true a round that cannot run fails the phase)
   compat       cargo test -p s3-compat-tests (real clients against a real holt-gateway)
+  container    scripts/container.sh (docker/Dockerfile built with podman from local base
+               images, docker/compose.yaml run with podman-compose, aws-cli and boto3
+               through the published port, restart on the named volume, SIGTERM)
 
 Options:
   --quick   fmt, clippy and cargo tests only (no client install, loom, soaks or compat)
@@ -180,6 +183,7 @@ if [ "$quick" -eq 0 ]; then
     holt_export_client_env
     run_phase compat-build check 1200 cargo build --locked -p gateway --bin holt-gateway
     run_phase compat cargo 1800 cargo test --locked --no-fail-fast -p s3-compat-tests
+    run_phase container plain 1800 scripts/container.sh
 else
     skip_phase compat "--quick"
 fi
