@@ -199,14 +199,13 @@ def main():
     a = p.parse_args()
     r = a.results
     chart_line = chart(os.path.join(r, "engines-headline.csv"), a.chart)
-    engines_raw = read(os.path.join(r, "engines-raw.jsonl")).strip()
-    gateway_raw = read(os.path.join(r, "gateway-raw.jsonl")).strip()
     doc = f"""# Benchmark results
 
-Produced by `{a.script_command}` (see `scripts/bench.sh --help`). Method, peers and targets:
-PERFORMANCE.md. Every engine runs in its own process (`benches/src/bin/engine_bench.rs`), the
-engines alternate and the order rotates between repetitions (`bench_driver`), and every figure
-is a median of the repetitions. Ratios are taken inside the same run.
+Produced by `{a.script_command}` (see `scripts/bench.sh --help`). Method and what each
+figure means: [docs/benchmarks.md](../docs/benchmarks.md); targets: PERFORMANCE.md. Every
+engine runs in its own process (`benches/src/bin/engine_bench.rs`), the engines alternate and
+the order rotates between repetitions (`bench_driver`), and every figure is a median of the
+repetitions. Ratios are taken inside the same run.
 
 - Machine: {a.machine}
 - Commit: {a.commit}
@@ -231,21 +230,11 @@ is a median of the repetitions. Ratios are taken inside the same run.
 
 ## Raw numbers
 
-One JSON object per engine process (`benches/results/engines-raw.jsonl`):
-
-<details><summary>engines</summary>
-
-```
-{engines_raw}
-```
-</details>
-
-<details><summary>gateway (benches/results/gateway-raw.jsonl)</summary>
-
-```
-{gateway_raw}
-```
-</details>
+One JSON object per engine process: [results/engines-raw.jsonl](results/engines-raw.jsonl);
+side by side: [results/paired-list-raw.jsonl](results/paired-list-raw.jsonl); gateway, one
+object per load point: [results/gateway-raw.jsonl](results/gateway-raw.jsonl). The raw data of
+the other runs quoted above is in one folder per run under [results/](results/), named by
+date.
 """
     with open(a.out, "w", encoding="utf-8") as f:
         f.write(doc)
