@@ -156,7 +156,7 @@ pub fn page_shape(page: &Page) -> PageShape {
 /// This machine has slow spells lasting from a fraction of a second to several seconds, in
 /// which the same listing takes ~1.5x longer; they come and go within one process, with the
 /// thread pinned to either CPU and with an engine that runs no thread of its own
-/// (benches/results/NOTES.md, 2026-11-24). A page taken 300 times back to back lasts 3 ms
+/// (docs/benchmarks.md). A page taken 300 times back to back lasts 3 ms
 /// for a fast engine and 100 ms for a slow one, so one engine's figure could fall wholly
 /// inside a spell and the next engine's wholly outside. Spreading the samples over rounds a
 /// pause apart gives every engine the same exposure to spells, whatever its speed.

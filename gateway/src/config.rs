@@ -1,5 +1,5 @@
 //! Configuration: flags, environment variables and an optional TOML file, with the precedence
-//! flag > environment > file > default (see the README's configuration reference).
+//! flag > environment > file > default (the reference: docs/configuration.md).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,7 +36,7 @@ pub struct Cli {
     /// Domain for virtual-hosted-style requests (bucket.DOMAIN); off when unset.
     #[arg(long, env = "HOLT_DOMAIN")]
     pub domain: Option<String>,
-    /// TOML file with [[users]] access_key / secret_key.
+    /// TOML file with `[[users]]` tables of `access_key` and `secret_key`.
     #[arg(long, env = "HOLT_CREDENTIALS_FILE")]
     pub credentials_file: Option<PathBuf>,
     /// When writes are acknowledged: sync (after fsync) or async.

@@ -4,7 +4,7 @@
 //! the figure is the median of those ratios.
 //!
 //! Why: this machine has slow spells lasting from a fraction of a second to several seconds,
-//! in which the same page takes ~1.5x longer (benches/results/NOTES.md). `engine_bench` runs
+//! in which the same page takes ~1.5x longer (docs/benchmarks.md). `engine_bench` runs
 //! each engine in its own process, a minute apart, so a ratio of two medians there can
 //! compare one engine inside a spell with the other outside it. Two rounds of a pair lie
 //! within a few hundred milliseconds of each other, so they mostly see the same machine.

@@ -253,9 +253,10 @@ impl SegmentHeader {
 }
 
 /// The sync mark file: the log position up to which the log was last known durable. The
-/// flusher overwrites it after each successful fdatasync and never syncs it, so after a
-/// crash it may be older than the truth (or gone), never newer: a lower bound that lets
-/// replay tell a damaged synced record near the end of the log from a torn unsynced tail.
+/// flusher overwrites it after a successful fdatasync (at most every `MARK_INTERVAL`) and
+/// never syncs it, so after a crash it may be older than the truth (or gone), never newer: a
+/// lower bound that lets replay tell a damaged synced record near the end of the log from a
+/// torn unsynced tail.
 pub(crate) const SYNC_MARK_NAME: &str = "WAL-SYNCED";
 /// Sync mark: magic "HOLTSYNC", synced lsn, CRC32C of the first 16 bytes.
 pub(crate) const SYNC_MARK_MAGIC: u64 = u64::from_le_bytes(*b"HOLTSYNC");

@@ -7,7 +7,9 @@
 //! so later appends never land behind garbage. A valid record further on means synced data
 //! went bad: that is `Error::Corruption` naming the file and offset, never a silent drop. So
 //! does a bad record below the position the log is known durable to (the checkpoint's
-//! `frames_lsn`, or the sync mark the flusher leaves after each fdatasync), wherever it is.
+//! `frames_lsn`, or the sync mark the flusher leaves after fdatasyncs), wherever it is. And
+//! so does a record that claims the log was durable past the bad one, or a record lying away
+//! from its own position (see `lost_write_evidence`).
 
 use std::path::{Path, PathBuf};
 
