@@ -8,15 +8,23 @@ use sha1::Digest as _;
 
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 
+/// An `x-amz-checksum-*` algorithm. The variant order gives `code`, which is stored in object,
+/// part and upload records: append new variants, never reorder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ChecksumAlgo {
+    /// CRC-32 (ISO-HDLC polynomial, as zlib), 4 bytes.
     Crc32,
+    /// CRC-32C (Castagnoli), 4 bytes.
     Crc32c,
+    /// CRC-64/NVME, 8 bytes; a multipart upload can only have it as a full-object checksum.
     Crc64Nvme,
+    /// SHA-1, 20 bytes.
     Sha1,
+    /// SHA-256, 32 bytes.
     Sha256,
 }
 
+/// Every algorithm, in `code` order (the order responses list checksums in).
 pub const ALL_ALGOS: [ChecksumAlgo; 5] = [
     ChecksumAlgo::Crc32,
     ChecksumAlgo::Crc32c,
@@ -48,18 +56,23 @@ impl ChecksumAlgo {
         }
     }
 
+    /// The algorithm `name` names (`CRC32`, `sha256`, ...; any case), as in
+    /// `x-amz-checksum-algorithm` or `x-amz-sdk-checksum-algorithm`.
     pub fn from_name(name: &str) -> Option<Self> {
         ALL_ALGOS.into_iter().find(|a| a.name().eq_ignore_ascii_case(name))
     }
 
+    /// The algorithm whose `x-amz-checksum-<algo>` header (or trailer) is `name`, any case.
     pub fn from_header(name: &str) -> Option<Self> {
         ALL_ALGOS.into_iter().find(|a| a.header().eq_ignore_ascii_case(name))
     }
 
+    /// The byte stored for this algorithm in metadata records (0 for CRC32 up to 4 for SHA256).
     pub fn code(self) -> u8 {
         self as u8
     }
 
+    /// The algorithm of a stored `code`; `None` for an unknown byte (a corrupt record).
     pub fn from_code(code: u8) -> Option<Self> {
         ALL_ALGOS.into_iter().find(|a| a.code() == code)
     }
@@ -96,11 +109,14 @@ impl ChecksumAlgo {
 /// FULL_OBJECT for CRC32, CRC32C and CRC64NVME (the only type CRC64NVME supports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChecksumType {
+    /// The algorithm over the whole object's bytes (`FULL_OBJECT`).
     FullObject,
+    /// The algorithm over the part checksums (`COMPOSITE`), shown with `-N`.
     Composite,
 }
 
 impl ChecksumType {
+    /// The name in `x-amz-checksum-type` and the XML `ChecksumType` element.
     pub fn name(self) -> &'static str {
         match self {
             ChecksumType::FullObject => "FULL_OBJECT",
@@ -108,16 +124,20 @@ impl ChecksumType {
         }
     }
 
+    /// The type `name` names (`FULL_OBJECT` or `COMPOSITE`, any case, whitespace trimmed).
     pub fn from_name(name: &str) -> Option<Self> {
         [ChecksumType::FullObject, ChecksumType::Composite]
             .into_iter()
             .find(|t| t.name().eq_ignore_ascii_case(name.trim()))
     }
 
+    /// The byte stored for this type in object and upload records: 0 full object, 1 composite
+    /// (never reorder the variants).
     pub fn code(self) -> u8 {
         self as u8
     }
 
+    /// The type of a stored `code`; `None` for an unknown byte (a corrupt record).
     pub fn from_code(code: u8) -> Option<Self> {
         [ChecksumType::FullObject, ChecksumType::Composite].into_iter().find(|t| t.code() == code)
     }
@@ -161,20 +181,27 @@ pub fn display_value(raw: &[u8], composite_parts: Option<u32>) -> String {
     }
 }
 
+/// A raw digest in base64, as the `x-amz-checksum-*` headers and XML elements carry it.
 pub fn encode_value(raw: &[u8]) -> String {
     B64.encode(raw)
 }
 
 /// A running checksum.
 pub enum Hasher {
+    /// Running CRC-32.
     Crc32(crc32fast::Hasher),
+    /// The CRC-32C of the bytes so far.
     Crc32c(u32),
+    /// Running CRC-64/NVME.
     Crc64Nvme(crc64fast_nvme::Digest),
+    /// Running SHA-1.
     Sha1(sha1::Sha1),
+    /// Running SHA-256.
     Sha256(sha2::Sha256),
 }
 
 impl Hasher {
+    /// A checksum of no bytes yet.
     pub fn new(algo: ChecksumAlgo) -> Self {
         match algo {
             ChecksumAlgo::Crc32 => Hasher::Crc32(crc32fast::Hasher::new()),
@@ -185,6 +212,7 @@ impl Hasher {
         }
     }
 
+    /// The algorithm this hasher computes.
     pub fn algo(&self) -> ChecksumAlgo {
         match self {
             Hasher::Crc32(_) => ChecksumAlgo::Crc32,
@@ -195,6 +223,7 @@ impl Hasher {
         }
     }
 
+    /// Feeds the next bytes of the body.
     pub fn update(&mut self, data: &[u8]) {
         match self {
             Hasher::Crc32(h) => h.update(data),

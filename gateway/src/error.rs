@@ -12,52 +12,99 @@ use crate::xml::XmlWriter;
 /// The S3 error codes this gateway answers with (AWS spelling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum S3ErrorCode {
+    /// 403: the caller may not do this (no credentials, somebody else's bucket, an expired
+    /// or not yet valid presigned URL, an unsigned `x-amz-*` header).
     AccessDenied,
+    /// 400: the body does not match its `Content-MD5` or `x-amz-checksum-*` value.
     BadDigest,
+    /// 409: CreateBucket of a name another user owns.
     BucketAlreadyExists,
+    /// 409: CreateBucket of a name the caller owns already.
     BucketAlreadyOwnedByYou,
+    /// 409: DeleteBucket of a bucket holding objects or uploads in progress.
     BucketNotEmpty,
+    /// 400: a body, a copied part range or a request document over its size limit.
     EntityTooLarge,
+    /// 400: CompleteMultipartUpload with a part other than the last under 5 MiB.
     EntityTooSmall,
+    /// 400: CreateBucket naming a region other than the configured one.
     IllegalLocationConstraintException,
+    /// 400: the body ended before its declared length (or its final aws-chunked chunk).
     IncompleteBody,
+    /// 400: the body stalled or arrived below the minimum rate (see `Settings`).
     RequestTimeout,
+    /// 500: a bug or an unexpected engine or I/O failure; the details go to the log only.
     InternalError,
+    /// 403: the access key is not configured.
     InvalidAccessKeyId,
+    /// 400: a query parameter or header has a value out of range or malformed.
     InvalidArgument,
+    /// 400: a name that breaks the S3 bucket naming rules.
     InvalidBucketName,
+    /// 400: a `Content-MD5` or checksum header that is not base64 of the right length.
     InvalidDigest,
+    /// 400: CompleteMultipartUpload names a part that was not uploaded or whose ETag differs.
     InvalidPart,
+    /// 416: GetObject/HeadObject `partNumber` past the object's parts.
     InvalidPartNumber,
+    /// 400: CompleteMultipartUpload parts not in ascending order.
     InvalidPartOrder,
+    /// 416: a `Range` (or copy source range) the object's size cannot satisfy.
     InvalidRange,
+    /// 400: a request the protocol or this gateway does not accept (bad combination of
+    /// headers, unsupported signing mechanism, ...).
     InvalidRequest,
+    /// 400: an `x-amz-storage-class` S3 does not define.
     InvalidStorageClass,
+    /// 400: an object key longer than 1024 bytes (also used for an empty key).
     KeyTooLongError,
+    /// 400: a request document that does not parse or misses required elements.
     MalformedXML,
+    /// 400: user metadata (`x-amz-meta-*`) over 2 KiB.
     MetadataTooLarge,
+    /// 405: an HTTP method the addressed resource does not support.
     MethodNotAllowed,
+    /// 411: an upload with neither `Content-Length` nor `Transfer-Encoding: chunked`.
     MissingContentLength,
+    /// 400: a header the signing mode requires is absent.
     MissingSecurityHeader,
+    /// 404: the bucket does not exist.
     NoSuchBucket,
+    /// 404: the object does not exist.
     NoSuchKey,
+    /// 404: the multipart upload does not exist (never created, completed or aborted).
     NoSuchUpload,
+    /// 404: a `versionId` other than `null` (objects are unversioned).
     NoSuchVersion,
+    /// 501: a known S3 feature this gateway does not offer.
     NotImplemented,
+    /// 304: `If-None-Match` or `If-Modified-Since` says the client's copy is current.
     NotModified,
+    /// 412: an `If-Match`/`If-Unmodified-Since` condition, or a conditional write, failed.
     PreconditionFailed,
+    /// 400: the request headers exceed 8 KiB (`HEADER_BYTES_MAX`).
     RequestHeaderSectionTooLarge,
+    /// 403: the signed request time is too far from the server clock.
     RequestTimeTooSkewed,
+    /// 403: the signature (of the request, a chunk or a trailer) does not verify.
     SignatureDoesNotMatch,
+    /// 503: the in-flight limit (global or per user) or a per-key write queue is full.
     SlowDown,
+    /// 400: the body's SHA-256 differs from the signed `x-amz-content-sha256`.
     XAmzContentSHA256Mismatch,
+    /// 403: a session token has expired. Never produced: no session tokens are issued,
+    /// and an expired presigned URL is `AccessDenied`, as in AWS.
     ExpiredToken,
+    /// 400: the `Authorization` header cannot be parsed or names the wrong scope.
     AuthorizationHeaderMalformed,
+    /// 400: a presigned URL's `X-Amz-*` parameters are missing or invalid.
     AuthorizationQueryParametersError,
+    /// 503: the server cannot serve now (disk full, shutting down, engine poisoned).
     ServiceUnavailable,
 }
 
 impl S3ErrorCode {
+    /// The code as S3 spells it in `<Code>`.
     pub fn as_str(self) -> &'static str {
         use S3ErrorCode::*;
         match self {
@@ -220,9 +267,14 @@ impl S3ErrorCode {
 /// An S3 error response. `request_id` is filled in by the request pipeline.
 #[derive(Debug, Clone)]
 pub struct S3Error {
+    /// Decides the HTTP status and the `<Code>`.
     pub code: S3ErrorCode,
+    /// The `<Message>`: the code's default text unless a handler gave a more specific one;
+    /// never internal details.
     pub message: String,
+    /// The `<Resource>`: the bucket or object path, empty when not set.
     pub resource: String,
+    /// The `<RequestId>`, the same as the `x-amz-request-id` header.
     pub request_id: String,
     /// Set when this is a failed engine write that may still be applied (see
     /// `may_have_applied`); never shown to the client.
@@ -231,9 +283,11 @@ pub struct S3Error {
     unsatisfied_range_of: Option<u64>,
 }
 
+/// What handlers and the storage layer return.
 pub type S3Result<T> = Result<T, S3Error>;
 
 impl S3Error {
+    /// An error with the code's default message and no resource.
     pub fn new(code: S3ErrorCode) -> Self {
         S3Error {
             code,
@@ -262,6 +316,7 @@ impl S3Error {
         self.write_may_have_applied
     }
 
+    /// An error with a specific message (shown to the client: keep internals out).
     pub fn with_message(code: S3ErrorCode, message: impl Into<String>) -> Self {
         S3Error { message: message.into(), ..S3Error::new(code) }
     }
@@ -272,11 +327,13 @@ impl S3Error {
         S3Error::new(S3ErrorCode::InternalError)
     }
 
+    /// Sets the `<Resource>` (for example `/bucket/key`).
     pub fn resource(mut self, resource: impl Into<String>) -> Self {
         self.resource = resource.into();
         self
     }
 
+    /// The HTTP status, derived from the code.
     pub fn status(&self) -> StatusCode {
         self.code.status()
     }

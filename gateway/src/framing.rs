@@ -54,6 +54,7 @@ const CHUNK_EXTENSION_BYTES_MAX: usize = 16 * 1024;
 pub struct Heads(Arc<Mutex<VecDeque<bool>>>);
 
 impl Heads {
+    /// An empty queue, to be shared by a connection's `Watched` socket and its service.
     pub fn new() -> Self {
         Self::default()
     }
@@ -194,6 +195,8 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// A tracker at the start of a connection (expecting a request head), recording into
+    /// `heads`.
     pub fn new(heads: Heads) -> Self {
         Tracker { state: State::Head(HeadParse::default()), heads }
     }
@@ -360,6 +363,8 @@ pub struct Watched<IO> {
 }
 
 impl<IO> Watched<IO> {
+    /// Wraps a fresh connection's socket: heads are recorded into `heads`, and a write that makes
+    /// no progress for `write_stall_timeout` fails with `TimedOut`.
     pub fn new(io: IO, heads: Heads, write_stall_timeout: Duration) -> Self {
         Watched {
             io,

@@ -27,16 +27,22 @@ struct State {
     reloads: BTreeMap<(&'static str, &'static str), u64>,
 }
 
+/// The gateway's request counters and latency histograms, shared by every request (one
+/// mutex; an update is a few map operations).
 #[derive(Default)]
 pub struct Metrics {
     state: Mutex<State>,
 }
 
 impl Metrics {
+    /// Empty counters.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Counts one answered request: `op` is the operation name (or a pipeline label such as
+    /// `SlowDown` or `Invalid`), `status` the HTTP status, `latency` the time from arrival until
+    /// the response was ready (a streamed body's transfer is not included).
     pub fn record(&self, op: &'static str, status: u16, latency: Duration) {
         let secs = latency.as_secs_f64();
         let mut s = self.state.lock();

@@ -10,33 +10,56 @@ use crate::error::{S3Error, S3ErrorCode, S3Result};
 /// One variant per S3 operation (AWS names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
+    /// `GET /`: the caller's buckets.
     ListBuckets,
+    /// `PUT /bucket`.
     CreateBucket,
+    /// `HEAD /bucket`: whether it exists and the caller owns it.
     HeadBucket,
+    /// `DELETE /bucket`; only an empty bucket with no uploads in progress.
     DeleteBucket,
+    /// `GET /bucket?location`: always the configured region.
     GetBucketLocation,
+    /// `GET /bucket?versioning`: always unversioned.
     GetBucketVersioning,
+    /// `GET /bucket`: the V1 listing (marker paging).
     ListObjects,
+    /// `GET /bucket?list-type=2`: the V2 listing (continuation tokens).
     ListObjectsV2,
+    /// `GET /bucket?versions`: each object's one version, `null`.
     ListObjectVersions,
+    /// `POST /bucket?delete`: up to 1000 keys named in an XML body.
     DeleteObjects,
+    /// `PUT /bucket/key` without `x-amz-copy-source`.
     PutObject,
+    /// `HEAD /bucket/key`: GetObject's headers without the body.
     HeadObject,
+    /// `GET /bucket/key`, optionally a `Range` or one `partNumber`.
     GetObject,
+    /// `PUT /bucket/key` with `x-amz-copy-source`.
     CopyObject,
+    /// `DELETE /bucket/key`; succeeds whether or not the key exists.
     DeleteObject,
+    /// `POST /bucket/key?uploads`: starts an upload, returns its id.
     CreateMultipartUpload,
+    /// `PUT /bucket/key?partNumber=N&uploadId=ID`.
     UploadPart,
+    /// UploadPart with `x-amz-copy-source`: the part's bytes come from an object.
     UploadPartCopy,
+    /// `POST /bucket/key?uploadId=ID`: joins the listed parts into the object.
     CompleteMultipartUpload,
+    /// `DELETE /bucket/key?uploadId=ID`: drops the upload and its parts.
     AbortMultipartUpload,
+    /// `GET /bucket/key?uploadId=ID`.
     ListParts,
+    /// `GET /bucket?uploads`: the uploads in progress.
     ListMultipartUploads,
     /// A known S3 subresource or form this gateway does not implement (501).
     NotImplemented,
 }
 
 impl Operation {
+    /// The AWS operation name, as logs and metrics label requests.
     pub fn name(self) -> &'static str {
         use Operation::*;
         match self {
@@ -73,6 +96,8 @@ impl Operation {
 pub struct Query(Vec<(String, String)>);
 
 impl Query {
+    /// Parses a raw query string (`None`: no query). A parameter given twice, or one that
+    /// is not UTF-8 once decoded, is `InvalidArgument`.
     pub fn parse(raw: Option<&str>) -> S3Result<Query> {
         let mut out = Vec::new();
         let Some(raw) = raw else { return Ok(Query(out)) };
@@ -92,10 +117,12 @@ impl Query {
         Ok(Query(out))
     }
 
+    /// The decoded value of parameter `name` (`Some("")` for a bare `?name`).
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
+    /// Whether parameter `name` is present, with or without a value.
     pub fn has(&self, name: &str) -> bool {
         self.0.iter().any(|(k, _)| k == name)
     }
@@ -142,8 +169,11 @@ const UNIMPLEMENTED_SUBRESOURCES: &[&str] = &[
 /// The target of a request.
 #[derive(Debug, Clone)]
 pub struct Route {
+    /// What the request asks for.
     pub op: Operation,
+    /// The bucket, percent-decoded; `None` only for ListBuckets.
     pub bucket: Option<String>,
+    /// The object key, percent-decoded; `None` for service and bucket operations.
     pub key: Option<String>,
 }
 

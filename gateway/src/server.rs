@@ -62,11 +62,14 @@ pub enum Shutdown {
 
 /// A socket to accept connections on: plain HTTP, or HTTPS through `tls`.
 pub struct Listener {
+    /// The bound socket.
     pub tcp: TcpListener,
+    /// Performs the TLS handshake on each accepted connection; `None` for plain HTTP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Listener {
+    /// A listener serving plain HTTP on `tcp`.
     pub fn plain(tcp: TcpListener) -> Listener {
         Listener { tcp, tls: None }
     }

@@ -3,10 +3,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The current wall-clock time in milliseconds since the Unix epoch (0 if the clock reads
+/// earlier): what records store as `*_ms`.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// The instant `ms` milliseconds after the Unix epoch.
 pub fn to_system_time(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }

@@ -90,8 +90,24 @@ pub struct WriteOptions {
 /// One operation of an atomic batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchOp {
-    Put { key: Vec<u8>, value: Vec<u8>, condition: Condition },
-    Delete { key: Vec<u8>, condition: Condition },
+    /// Store `value` under `key` (replacing any value), if `condition` holds.
+    Put {
+        /// The key: 1..=[`KEY_LEN_MAX`] bytes.
+        key: Vec<u8>,
+        /// The value: at most [`VALUE_LEN_MAX`] bytes.
+        value: Vec<u8>,
+        /// Checked against the key's state before the batch; if it fails, no op of the batch
+        /// is applied.
+        condition: Condition,
+    },
+    /// Remove `key` (a no-op when it is absent), if `condition` holds.
+    Delete {
+        /// The key: 1..=[`KEY_LEN_MAX`] bytes.
+        key: Vec<u8>,
+        /// Checked against the key's state before the batch; if it fails, no op of the batch
+        /// is applied.
+        condition: Condition,
+    },
 }
 
 impl BatchOp {
@@ -142,17 +158,23 @@ impl<'a> Op<'a> {
 /// An atomic group of puts and deletes: all of it is applied and logged, or none of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch {
+    /// The operations, applied in this order (of two ops on one key, the later wins); every
+    /// condition is checked against the state before the batch.
     pub ops: Vec<BatchOp>,
 }
 
 impl Batch {
+    /// An empty batch.
     pub fn new() -> Self {
         Self::default()
     }
+    /// Adds an unconditional put of `value` under `key`.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
         self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition: Condition::None });
         self
     }
+    /// Adds a put that applies only if `condition` holds for `key`; if it does not, the whole
+    /// batch fails with `Error::ConditionFailed`.
     pub fn put_if(
         &mut self,
         key: impl Into<Vec<u8>>,
@@ -162,17 +184,22 @@ impl Batch {
         self.ops.push(BatchOp::Put { key: key.into(), value: value.into(), condition });
         self
     }
+    /// Adds an unconditional delete of `key`.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
         self.ops.push(BatchOp::Delete { key: key.into(), condition: Condition::None });
         self
     }
+    /// Adds a delete that applies only if `condition` holds for `key`; if it does not, the
+    /// whole batch fails with `Error::ConditionFailed`.
     pub fn delete_if(&mut self, key: impl Into<Vec<u8>>, condition: Condition) -> &mut Self {
         self.ops.push(BatchOp::Delete { key: key.into(), condition });
         self
     }
+    /// Whether the batch has no operations.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+    /// Number of operations in the batch.
     pub fn len(&self) -> usize {
         self.ops.len()
     }
@@ -181,7 +208,9 @@ impl Batch {
 /// A stored value and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The value bytes (empty in a listing that did not ask `with_values`).
     pub value: Vec<u8>,
+    /// The version of the write that stored the value.
     pub version: Version,
 }
 
@@ -205,7 +234,14 @@ pub struct ListRequest<'a> {
 /// One entry of a listing, in key order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListItem {
-    Key { key: Vec<u8>, entry: Entry },
+    /// A key under the prefix that no delimiter rolled up.
+    Key {
+        /// The whole key, prefix included.
+        key: Vec<u8>,
+        /// Its value (empty unless the request asked `with_values`) and version.
+        entry: Entry,
+    },
+    /// A rollup of every key that shares this prefix, up to and including the delimiter.
     CommonPrefix(Vec<u8>),
 }
 
@@ -225,10 +261,14 @@ impl ListItem {
 pub enum ListEntry<'a> {
     /// A key, with its value (empty unless the request asked `with_values`) and version.
     Key {
+        /// The whole key, prefix included.
         key: &'a [u8],
+        /// The value, or empty when the request did not ask `with_values`.
         value: &'a [u8],
+        /// The version of the write that stored the value.
         version: Version,
     },
+    /// A rollup of every key that shares this prefix, up to and including the delimiter.
     CommonPrefix(&'a [u8]),
 }
 
@@ -245,6 +285,7 @@ impl ListEntry<'_> {
 /// A page of a listing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListPage {
+    /// At most `ListRequest::limit` keys and common prefixes, in byte order.
     pub items: Vec<ListItem>,
     /// True when at least one more entry follows the last item (decided by looking past it).
     pub truncated: bool,
@@ -253,8 +294,11 @@ pub struct ListPage {
 /// Counters for operators (exported by the gateway's /metrics).
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// Keys stored.
     pub keys: u64,
+    /// Frames the tree is made of, cached or not.
     pub frames: u64,
+    /// Frames decoded in memory now.
     pub frames_cached: u64,
     /// Cached frames changed since the last checkpoint wrote them (these cannot be evicted).
     pub frames_dirty: u64,
@@ -263,6 +307,7 @@ pub struct Stats {
     /// Reads from the frames file: frames loaded (decoded), and the reads counted in
     /// `frame_image_reads`.
     pub frame_reads: u64,
+    /// Frames dropped from the cache to stay within `Options::memory_budget_bytes`.
     pub frame_evictions: u64,
     /// Point reads and listings answered from part of an evicted frame's on-disk image (the
     /// pages on a key's path, or the pages of the part a listing's prefix leads to) instead
@@ -272,13 +317,22 @@ pub struct Stats {
     pub frame_page_reads: u64,
     /// Puts recorded in an evicted frame's change log without loading the frame.
     pub frame_unloaded_writes: u64,
+    /// Bytes written to the write-ahead log since open (0 in memory).
     pub wal_bytes_written: u64,
+    /// fdatasync calls on the log since open; one covers every record drained before it.
     pub wal_syncs: u64,
+    /// Checkpoints completed since open.
     pub checkpoints: u64,
+    /// Longest time, in microseconds, a checkpoint held writers off while it captured the
+    /// dirty frames (the only time writers wait for one).
     pub checkpoint_stall_max_us: u64,
     /// Frames checkpoints wrote as whole images, and as deltas of the keys that changed.
     pub checkpoint_frames_whole: u64,
+    /// Frames checkpoints wrote as deltas of the keys changed since the frame's image.
     pub checkpoint_frames_delta: u64,
+    /// The log position (in bytes) past the last record reserved, which the next write's
+    /// version will be; in memory, the last write's version.
     pub last_lsn: u64,
+    /// The log position below which every record is fdatasynced; equals `last_lsn` in memory.
     pub durable_lsn: u64,
 }

@@ -29,25 +29,50 @@ impl fmt::Display for Location {
 #[non_exhaustive]
 pub enum Error {
     /// A key was empty or longer than [`crate::KEY_LEN_MAX`].
-    KeyLength { len: usize },
+    KeyLength {
+        /// The rejected key's length in bytes.
+        len: usize,
+    },
     /// A value was longer than [`crate::VALUE_LEN_MAX`].
-    ValueTooLarge { len: usize },
+    ValueTooLarge {
+        /// The rejected value's length in bytes.
+        len: usize,
+    },
     /// A batch was larger than the write-ahead log can carry in one record.
-    BatchTooLarge { bytes: usize },
+    BatchTooLarge {
+        /// Size of the batch's encoded log record, padding included.
+        bytes: usize,
+    },
     /// A conditional write's condition did not hold; nothing was written.
     ConditionFailed,
     /// Stored bytes failed a check (checksum, magic, version, structure).
-    Corruption { location: Location, reason: String },
+    Corruption {
+        /// The file, frame and offset of the bad bytes.
+        location: Location,
+        /// Which check failed, for the operator.
+        reason: String,
+    },
     /// An I/O call failed. `may_have_applied` tells a writer whether its write may still
     /// become visible or durable (true once the write reached the log).
-    Io { op: &'static str, source: std::io::Error, may_have_applied: bool },
+    Io {
+        /// What the engine was doing (for example "create directory").
+        op: &'static str,
+        /// The underlying error (usually from the operating system).
+        source: std::io::Error,
+        /// Whether the write may still become visible or durable.
+        may_have_applied: bool,
+    },
     /// The disk is full: the write was refused before it was applied, so nothing changed.
     DiskFull,
-    /// An earlier fsync failed; the database refuses writes until it is reopened, and
-    /// reopening recovers from the write-ahead log.
+    /// An earlier log write or fsync failed (or a checkpoint left the manifest unknown); the
+    /// database refuses reads and writes until it is reopened (memory may hold writes
+    /// recovery will not bring back), and reopening recovers from the write-ahead log.
     Poisoned,
     /// Another process (or handle) holds the database directory's lock.
-    Locked { path: PathBuf },
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
     /// The database was closed.
     Closed,
     /// An argument was invalid (for example, an empty delimiter where one is required).

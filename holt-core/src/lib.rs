@@ -27,6 +27,8 @@
 //! assert_eq!(names, [&b"photos/2024/"[..], b"photos/2025/", b"photos/readme.txt"]);
 //! ```
 
+#![warn(missing_docs)]
+
 mod api;
 mod buffer;
 mod checkpoint;

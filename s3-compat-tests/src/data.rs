@@ -30,6 +30,7 @@ pub fn run_seed() -> u64 {
         .unwrap_or(0x5EED)
 }
 
+/// The MD5 of `bytes` as 32 lowercase hex digits: a single-part upload's ETag (unquoted).
 pub fn md5_hex(bytes: &[u8]) -> String {
     let digest = Md5::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
@@ -54,6 +55,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+/// Read a whole file and panic with its path if that fails.
 pub fn read_file(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
@@ -100,11 +102,12 @@ pub fn key_of_len(prefix: &str, len: usize) -> String {
     key
 }
 
-/// The longest legal key (1024 bytes) and one byte too many.
+/// The longest legal key: 1024 bytes.
 pub fn longest_key() -> String {
     key_of_len("long/", 1024)
 }
 
+/// A key of 1025 bytes, one past S3's limit, which the gateway must refuse.
 pub fn too_long_key() -> String {
     key_of_len("long/", 1025)
 }
@@ -124,8 +127,8 @@ pub fn sorted(mut keys: Vec<String>) -> Vec<String> {
     keys
 }
 
-/// Write each key's body (its own bytes) under `dir`, using the key as the relative path, and
-/// return the local paths. Only for keys that are valid relative file paths.
+/// Write each key's body (its own bytes) under `dir`, using the key as the relative path.
+/// Only for keys that are valid relative file paths.
 pub fn write_tree(dir: &Path, keys: &[String]) {
     for key in keys {
         write_file(&dir.join(key), key.as_bytes());

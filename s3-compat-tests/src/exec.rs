@@ -40,11 +40,13 @@ impl Cmd {
         }
     }
 
+    /// Append one argument.
     pub fn arg(mut self, arg: impl Into<OsString>) -> Cmd {
         self.args.push(arg.into());
         self
     }
 
+    /// Append several arguments, in order.
     pub fn args<I, S>(mut self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
@@ -54,21 +56,27 @@ impl Cmd {
         self
     }
 
+    /// Set an environment variable for the client (the rest of the environment is inherited).
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Cmd {
         self.envs.push((key.into(), Some(value.into())));
         self
     }
 
+    /// Remove a variable from the client's environment, so a setting of the machine running
+    /// the tests cannot leak into the step.
     pub fn env_remove(mut self, key: impl Into<OsString>) -> Cmd {
         self.envs.push((key.into(), None));
         self
     }
 
+    /// Run the client in `dir` instead of the test's working directory.
     pub fn cwd(mut self, dir: impl AsRef<Path>) -> Cmd {
         self.cwd = Some(dir.as_ref().to_path_buf());
         self
     }
 
+    /// Replace the default 180 s time limit; past it the client's whole process group is
+    /// killed and the outcome marked `timed_out`.
     pub fn timeout(mut self, timeout: Duration) -> Cmd {
         self.timeout = timeout;
         self
@@ -165,14 +173,21 @@ fn read_in_background(mut stream: impl Read + Send + 'static) -> thread::JoinHan
 /// What a finished step printed and returned.
 #[derive(Debug)]
 pub struct Outcome {
+    /// The client's name, as given to `Cmd::new`.
     pub client: String,
+    /// What the step was for, as given to `Cmd::run`.
     pub step: String,
+    /// The program and its arguments joined by spaces, arguments over 200 bytes shortened.
     pub cmdline: String,
     /// `None` when killed by a signal (including our timeout).
     pub code: Option<i32>,
+    /// Whether the step ran past its time limit and was killed.
     pub timed_out: bool,
+    /// Wall-clock time from start to exit (or to the kill).
     pub elapsed: Duration,
+    /// Everything the client wrote to stdout (invalid UTF-8 replaced).
     pub stdout: String,
+    /// Everything the client wrote to stderr (invalid UTF-8 replaced).
     pub stderr: String,
 }
 

@@ -18,10 +18,13 @@ use crate::tools::workspace_root;
 
 /// The first user: owns every bucket the scenarios create.
 pub const USER1_ACCESS_KEY: &str = "AKIAHOLTCOMPAT1";
+/// The first user's secret key.
 pub const USER1_SECRET_KEY: &str = "compat-secret-one-0123456789abcdef";
 /// The second user: used to check that buckets are private to their owner.
 pub const USER2_ACCESS_KEY: &str = "AKIAHOLTCOMPAT2";
+/// The second user's secret key.
 pub const USER2_SECRET_KEY: &str = "compat-secret-two-fedcba9876543210";
+/// The region every gateway is started with (`--region`) and every client signs for.
 pub const REGION: &str = "us-east-1";
 
 /// How long a gateway may take to print its start-up line (it replays its WAL first).
@@ -32,6 +35,8 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// serves HTTPS only).
 const STARTUP_LINE_PREFIX: &str = "holt-gateway listening on ";
 
+/// A running (or stopped, between restarts) `holt-gateway` child process and its scratch
+/// directory; dropping it kills the process and removes the directory.
 pub struct Gateway {
     /// Scratch root: `data/`, `credentials.toml`, `gateway.log`, and whatever the test puts in
     /// `work_dir()` (client configs, files to upload, downloads).
@@ -90,6 +95,7 @@ impl TestCa {
         self.issued
     }
 
+    /// The CA certificate (PEM) that clients must trust to verify the gateway.
     pub fn ca_path(&self) -> PathBuf {
         self.dir.join("ca.pem")
     }
@@ -197,6 +203,7 @@ impl Gateway {
         &self.addr
     }
 
+    /// The test's name given to `start`, which prefixes every failure message.
     pub fn label(&self) -> &str {
         &self.label
     }
@@ -215,6 +222,7 @@ impl Gateway {
             .unwrap_or_else(|| panic!("[{}] no VmHWM in /proc/{pid}/status", self.label))
     }
 
+    /// The gateway's `--data-dir`: it survives restarts and kills, not the `Gateway`'s drop.
     pub fn data_dir(&self) -> PathBuf {
         self.root.path().join("data")
     }
@@ -224,6 +232,7 @@ impl Gateway {
         self.root.path().join("work")
     }
 
+    /// The file collecting the gateway's stdout and stderr, appended to across restarts.
     pub fn log_path(&self) -> PathBuf {
         self.root.path().join("gateway.log")
     }

@@ -21,6 +21,8 @@
 //! aws.s3(&["mb", "s3://example-bucket"]).run("create bucket").ok().stdout_has("make_bucket");
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod clients;
 pub mod data;
 pub mod exec;

@@ -11,16 +11,24 @@ use std::path::{Path, PathBuf};
 /// The clients the suite drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
+    /// The AWS CLI (`aws`), from the suite's Python venv.
     Aws,
+    /// The venv's Python, which has boto3 installed; runs the scripts in `py/`.
     Python,
+    /// s3cmd, from the suite's Python venv.
     S3cmd,
+    /// MinIO's client `mc`.
     Mc,
+    /// rclone.
     Rclone,
+    /// The k6 load generator; runs the scripts in `k6/`.
     K6,
+    /// curl, for raw HTTP requests no SDK would send; never installed by the suite.
     Curl,
 }
 
 impl Tool {
+    /// The client's name as failure messages show it.
     pub fn name(self) -> &'static str {
         match self {
             Tool::Aws => "aws-cli",

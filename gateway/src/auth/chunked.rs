@@ -37,6 +37,7 @@ const TRAILER_SIGNATURE: &str = "x-amz-trailer-signature";
 /// sent (a checksum is still base64); the caller checks them against the decoded body.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trailers {
+    /// `(name, value)` pairs, the trailer signature line excluded.
     pub headers: Vec<(String, String)>,
 }
 

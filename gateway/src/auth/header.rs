@@ -19,8 +19,11 @@ const AUTHORIZATION_LEN_MAX: usize = 4096;
 /// The three components of a SigV4 `Authorization` header, unvalidated beyond syntax.
 #[derive(Debug)]
 pub struct ParsedAuthorization<'a> {
+    /// `AK/yyyymmdd/region/s3/aws4_request`, as sent.
     pub credential: &'a str,
+    /// The `;`-separated lower-case names of the signed headers, as sent.
     pub signed_headers: &'a str,
+    /// The hex signature, as sent.
     pub signature: &'a str,
 }
 

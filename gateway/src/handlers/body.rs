@@ -225,9 +225,14 @@ fn verify_md5_and_checksums(ctx: &ReqCtx, body: &[u8], trailers: &[(String, Stri
 
 /// A body stored in the body store, with its digests.
 pub struct Ingested {
+    /// Where the bytes are, committed: the caller must name it in a record or discard it.
     pub body: BodyRef,
+    /// Decoded body length in bytes (aws-chunked framing excluded).
     pub size: u64,
+    /// MD5 of the body: the object's or part's ETag.
     pub md5: [u8; 16],
+    /// Raw digests of every requested algorithm, each verified against the value the client
+    /// sent, if any.
     pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
 }
 

@@ -61,6 +61,8 @@ fn check_location_constraint(requested: &str, region: &str) -> S3Result<()> {
     ))
 }
 
+/// CreateBucket: records the bucket and the caller's ownership in one batch, only if the name
+/// is free; an optional `CreateBucketConfiguration` must name the configured region.
 pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let name = ctx.bucket()?;
     if !valid_bucket_name(name) {
@@ -97,6 +99,7 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     Ok(resp)
 }
 
+/// HeadBucket: 200 with `x-amz-bucket-region` if the caller owns the bucket.
 pub async fn handle_head_bucket(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     let mut resp = empty_response(StatusCode::OK);
@@ -104,6 +107,8 @@ pub async fn handle_head_bucket(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(resp)
 }
 
+/// DeleteBucket: removes an empty bucket (no objects, no uploads in progress); one that
+/// gains an object while it is being deleted is put back and answers BucketNotEmpty.
 pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
     let name = ctx.bucket()?;
     ctx.owned_bucket().await?;
@@ -152,16 +157,20 @@ pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
+/// GetBucketLocation: the configured region, the same for every bucket.
 pub async fn handle_get_bucket_location(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     Ok(xml_response(response::location_constraint(Some(&ctx.state.0.settings.region))))
 }
 
+/// GetBucketVersioning: an empty configuration (versioning was never enabled).
 pub async fn handle_get_bucket_versioning(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     Ok(xml_response(response::versioning_configuration()))
 }
 
+/// ListBuckets: the caller's buckets in name order, with `prefix`, `max-buckets` (1 to
+/// 10000) and continuation tokens.
 pub async fn handle_list_buckets(ctx: &ReqCtx) -> S3Result<Response> {
     let limit = match ctx.query.get("max-buckets") {
         None => MAX_BUCKETS_LIMIT,

@@ -96,7 +96,9 @@ pub fn choose_parts(
 pub struct Assembled {
     /// Committed to the body store: the caller must name it in a record or remove it.
     pub body: BodyRef,
+    /// Total bytes, the sum of the chosen parts' sizes.
     pub size: u64,
+    /// MD5 of the concatenated raw part MD5s: the multipart ETag without its `-N`.
     pub md5_of_md5s: [u8; 16],
     /// What the object record stores: the upload's algorithm, full-object or composite.
     pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,

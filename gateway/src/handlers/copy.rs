@@ -97,6 +97,8 @@ fn source_vanished() -> S3Error {
     S3Error::with_message(S3ErrorCode::SlowDown, "The copy source kept changing during the copy.")
 }
 
+/// CopyObject: copies the source's bytes into a new body (metadata copied or replaced per
+/// `x-amz-metadata-directive`); retried a few times if the source is overwritten mid-copy.
 pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -184,6 +186,8 @@ pub fn parse_copy_range(value: Option<&str>, size: u64) -> S3Result<ByteRange> {
     Ok(ByteRange { start: first, len: last - first + 1 })
 }
 
+/// UploadPartCopy: stores a part whose bytes are the source object's, or the
+/// `x-amz-copy-source-range` of them.
 pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;

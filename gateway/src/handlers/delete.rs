@@ -35,6 +35,8 @@ pub async fn delete_object_record(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Re
     Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
 }
 
+/// DeleteObject: 204 whether or not the key existed; a `versionId` other than `null`
+/// deletes nothing.
 pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -47,6 +49,8 @@ pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
+/// DeleteObjects: deletes up to 1000 keys named in the XML body, reporting each key as
+/// deleted or failed (only failures in quiet mode).
 pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     ctx.owned_bucket().await?;

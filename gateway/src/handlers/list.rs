@@ -24,6 +24,7 @@ pub const MAX_KEYS_LIMIT: usize = 1000;
 const URL_ENCODE_SET: &AsciiSet =
     &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
 
+/// Percent-encodes `s` as `encoding-type=url` asks: all but unreserved characters and `/`.
 pub fn url_encode(s: &str) -> String {
     utf8_percent_encode(s, URL_ENCODE_SET).to_string()
 }
@@ -236,6 +237,8 @@ fn page_response(w: XmlWriter, page: Rendered, root: &str) -> Response {
     xml_response_chunks(vec![w.finish(), page.contents, page.prefixes, close.into_bytes()])
 }
 
+/// ListObjectsV2: one page of keys and common prefixes, resumed by an opaque continuation
+/// token bound to the request's bucket, prefix, delimiter and encoding.
 pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let owner = ctx.owned_bucket().await?.owner;
@@ -294,6 +297,8 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(page_response(w, page, "ListBucketResult"))
 }
 
+/// ListObjects (V1): one page resumed from `marker`; `NextMarker` is sent only with a
+/// delimiter.
 pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let owner = ctx.owned_bucket().await?.owner;

@@ -28,19 +28,28 @@ pub const KEY_BYTES_MAX: usize = 1024;
 
 /// Everything a handler knows about its request, after routing and authentication.
 pub struct ReqCtx {
+    /// The gateway's shared state: store, settings, metrics.
     pub state: AppState,
+    /// The id sent back in `x-amz-request-id` and in error documents.
     pub request_id: String,
     /// The authenticated access key.
     pub user: String,
+    /// How the body must be verified (signed SHA-256, unsigned, or aws-chunked).
     pub payload: Payload,
+    /// The operation, bucket and key the request was routed to.
     pub route: Route,
+    /// The decoded query parameters.
     pub query: Query,
+    /// The HTTP method.
     pub method: Method,
+    /// The request target as received (path still percent-encoded).
     pub uri: Uri,
+    /// The request headers as received.
     pub headers: HeaderMap,
 }
 
 impl ReqCtx {
+    /// The engine and body store.
     pub fn store(&self) -> &crate::storage::Store {
         self.state.store()
     }
@@ -58,6 +67,7 @@ impl ReqCtx {
         Ok(key)
     }
 
+    /// The first value of header `name`, if present and valid visible ASCII text.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -83,6 +93,8 @@ impl ReqCtx {
     }
 }
 
+/// Checks an object key's length: 1 to `KEY_BYTES_MAX` bytes, else KeyTooLongError (an empty
+/// key included).
 pub fn check_key(key: &str) -> S3Result<()> {
     if key.is_empty() || key.len() > KEY_BYTES_MAX {
         return Err(S3Error::with_message(
@@ -148,6 +160,7 @@ impl http_body::Body for Chunks {
     }
 }
 
+/// A response with `status` and no body.
 pub fn empty_response(status: StatusCode) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = status;

@@ -37,6 +37,7 @@ pub const PART_NUMBER_MAX: u32 = 10_000;
 /// How often a part write or a completion retries after losing a race.
 const COMMIT_ATTEMPTS_MAX: usize = 16;
 
+/// A fresh upload id: 16 random bytes as 32 hex digits (`schema::UPLOAD_ID_LEN`).
 pub fn new_upload_id() -> String {
     let raw: [u8; 16] = rand::random();
     hex::encode(raw)
@@ -52,6 +53,7 @@ pub fn upload_id(ctx: &ReqCtx) -> S3Result<&str> {
     }
 }
 
+/// The `partNumber` query parameter: 1 to 10000, else InvalidArgument.
 pub fn part_number(ctx: &ReqCtx) -> S3Result<u32> {
     ctx.query
         .get("partNumber")
@@ -134,6 +136,8 @@ fn requested_checksum(ctx: &ReqCtx) -> S3Result<(Option<ChecksumAlgo>, Option<Ch
     }
 }
 
+/// CreateMultipartUpload: records a new upload with the object's headers and its checksum
+/// algorithm and type, and returns its id.
 pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -249,6 +253,8 @@ pub fn check_part_algos(ctx: &ReqCtx, upload: &UploadMeta) -> S3Result<()> {
     Ok(())
 }
 
+/// UploadPart: stores the body as part `partNumber`, replacing an earlier upload of that
+/// number; the ETag is the part's MD5.
 pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -297,6 +303,8 @@ async fn reclaim_part_bodies(ctx: &ReqCtx, parts: &[(u32, PartMeta)]) {
     ctx.store().reclaim_all(parts.iter().map(|(_, p)| &p.body)).await;
 }
 
+/// CompleteMultipartUpload: joins the listed parts (ascending, each but the last at least
+/// 5 MiB, ETags matching) into the object and removes the upload in the same batch.
 pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -431,6 +439,7 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
     Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
 }
 
+/// AbortMultipartUpload: removes the upload and its parts in one batch, then their bodies.
 pub async fn handle_abort_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;

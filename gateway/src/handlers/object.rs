@@ -21,6 +21,7 @@ const COMMIT_ATTEMPTS_MAX: usize = 16;
 /// A client precondition on a write.
 #[derive(Debug, Clone)]
 pub enum PutCondition {
+    /// No precondition: write whatever is there.
     None,
     /// `If-None-Match: *`: only if the key does not exist.
     Absent,
@@ -78,7 +79,12 @@ pub async fn commit_object(
 /// The outcome of one `try_commit`.
 pub enum Committed {
     /// Written; `old` is the body of the record it replaced (to reclaim once settled).
-    Done { old: Option<BodyRef>, version: holt_core::Version },
+    Done {
+        /// The body of the replaced record (`None` if the key was new).
+        old: Option<BodyRef>,
+        /// The engine version of the new record.
+        version: holt_core::Version,
+    },
     /// The object record, or a condition among `extra`, changed since it was read.
     Conflict,
 }
@@ -173,6 +179,8 @@ pub async fn settle_commit(
     }
 }
 
+/// PutObject: streams the body into the body store, then commits the object record under
+/// the request's `If-None-Match: *` or `If-Match` precondition.
 pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
@@ -212,7 +220,9 @@ pub async fn load_object(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Obje
 /// A byte range of an object: `start..start+len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteRange {
+    /// Offset of the first byte.
     pub start: u64,
+    /// Number of bytes; at least 1 for a range parsed from a request.
     pub len: u64,
 }
 

@@ -17,6 +17,7 @@ const MAX_UPLOADS_LIMIT: usize = 1000;
 /// Upload records read per engine scan while rolling up common prefixes.
 const UPLOAD_SCAN_PAGE: usize = 1000;
 
+/// ListParts: one page of an upload's parts in number order, from `part-number-marker`.
 pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;

@@ -7,8 +7,9 @@
 //! committed. A crash before the metadata commit leaves an unreferenced file, removed by the
 //! start-up sweep. A body that is replaced or deleted is unlinked only after the metadata change
 //! is durable (`Store::reclaim`), so a committed record never names a missing file, not even
-//! after a crash (a reader that raced with the unlink still holds its open descriptor). Bodies of at most `inline_max` bytes are kept inside
-//! the metadata value and never touch the file system.
+//! after a crash (a reader that raced with the unlink still holds its open descriptor). Bodies
+//! of at most `inline_max` bytes are kept inside the metadata value and never touch the file
+//! system.
 
 use std::collections::HashSet;
 use std::io;
@@ -27,6 +28,7 @@ pub const INLINE_MAX_DEFAULT: usize = 4096;
 /// Read and write buffer for body files.
 const IO_CHUNK_BYTES: usize = 256 * 1024;
 
+/// The directory of body files under the data directory, and the inline threshold.
 pub struct BodyStore {
     bodies: PathBuf,
     tmp: PathBuf,
@@ -71,6 +73,8 @@ impl BodyStore {
         self.bodies.join(&hex[..2]).join(hex)
     }
 
+    /// A writer for a new body: kept in memory while it fits `inline_max`, then spilled to a
+    /// file in `tmp/`.
     pub fn writer(self: &Arc<Self>) -> BodyWriter {
         BodyWriter { store: Arc::clone(self), buf: Vec::new(), file: None, len: 0 }
     }
@@ -182,14 +186,18 @@ pub struct BodyWriter {
 }
 
 impl BodyWriter {
+    /// Bytes written so far.
     pub fn len(&self) -> u64 {
         self.len
     }
 
+    /// Whether nothing has been written yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Appends `data`. The first write past `inline_max` creates the temporary file; an error
+    /// leaves the writer unusable (drop it, which removes the file).
     pub async fn write(&mut self, data: &[u8]) -> io::Result<()> {
         self.len += data.len() as u64;
         if self.file.is_none() {

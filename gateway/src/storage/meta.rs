@@ -20,12 +20,15 @@ const NO_CODE: u8 = 0xff;
 pub struct BodyId(pub [u8; 16]);
 
 impl BodyId {
+    /// A new id from the thread-local CSPRNG (collisions are not checked: 128 bits).
     pub fn random() -> Self {
         BodyId(rand::random())
     }
+    /// The 32 lower-case hex digits that name the body's file.
     pub fn to_hex(self) -> String {
         hex::encode(self.0)
     }
+    /// The id a file name spells; `None` unless it is exactly 32 hex digits.
     pub fn from_hex(s: &str) -> Option<Self> {
         let mut out = [0u8; 16];
         hex::decode_to_slice(s, &mut out).ok()?;
@@ -37,11 +40,14 @@ impl BodyId {
 /// fsyncs); larger ones in the body store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyRef {
+    /// The whole body, stored in the record itself (at most the store's `inline_max` bytes).
     Inline(Vec<u8>),
+    /// A file in the body store.
     File(BodyId),
 }
 
 impl BodyRef {
+    /// The id of the body's file; `None` for an inline body.
     pub fn file_id(&self) -> Option<BodyId> {
         match self {
             BodyRef::File(id) => Some(*id),
@@ -53,28 +59,45 @@ impl BodyRef {
 /// The standard headers S3 stores with an object and returns on GET/HEAD.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectHeaders {
+    /// `Content-Type`, as sent.
     pub content_type: Option<String>,
+    /// `Content-Encoding` without the `aws-chunked` coding (`None` if nothing else was sent).
     pub content_encoding: Option<String>,
+    /// `Content-Language`, as sent.
     pub content_language: Option<String>,
+    /// `Content-Disposition`, as sent.
     pub content_disposition: Option<String>,
+    /// `Cache-Control`, as sent.
     pub cache_control: Option<String>,
+    /// `Expires`, as sent (not parsed).
     pub expires: Option<String>,
     /// `x-amz-meta-*`, names lower-cased without the prefix, in request order.
     pub user_meta: Vec<(String, String)>,
+    /// `x-amz-storage-class`, one of the classes S3 defines; `None` means STANDARD. Only
+    /// recorded and echoed: every object is stored the same way.
     pub storage_class: Option<String>,
 }
 
+/// The record of an object (`schema::object`): everything GET, HEAD and listings need, and
+/// where its body is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// Body length in bytes.
     pub size: u64,
     /// MD5 of the body (single part) or of the concatenated part MD5s (multipart).
     pub md5: [u8; 16],
     /// 0 for a single-part object; otherwise the number of parts, and `part_sizes` has them.
     pub parts: u32,
+    /// When the object was written (PutObject, copy, or completion), in ms since the epoch.
     pub last_modified_ms: u64,
+    /// The headers returned on GET and HEAD.
     pub headers: ObjectHeaders,
+    /// Raw digests, at most one per algorithm (of the part checksums when `checksum_type` is
+    /// `Composite`).
     pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
+    /// Where the bytes are.
     pub body: BodyRef,
+    /// Each part's size, in part order, for `partNumber` reads; empty for a single-part object.
     pub part_sizes: Vec<u64>,
     /// `Composite` only for a multipart object whose upload chose composite checksums: then
     /// `checksums` hold the checksum of the part checksums, shown as `value-N`.
@@ -84,10 +107,15 @@ pub struct ObjectMeta {
 /// What a listing shows of an object (`ObjectMeta::decode_listed`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedObject {
+    /// Body length in bytes.
     pub size: u64,
+    /// As `ObjectMeta::md5`: with `parts`, the ETag.
     pub md5: [u8; 16],
+    /// 0 for a single-part object, else the part count.
     pub parts: u32,
+    /// Milliseconds since the epoch.
     pub last_modified_ms: u64,
+    /// `None` means STANDARD.
     pub storage_class: Option<String>,
     /// The algorithm of the first stored checksum (`ChecksumAlgorithm` in listings).
     pub checksum_algo: Option<ChecksumAlgo>,
@@ -139,32 +167,50 @@ impl ObjectMeta {
     }
 }
 
+/// The record of a bucket (`schema::bucket`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketMeta {
+    /// The access key that created the bucket: the only one that may use it.
     pub owner: String,
+    /// Creation time, in ms since the epoch.
     pub created_ms: u64,
+    /// Reserved: always written `None` and never read (GetBucketLocation answers the
+    /// configured region).
     pub location: Option<String>,
 }
 
+/// The record of a multipart upload in progress (`schema::upload`). Its engine version is
+/// bumped by every part write, which lets completion and abort detect a concurrent part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UploadMeta {
+    /// When CreateMultipartUpload ran, in ms since the epoch.
     pub initiated_ms: u64,
+    /// The headers the completed object will have, taken from CreateMultipartUpload.
     pub headers: ObjectHeaders,
+    /// `x-amz-checksum-algorithm` of CreateMultipartUpload: computed over every part, and a
+    /// part may not name another algorithm.
     pub checksum_algo: Option<ChecksumAlgo>,
     /// Set exactly when `checksum_algo` is.
     pub checksum_type: Option<ChecksumType>,
 }
 
+/// The record of one uploaded part (`schema::part`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartMeta {
+    /// Body length in bytes.
     pub size: u64,
+    /// MD5 of the part's body: its ETag.
     pub md5: [u8; 16],
+    /// When the part was uploaded, in ms since the epoch.
     pub last_modified_ms: u64,
+    /// Raw digests of the part's body, one per algorithm computed.
     pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
+    /// Where the part's bytes are.
     pub body: BodyRef,
 }
 
 impl PartMeta {
+    /// The quoted ETag: the hex MD5 of the part.
     pub fn etag(&self) -> String {
         format!("\"{}\"", hex::encode(self.md5))
     }
@@ -401,6 +447,7 @@ impl<'a> Dec<'a> {
 }
 
 impl ObjectMeta {
+    /// The record's bytes, in the V2 layout.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new_v2();
         e.u64(self.size);
@@ -428,6 +475,7 @@ impl ObjectMeta {
         Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
     }
 
+    /// Decodes a V1 or V2 record; `None` if the bytes are malformed or have bytes left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let (mut d, version) = Dec::start_v1_or_v2(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
@@ -461,6 +509,7 @@ impl ObjectMeta {
 }
 
 impl BucketMeta {
+    /// The record's bytes (V1, the only bucket layout).
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new();
         e.bytes(self.owner.as_bytes());
@@ -469,6 +518,7 @@ impl BucketMeta {
         e.0
     }
 
+    /// Decodes a record; `None` if the bytes are malformed or have bytes left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let mut d = Dec::start(b)?;
         let owner = d.string()?;
@@ -479,6 +529,7 @@ impl BucketMeta {
 }
 
 impl UploadMeta {
+    /// The record's bytes, in the V2 layout.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new_v2();
         e.u64(self.initiated_ms);
@@ -488,6 +539,8 @@ impl UploadMeta {
         e.0
     }
 
+    /// Decodes a V1 or V2 record; `None` if the bytes are malformed, have bytes left over, or
+    /// set only one of the checksum algorithm and type.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let (mut d, version) = Dec::start_v1_or_v2(b)?;
         let initiated_ms = d.u64()?;
@@ -512,6 +565,7 @@ impl UploadMeta {
 }
 
 impl PartMeta {
+    /// The record's bytes (V1, the only part layout).
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new();
         e.u64(self.size);
@@ -522,6 +576,8 @@ impl PartMeta {
         e.0
     }
 
+    /// Decodes a record, inline body included; `None` if the bytes are malformed or have bytes
+    /// left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
         Self::decode_with(b, true)
     }

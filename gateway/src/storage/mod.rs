@@ -35,7 +35,9 @@ pub struct Store {
     /// Syncs and unlinks reclaimed bodies in batches, under `Async` durability (when the
     /// store was opened inside a tokio runtime).
     reclaimer: Option<Arc<Reclaimer>>,
+    /// Object and part bodies too large to inline.
     pub bodies: Arc<BodyStore>,
+    /// Seals and opens listing continuation tokens.
     pub tokens: Arc<TokenKey>,
     /// How long writes applied on a worker held it, and how many went to the pool.
     pub worker_times: Arc<WorkerTimes>,
@@ -224,6 +226,7 @@ impl Store {
         Arc::try_unwrap(db).map_err(|db| Store { db, durability, reclaimer, bodies, tokens, worker_times })
     }
 
+    /// The engine's counters, for `/metrics`.
     pub fn stats(&self) -> holt_core::Stats {
         self.db.stats()
     }
@@ -261,22 +264,29 @@ impl Store {
         Ok(pending.await?)
     }
 
+    /// Stores `value` under `key` if `condition` holds (else PreconditionFailed); returns once
+    /// the write is as durable as the store's durability asks.
     pub async fn put(&self, key: Vec<u8>, value: Vec<u8>, condition: Condition) -> S3Result<Version> {
         let resident = self.db.is_resident(&key)?;
         self.write(resident, move |db| db.put_pending(&key, &value, condition, WriteOptions::default())).await
     }
 
+    /// Deletes `key` if `condition` holds (else PreconditionFailed); returns whether it existed.
     pub async fn delete(&self, key: Vec<u8>, condition: Condition) -> S3Result<bool> {
         let resident = self.db.is_resident(&key)?;
         self.write(resident, move |db| db.delete_pending(&key, condition, WriteOptions::default())).await
     }
 
+    /// Applies `batch` atomically: if any condition fails, nothing is written and the result is
+    /// PreconditionFailed.
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
         // A bad key is reported by the write itself, on the blocking path.
         let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
         self.write(resident, move |db| db.write_batch_pending(&batch, WriteOptions::default())).await
     }
 
+    /// Up to `limit` records under `prefix` after `start_after`, in key order, with their values
+    /// copied (on the blocking pool).
     pub async fn scan(
         &self,
         prefix: Vec<u8>,

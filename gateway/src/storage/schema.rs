@@ -19,6 +19,7 @@
 /// Length of an upload id (hex of 16 random bytes).
 pub const UPLOAD_ID_LEN: usize = 32;
 
+/// Key of the record holding the continuation-token secret, created on first start.
 pub const TOKEN_SECRET: &[u8] = b"Stoken-secret";
 
 fn join(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
@@ -34,6 +35,7 @@ fn join(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     k
 }
 
+/// Key of the `BucketMeta` record of `bucket`: `B` bucket.
 pub fn bucket(bucket: &str) -> Vec<u8> {
     join(b'B', &[bucket.as_bytes()])
 }
@@ -41,10 +43,12 @@ pub fn bucket(bucket: &str) -> Vec<u8> {
 /// Prefix of every bucket record.
 pub const BUCKETS_PREFIX: &[u8] = b"B";
 
+/// The bucket a bucket record's key names; `None` unless it starts with `B` and is UTF-8.
 pub fn bucket_name_from_key(key: &[u8]) -> Option<&str> {
     key.strip_prefix(BUCKETS_PREFIX).and_then(|b| std::str::from_utf8(b).ok())
 }
 
+/// Key of the index entry saying `owner` owns `bucket`: `A` owner `\0` bucket.
 pub fn owned_bucket(owner: &str, bucket: &str) -> Vec<u8> {
     join(b'A', &[owner.as_bytes(), bucket.as_bytes()])
 }
@@ -54,6 +58,7 @@ pub fn owned_buckets_prefix(owner: &str) -> Vec<u8> {
     join(b'A', &[owner.as_bytes(), b""])
 }
 
+/// Key of the `ObjectMeta` record of `bucket/key`: `O` bucket `\0` key.
 pub fn object(bucket: &str, key: &str) -> Vec<u8> {
     join(b'O', &[bucket.as_bytes(), key.as_bytes()])
 }
@@ -63,6 +68,7 @@ pub fn objects_prefix(bucket: &str) -> Vec<u8> {
     join(b'O', &[bucket.as_bytes(), b""])
 }
 
+/// Key of the `UploadMeta` record of an upload: `U` bucket `\0` key `\0` upload-id.
 pub fn upload(bucket: &str, key: &str, upload_id: &str) -> Vec<u8> {
     join(b'U', &[bucket.as_bytes(), key.as_bytes(), upload_id.as_bytes()])
 }
@@ -74,6 +80,7 @@ pub fn last_upload_of_key(bucket: &str, key: &str) -> Vec<u8> {
     upload(bucket, key, &"f".repeat(UPLOAD_ID_LEN))
 }
 
+/// Prefix of every upload record of `bucket`, in object-key order.
 pub fn uploads_prefix(bucket: &str) -> Vec<u8> {
     join(b'U', &[bucket.as_bytes(), b""])
 }
@@ -91,6 +98,7 @@ pub fn split_upload_suffix(rest: &[u8]) -> Option<(&[u8], &str)> {
     Some((key, std::str::from_utf8(&tail[1..]).ok()?))
 }
 
+/// Key of the `PartMeta` record of part `part_number`: `P` upload-id `\0` number (u32 BE).
 #[expect(clippy::big_endian_bytes, reason = "part numbers sort numerically only in big-endian")]
 pub fn part(upload_id: &str, part_number: u32) -> Vec<u8> {
     let mut k = join(b'P', &[upload_id.as_bytes(), b""]);
@@ -98,10 +106,13 @@ pub fn part(upload_id: &str, part_number: u32) -> Vec<u8> {
     k
 }
 
+/// Prefix of every part record of an upload, in part-number order.
 pub fn parts_prefix(upload_id: &str) -> Vec<u8> {
     join(b'P', &[upload_id.as_bytes(), b""])
 }
 
+/// The part number of a part record key (its last four bytes); `None` only for a key
+/// shorter than that.
 #[expect(clippy::big_endian_bytes, reason = "part numbers sort numerically only in big-endian")]
 pub fn part_number_from_key(key: &[u8]) -> Option<u32> {
     let tail: [u8; 4] = key.get(key.len().checked_sub(4)?..)?.try_into().ok()?;

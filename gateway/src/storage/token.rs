@@ -19,27 +19,40 @@ const MAC_LEN: usize = 16;
 /// A token never needs to carry more than a key or a prefix of one (1024 bytes) plus framing.
 const TOKEN_CHARS_MAX: usize = 4096;
 
+/// Which listing a token continues; its byte is in the token and the MAC, so a token of one
+/// kind is refused by the other. Never renumber: issued tokens carry the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenKind {
+    /// ListObjectsV2: resumes after a key or common prefix.
     ListObjectsV2 = 1,
+    /// ListBuckets: resumes after a bucket name.
     ListBuckets = 2,
 }
 
 /// What a token is bound to.
 #[derive(Debug, Clone, Copy)]
 pub struct TokenScope<'a> {
+    /// The listing operation.
     pub kind: TokenKind,
+    /// The bucket listed (empty for ListBuckets).
     pub bucket: &'a str,
+    /// The request's `prefix`.
     pub prefix: &'a [u8],
+    /// The request's `delimiter`; ListBuckets puts the caller's access key here, so that a
+    /// token is good only for the user it was issued to.
     pub delimiter: &'a [u8],
+    /// Whether the request asked `encoding-type=url`.
     pub url_encoding: bool,
 }
 
+/// The server secret that authenticates continuation tokens (stored in the engine, so tokens
+/// survive restarts).
 pub struct TokenKey {
     secret: [u8; 32],
 }
 
 impl TokenKey {
+    /// A key from the 32-byte secret.
     pub fn new(secret: [u8; 32]) -> Self {
         TokenKey { secret }
     }
@@ -56,6 +69,8 @@ impl TokenKey {
         mac
     }
 
+    /// A token (base64url, no padding) carrying `resume` for `scope`. The resume position is
+    /// authenticated, not encrypted: a client can read it.
     pub fn encode(&self, scope: &TokenScope<'_>, resume: &[u8]) -> String {
         let tag = self.mac(scope, resume).finalize().into_bytes();
         let mut raw = Vec::with_capacity(2 + resume.len() + MAC_LEN);

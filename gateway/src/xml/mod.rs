@@ -105,6 +105,7 @@ impl Default for XmlWriter {
 }
 
 impl XmlWriter {
+    /// A document starting with the XML declaration, with room for 512 bytes.
     pub fn new() -> Self {
         Self::with_capacity(512)
     }
@@ -129,6 +130,7 @@ impl XmlWriter {
         self.out.extend_from_slice(b" xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
     }
 
+    /// `<name>`; `name` is written as is (callers pass literal element names).
     pub fn open(&mut self, name: &str) {
         self.out.reserve(name.len() + 2);
         self.out.push(b'<');
@@ -136,6 +138,7 @@ impl XmlWriter {
         self.out.push(b'>');
     }
 
+    /// `</name>`; nesting is the caller's to get right.
     pub fn close(&mut self, name: &str) {
         self.out.reserve(name.len() + 3);
         self.out.extend_from_slice(b"</");
@@ -150,16 +153,19 @@ impl XmlWriter {
         self.close(name);
     }
 
+    /// `elem` if `text` is `Some`; nothing otherwise (S3 omits absent optional elements).
     pub fn elem_opt(&mut self, name: &str, text: Option<&str>) {
         if let Some(t) = text {
             self.elem(name, t);
         }
     }
 
+    /// `<name>true</name>` or `<name>false</name>`.
     pub fn elem_bool(&mut self, name: &str, v: bool) {
         self.elem(name, if v { "true" } else { "false" });
     }
 
+    /// `<name>v</name>`, `v` in decimal.
     pub fn elem_num(&mut self, name: &str, v: u64) {
         self.open(name);
         self.out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
@@ -179,6 +185,7 @@ impl XmlWriter {
         escape_into(&mut self.out, text);
     }
 
+    /// The document's bytes (UTF-8).
     pub fn finish(self) -> Vec<u8> {
         self.out
     }

@@ -17,18 +17,25 @@ const NODES_MAX: usize = 120_000;
 /// One parsed element: local name (namespace prefix dropped), concatenated text, children.
 #[derive(Debug, Default)]
 pub struct Element {
+    /// The local name (`Delete` for `s3:Delete`).
     pub name: String,
+    /// The element's own text and CDATA, unescaped and untrimmed (whitespace between children
+    /// included); the children's text is not in it.
     pub text: String,
+    /// Child elements, in document order.
     pub children: Vec<Element>,
 }
 
 impl Element {
+    /// The first child named `name`.
     pub fn child(&self, name: &str) -> Option<&Element> {
         self.children.iter().find(|c| c.name == name)
     }
+    /// The text of the first child named `name`, untrimmed.
     pub fn child_text(&self, name: &str) -> Option<&str> {
         self.child(name).map(|c| c.text.as_str())
     }
+    /// Every child named `name`, in document order.
     pub fn children_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Element> + 'a {
         self.children.iter().filter(move |c| c.name == name)
     }
@@ -160,20 +167,26 @@ pub fn parse_create_bucket(body: &[u8]) -> S3Result<Option<String>> {
 /// One object named in a DeleteObjects request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteEntry {
+    /// The object key, as sent (not trimmed).
     pub key: String,
+    /// `<VersionId>`, if given: only `null` names an existing version here.
     pub version_id: Option<String>,
 }
 
 /// A DeleteObjects request body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteRequest {
+    /// `<Quiet>true</Quiet>`: report only the keys that failed.
     pub quiet: bool,
+    /// The keys to delete, 1 to `DELETE_KEYS_MAX` of them, in request order.
     pub objects: Vec<DeleteEntry>,
 }
 
 /// Most keys in one DeleteObjects request.
 pub const DELETE_KEYS_MAX: usize = 1000;
 
+/// Parses a DeleteObjects `<Delete>` document; MalformedXML if it names no key, more than
+/// `DELETE_KEYS_MAX`, or a `Quiet` other than true/false.
 pub fn parse_delete(body: &[u8]) -> S3Result<DeleteRequest> {
     let root = parse(body)?;
     if root.name != "Delete" {
@@ -203,6 +216,7 @@ pub fn parse_delete(body: &[u8]) -> S3Result<DeleteRequest> {
 /// One part named in a CompleteMultipartUpload request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompletedPart {
+    /// `<PartNumber>`, not yet checked against the range or the uploaded parts.
     pub part_number: u32,
     /// As sent: quotes are stripped by the caller when comparing.
     pub etag: String,
@@ -223,6 +237,8 @@ const CHECKSUM_ELEMENTS: [(crate::checksum::ChecksumAlgo, &str); 5] = {
     ]
 };
 
+/// Parses a `<CompleteMultipartUpload>` document into its parts, in document order (the
+/// caller checks the order); MalformedXML if it names none or a part lacks its number or ETag.
 pub fn parse_complete_multipart(body: &[u8]) -> S3Result<Vec<CompletedPart>> {
     let root = parse(body)?;
     if root.name != "CompleteMultipartUpload" {

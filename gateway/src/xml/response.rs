@@ -7,11 +7,16 @@ use crate::checksum::{ChecksumAlgo, ChecksumType, ALL_ALGOS};
 
 /// One bucket of ListAllMyBucketsResult.
 pub struct BucketEntry<'a> {
+    /// The bucket name.
     pub name: &'a str,
+    /// Creation time, ISO 8601 (`2009-10-12T17:50:30.000Z`).
     pub creation_date: String,
+    /// `BucketRegion`: the configured region.
     pub region: &'a str,
 }
 
+/// ListAllMyBucketsResult: the owner, the buckets in the given order, and the token for the
+/// next page if there is one.
 pub fn list_all_my_buckets(
     owner: &str,
     buckets: &[BucketEntry<'_>],
@@ -61,6 +66,7 @@ pub fn versioning_configuration() -> Vec<u8> {
     w.finish()
 }
 
+/// InitiateMultipartUploadResult: the new upload's bucket, key and id.
 pub fn initiate_multipart_upload(bucket: &str, key: &str, upload_id: &str) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("InitiateMultipartUploadResult");
@@ -111,11 +117,16 @@ pub fn copy_result(root: &str, etag: &str, last_modified: &str) -> Vec<u8> {
 
 /// One failed key of a DeleteObjects request.
 pub struct DeleteError<'a> {
+    /// The key that could not be deleted.
     pub key: &'a str,
+    /// The S3 error code (`AccessDenied`, `InternalError`, ...).
     pub code: &'a str,
+    /// The error message for that key.
     pub message: &'a str,
 }
 
+/// DeleteResult: a `Deleted` element per deleted key (pass none in quiet mode), then an
+/// `Error` element per failed key.
 pub fn delete_result(deleted: &[&str], errors: &[DeleteError<'_>]) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("DeleteResult");

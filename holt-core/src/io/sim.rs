@@ -38,21 +38,33 @@ use super::{Vfs, VfsFile};
 /// Kinds of operations, for targeting faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OpKind {
+    /// `Vfs::open`, creating or not.
     Open,
+    /// `VfsFile::read_exact_at` (and the batched and cached reads built on it).
     Read,
+    /// `VfsFile::write_all_at`; the only kind a `Misdirect` fault counts.
     Write,
+    /// `VfsFile::sync_data`.
     Sync,
+    /// `VfsFile::set_len`.
     SetLen,
+    /// `VfsFile::allocate`.
     Allocate,
+    /// `Vfs::rename`; a fault's `path_contains` matches the destination.
     Rename,
+    /// `Vfs::remove`.
     Remove,
+    /// `Vfs::sync_dir`; it has no path, so a fault with a non-empty `path_contains` skips it.
     SyncDir,
 }
 
 /// The error an injected fault returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultError {
+    /// The operation fails with EIO without taking effect, except that a failed `sync_data`
+    /// leaves a random subset of its pending writes durable (as Linux does).
     Eio,
+    /// The operation fails with ENOSPC, as on a full disk, likewise.
     Enospc,
     /// The machine stops at this operation: it and every later operation fail with EIO until
     /// `crash()` (models a power cut at exactly this step).
@@ -61,6 +73,7 @@ pub enum FaultError {
     /// (earlier when negative, never before the file's start; a write at offset 0 always
     /// lands later). Counts writes only, whatever the fault's `op`.
     Misdirect {
+        /// How far the write moves, in 4 KiB pages (negative: towards the file's start).
         pages: i64,
     },
 }
@@ -72,7 +85,9 @@ pub struct Fault {
     pub op: Option<OpKind>,
     /// Only operations on paths containing this count (all paths when `None`).
     pub path_contains: Option<String>,
+    /// Which matching operation fires the fault, counting from 1.
     pub nth: u64,
+    /// What happens to the operation that fires it.
     pub error: FaultError,
     /// Keep failing every later matching operation too.
     pub forever: bool,
@@ -251,6 +266,7 @@ impl SimFs {
         })
     }
 
+    /// The seed given to `new`: print it so a failing run replays exactly.
     pub fn seed(&self) -> u64 {
         self.seed
     }

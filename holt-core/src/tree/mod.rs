@@ -80,9 +80,14 @@ pub(crate) struct ShapeCounters {
 /// A snapshot of `ShapeCounters`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShapeStats {
+    /// Splits: a frame over its budget moved a subtree out into a new child frame.
     pub splits: u64,
+    /// Merges: a small child frame was folded back into its parent.
     pub merges: u64,
+    /// Merges that changed the parent frame root's first byte, so that the grandparent frame
+    /// was republished without the lead its node above the parent's link counted on.
     pub merge_lead_withdrawals: u64,
+    /// Frames a batch left empty and unlinked in its own publication.
     pub emptied_unlinked: u64,
 }
 
