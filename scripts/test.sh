@@ -15,6 +15,8 @@ Runs, in order, each phase at its CI size:
   install      scripts/install-clients.sh (aws-cli, boto3, s3cmd, mc, k6, rclone, curl, xfsprogs)
   fmt          cargo fmt --all -- --check
   clippy       cargo clippy --workspace --all-targets --locked -- -D warnings
+  doc          cargo doc --no-deps --workspace --locked with RUSTDOCFLAGS=-D warnings (the
+               crates also deny undocumented public items through clippy)
   test         cargo test --workspace --locked (unit, integration, property; PROPTEST_CASES=256)
   failpoints   cargo test -p holt-core --features failpoints --test failpoint_steps
                (named failpoints at every durability step; the feature is off in 'test'),
@@ -35,7 +37,8 @@ Runs, in order, each phase at its CI size:
                through the published port, restart on the named volume, SIGTERM)
 
 Options:
-  --quick   fmt, clippy and cargo tests only (no client install, loom, soaks or compat)
+  --quick   fmt, clippy, doc and cargo tests only (no client install, loom, soaks, compat
+            or container)
   --help    this text
 
 Environment:
@@ -137,6 +140,7 @@ ensure_rust_components >/dev/null 2>&1 || holt_log "could not add rustfmt/clippy
 
 run_phase fmt check 300 cargo fmt --all -- --check
 run_phase clippy check 1800 cargo clippy --workspace --all-targets --locked -- -D warnings
+run_phase doc check 900 env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 # The compat suite needs the clients and a built gateway: it runs in its own phase below.
 run_phase test cargo 2400 cargo test --workspace --locked --no-fail-fast --exclude s3-compat-tests
 # The `failpoints` feature compiles the `fail` crate's hooks into every durability step, so it
@@ -186,6 +190,7 @@ if [ "$quick" -eq 0 ]; then
     run_phase container plain 1800 scripts/container.sh
 else
     skip_phase compat "--quick"
+    skip_phase container "--quick"
 fi
 
 holt_log "phase summary (logs in $LOG_DIR), total $(($(date +%s) - run_started_s)) s:"

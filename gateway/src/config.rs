@@ -63,32 +63,55 @@ pub struct Cli {
     /// Bearer token `/metrics` requires (`Authorization: Bearer TOKEN`); open when unset.
     #[arg(long, env = "HOLT_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Accept AWS Signature Version 2 (header and presigned URLs): on (default) or off.
+    #[arg(long, env = "HOLT_SIGV2")]
+    pub sigv2: Option<String>,
 }
 
 /// The optional TOML file: the same keys, snake_case.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// `--data-dir`: where the engine and the bodies live.
     pub data_dir: Option<PathBuf>,
+    /// `--listen`: the HTTP address, or `off`.
     pub listen: Option<String>,
+    /// `--listen-tls`: the HTTPS address.
     pub listen_tls: Option<String>,
+    /// `--tls-cert`: PEM certificate chain, leaf first.
     pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`: PEM private key of the certificate.
     pub tls_key: Option<PathBuf>,
+    /// `--region`: the region clients sign for.
     pub region: Option<String>,
+    /// `--domain`: the domain of virtual-hosted-style requests.
     pub domain: Option<String>,
+    /// `--credentials-file`: TOML file of `[[users]]`.
     pub credentials_file: Option<PathBuf>,
+    /// `--durability`: `sync` or `async`.
     pub durability: Option<String>,
+    /// `--max-inflight`: requests handled at once.
     pub max_inflight: Option<usize>,
+    /// `--max-inflight-per-user`: the most requests one user may have in flight.
     pub max_inflight_per_user: Option<usize>,
+    /// `--memory-budget-mib`: the engine's frame-cache budget in MiB.
     pub memory_budget_mib: Option<u64>,
+    /// `--blocking-threads`: threads for work that may block on disk.
     pub blocking_threads: Option<usize>,
+    /// `--log-format`: `text` or `json`.
     pub log_format: Option<String>,
+    /// `--metrics-token`: the bearer token `/metrics` requires.
     pub metrics_token: Option<String>,
+    /// `--sigv2`: `on` or `off`.
+    pub sigv2: Option<String>,
 }
 
+/// How log lines are written to stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
+    /// Human-readable lines (the default).
     Text,
+    /// One JSON object a line, for log collectors.
     Json,
 }
 
@@ -98,23 +121,37 @@ pub const MEMORY_BUDGET_MIB_MIN: u64 = 16;
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Where the engine (`meta/`) and the bodies (`bodies/`, `tmp/`) live; default
+    /// `./holt-data`.
     pub data_dir: PathBuf,
     /// The HTTP listener; `None` with `--listen off` (HTTPS only).
     pub listen: Option<SocketAddr>,
     /// The HTTPS listener and the files it serves.
     pub listen_tls: Option<(SocketAddr, crate::tls::TlsFiles)>,
+    /// The region clients sign for and GetBucketLocation reports; default `us-east-1`.
     pub region: String,
+    /// Virtual-hosted-style domain, lower-cased without leading or trailing dots; `None`: path
+    /// style only.
     pub domain: Option<String>,
+    /// The users file; `None`: the one user of `HOLT_ACCESS_KEY`/`HOLT_SECRET_KEY`, else the
+    /// development user (loopback only).
     pub credentials_file: Option<PathBuf>,
+    /// `Sync` (the default) or `Async`, for every write.
     pub durability: holt_core::Durability,
+    /// Requests handled at once (at least 1; default 1024).
     pub max_inflight: usize,
     /// 0: the default share (see `Settings::max_inflight_per_user`).
     pub max_inflight_per_user: usize,
+    /// The engine's frame-cache budget in MiB (at least `MEMORY_BUDGET_MIB_MIN`; default 1024).
     pub memory_budget_mib: u64,
+    /// Size of tokio's blocking pool (at least 1; default 4 per core, at least 8).
     pub blocking_threads: usize,
+    /// How logs are written.
     pub log_format: LogFormat,
     /// See `Cli::metrics_token`.
     pub metrics_token: Option<String>,
+    /// Whether Signature Version 2 is accepted.
+    pub sigv2: bool,
 }
 
 /// The default size of the blocking pool: 4 threads per core, at least 8. Each thread holds
@@ -160,6 +197,8 @@ impl Config {
         Self::merge(cli, file)
     }
 
+    /// Resolves `cli` over `file` over the defaults and checks the values; the error names the
+    /// flag at fault.
     pub fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
         let listen_text = cli.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:9000".into());
         let listen = match listen_text.as_str() {
@@ -213,6 +252,11 @@ impl Config {
         if blocking_threads == 0 {
             return Err("--blocking-threads must be at least 1".into());
         }
+        let sigv2 = match cli.sigv2.or(file.sigv2).as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(format!("--sigv2 must be on or off, not {other}")),
+        };
         let domain = cli
             .domain
             .or(file.domain)
@@ -232,6 +276,7 @@ impl Config {
             blocking_threads,
             log_format,
             metrics_token: cli.metrics_token.or(file.metrics_token).filter(|t| !t.is_empty()),
+            sigv2,
         })
     }
 }

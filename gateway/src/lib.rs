@@ -7,6 +7,7 @@
 //! `app(state).oneshot(request)` and no socket; `server` adds the hyper connection limits.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod auth;
 pub mod checksum;
@@ -48,6 +49,7 @@ const ENGINE_RELEASE_POLL: Duration = Duration::from_millis(10);
 /// Settings the request pipeline needs.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The region credential scopes must name and GetBucketLocation reports.
     pub region: String,
     /// Virtual-hosted style is on when set: `bucket.<domain>`.
     pub domain: Option<String>,
@@ -67,10 +69,15 @@ pub struct Settings {
     /// `body_rate_grace` has passed (400 RequestTimeout below it): a trickle of one byte now
     /// and then would otherwise hold a slot for as long as it likes.
     pub body_min_rate: u64,
+    /// How long after the body starts `body_min_rate` begins to apply; before then only
+    /// `body_idle_timeout` bounds it.
     pub body_rate_grace: Duration,
     /// When set, `/metrics` answers only requests carrying `Authorization: Bearer <token>`
     /// (as Prometheus's `authorization` scrape setting sends it); open to anyone otherwise.
     pub metrics_token: Option<String>,
+    /// Whether AWS Signature Version 2 is accepted (`--sigv2`): boto3 and s3cmd presign with
+    /// it by default.
+    pub sigv2: bool,
 }
 
 impl Default for Settings {
@@ -85,17 +92,24 @@ impl Default for Settings {
             body_min_rate: 1024,
             body_rate_grace: Duration::from_secs(30),
             metrics_token: None,
+            sigv2: true,
         }
     }
 }
 
+/// What `AppState` shares: the store, the users, the settings and the admission state.
+/// Public so handlers, `main` and integration tests can reach its fields through `AppState.0`.
 pub struct Inner {
+    /// The engine and the body store.
     pub store: Store,
     /// The users, swapped whole when the credentials file is reloaded (`reload_credentials`):
     /// a request authenticates against the table it loaded.
     pub credentials: arc_swap::ArcSwap<auth::Credentials>,
+    /// What authentication checks: region, clock skew, SigV2, domain (derived from `settings`).
     pub auth_config: auth::AuthConfig,
+    /// The settings the state was built with.
     pub settings: Settings,
+    /// Request counters and latencies for `/metrics`.
     pub metrics: metrics::Metrics,
     inflight: Arc<tokio::sync::Semaphore>,
     /// `/metrics` renders taken at once: it is outside the in-flight limit, so this bounds
@@ -331,9 +345,14 @@ const METRICS_RENDERS_MAX: usize = 2;
 pub struct AppState(pub Arc<Inner>);
 
 impl AppState {
+    /// The state of a gateway serving `store` to `credentials`' users under `settings`.
     pub fn new(store: Store, credentials: auth::Credentials, settings: Settings) -> Self {
-        let auth_config =
-            auth::AuthConfig { region: settings.region.clone(), clock_skew_max: settings.clock_skew_max };
+        let auth_config = auth::AuthConfig {
+            region: settings.region.clone(),
+            clock_skew_max: settings.clock_skew_max,
+            sigv2: settings.sigv2,
+            domain: settings.domain.clone(),
+        };
         let inflight = Arc::new(tokio::sync::Semaphore::new(settings.max_inflight.max(1)));
         let user_inflight_setting = settings.max_inflight_per_user;
         AppState(Arc::new(Inner {
@@ -356,6 +375,7 @@ impl AppState {
         self.0.credentials.store(Arc::new(credentials));
     }
 
+    /// The engine and body store.
     pub fn store(&self) -> &Store {
         &self.0.store
     }

@@ -155,6 +155,7 @@ async fn run(config: Config) -> Result<(), String> {
         max_inflight: config.max_inflight,
         max_inflight_per_user: config.max_inflight_per_user,
         metrics_token: config.metrics_token.clone(),
+        sigv2: config.sigv2,
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);

@@ -17,7 +17,9 @@ use crate::tools::{crate_file, Tool};
 /// Which of the two configured users a client signs as.
 #[derive(Clone, Copy, Debug)]
 pub enum User {
+    /// `USER1_ACCESS_KEY`, the owner of the buckets the scenarios create.
     One,
+    /// `USER2_ACCESS_KEY`, who owns none of user one's buckets.
     Two,
     /// Any access key and secret (a user added or rotated by a test).
     Keys(&'static str, &'static str),
@@ -52,10 +54,12 @@ pub struct Aws {
 }
 
 impl Aws {
+    /// aws-cli pointed at `gw`, signing as user one.
     pub fn new(gw: &Gateway) -> Aws {
         Aws::as_user(gw, User::One)
     }
 
+    /// aws-cli pointed at `gw`, signing as `user`; writes its config under a private HOME.
     pub fn as_user(gw: &Gateway, user: User) -> Aws {
         let home = client_home(gw, "aws");
         write_file(
@@ -123,16 +127,24 @@ pub struct Boto3 {
 }
 
 impl Boto3 {
+    /// boto3 pointed at `gw`, signing as user one.
     pub fn new(gw: &Gateway) -> Boto3 {
         Boto3::as_user(gw, User::One)
     }
 
+    /// boto3 pointed at `gw`, signing as `user` (keys passed in the environment).
     pub fn as_user(gw: &Gateway, user: User) -> Boto3 {
         Boto3 { python: Tool::Python.path(), endpoint: gw.endpoint(), user, ca: gw.ca_file() }
     }
 
     /// `s3ops.py OP ARGS`; see the script's docstring for the operations.
     pub fn op(&self, op: &str, args: &Value) -> Cmd {
+        self.script("py/s3ops.py", op, args)
+    }
+
+    /// Another boto3 driver of `py/` taking the same `--endpoint URL OP 'JSON-ARGS'` and the
+    /// same environment (e.g. `py/sigv2.py`).
+    pub fn script(&self, script: &str, op: &str, args: &Value) -> Cmd {
         let (access, secret) = self.user.keys();
         let cmd = match &self.ca {
             Some(ca) => Cmd::new("boto3", &self.python).env("AWS_CA_BUNDLE", ca),
@@ -145,7 +157,7 @@ impl Boto3 {
             .env("AWS_CONFIG_FILE", "/nonexistent")
             .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .arg(crate_file("py/s3ops.py"))
+            .arg(crate_file(script))
             .arg("--endpoint")
             .arg(&self.endpoint)
             .arg(op)
@@ -175,6 +187,8 @@ pub struct S3cmd {
 }
 
 impl S3cmd {
+    /// s3cmd pointed at `gw`, signing as user one (its config holds the keys; there is no
+    /// other user).
     pub fn new(gw: &Gateway) -> S3cmd {
         let home = client_home(gw, "s3cmd");
         let config = home.join("s3cfg");
@@ -199,6 +213,15 @@ impl S3cmd {
         S3cmd { bin: Tool::S3cmd.path(), home, config }
     }
 
+    /// The same client signing with Signature Version 2 (`signature_v2 = True`).
+    pub fn signature_v2(self) -> S3cmd {
+        let config = crate::data::read_file(&self.config);
+        let config = String::from_utf8_lossy(&config).replace("signature_v2 = False", "signature_v2 = True");
+        write_file(&self.config, config.as_bytes());
+        self
+    }
+
+    /// `s3cmd --config CONFIG --no-progress ARGS`.
     pub fn cmd(&self, args: &[&str]) -> Cmd {
         Cmd::new("s3cmd", &self.bin)
             .env("HOME", &self.home)
@@ -217,8 +240,11 @@ pub struct Mc {
 }
 
 impl Mc {
+    /// The alias naming the gateway in mc paths (`holt/bucket/key`).
     pub const ALIAS: &'static str = "holt";
 
+    /// mc with the alias set for `gw` and user one; runs `mc alias set` at once and fails the
+    /// test if it fails.
     pub fn new(gw: &Gateway) -> Mc {
         let mc = Mc { bin: Tool::Mc.path(), home: client_home(gw, "mc") };
         // mc trusts the CAs in its config directory's certs/CAs.
@@ -270,8 +296,10 @@ pub struct Rclone {
 }
 
 impl Rclone {
+    /// The remote naming the gateway in rclone paths (`holt:bucket/key`).
     pub const REMOTE: &'static str = "holt";
 
+    /// rclone with a config file for `gw`, signing as user one.
     pub fn new(gw: &Gateway) -> Rclone {
         let config = client_home(gw, "rclone").join("rclone.conf");
         write_file(
@@ -288,6 +316,7 @@ impl Rclone {
         Rclone { bin: Tool::Rclone.path(), config, ca: gw.ca_file() }
     }
 
+    /// `rclone --config CONFIG ARGS`, with retries and timeouts cut short so a failure shows at once.
     pub fn cmd(&self, args: &[&str]) -> Cmd {
         Cmd::new("rclone", &self.bin)
             // rclone's AWS SDK refuses to start when AWS_CA_BUNDLE is set together with its own
@@ -319,6 +348,7 @@ pub struct K6 {
 }
 
 impl K6 {
+    /// k6 pointed at `gw` as user one, working in a private directory.
     pub fn new(gw: &Gateway) -> K6 {
         K6 {
             bin: Tool::K6.path(),
@@ -371,6 +401,7 @@ impl K6 {
         cmd.args(flags.iter().copied()).arg(crate_file(&format!("k6/{script}")))
     }
 
+    /// Where a script's `handleSummary` writes its JSON summary (passed as `SUMMARY_PATH`).
     pub fn summary_path(&self) -> PathBuf {
         self.work.join("summary.json")
     }

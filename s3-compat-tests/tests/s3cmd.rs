@@ -6,8 +6,7 @@
 //! metadata with a copy onto itself (`modify`, REPLACE) and deletes recursively with
 //! DeleteObjects.
 //!
-//! Not covered: `s3cmd signurl` only produces SigV2 presigned URLs, which the gateway does not
-//! accept (SigV4 only); presigned GETs are covered by aws-cli, boto3, mc, rclone and k6.
+//! s3cmd signing with SigV2, and `s3cmd signurl` (SigV2 only), are in `sigv2.rs`.
 
 use s3_compat_tests::clients::S3cmd;
 use s3_compat_tests::data::{

@@ -1,10 +1,12 @@
-//! Request authentication: AWS Signature Version 4 as S3 speaks it.
+//! Request authentication: AWS Signature Version 4 as S3 speaks it, and Version 2 for the
+//! clients that still sign that way (`sigv2.rs`, switched off by `--sigv2 off`).
 //!
 //! Map, in the order a request meets it:
 //! - [`authenticate`] (this file) picks the mechanism: `Authorization` header (`header.rs`) or
 //!   presigned query (`presigned.rs`); both share the scope, header-policy and signature steps
 //!   in `verify.rs`, built on the canonical request (`canonical.rs`), the HMAC primitives
-//!   (`signature.rs`) and the timestamp parser (`amz_date.rs`).
+//!   (`signature.rs`) and the timestamp parser (`amz_date.rs`). An `Authorization: AWS ..`
+//!   header or an `AWSAccessKeyId`/`Signature` query goes to `sigv2.rs` instead.
 //! - The result says how to check the body ([`Payload`], `payload.rs`): a SHA-256 to compare
 //!   after reading ([`verify_payload_sha256`]), nothing (`UNSIGNED-PAYLOAD`), or an aws-chunked
 //!   body to run through [`ChunkedDecoder`] (`chunked.rs`), which verifies every chunk
@@ -26,6 +28,7 @@ mod header;
 mod payload;
 mod presigned;
 mod signature;
+mod sigv2;
 mod verify;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,12 +52,22 @@ pub struct AuthConfig {
     pub region: String,
     /// Largest accepted difference between the request time and the server clock.
     pub clock_skew_max: Duration,
+    /// Whether Signature Version 2 (header and presigned) is accepted.
+    pub sigv2: bool,
+    /// The domain of virtual-hosted-style requests (`--domain`): SigV2 signs the bucket that
+    /// such a request names in its Host as part of the resource.
+    pub domain: Option<String>,
 }
 
 impl AuthConfig {
-    /// Settings for `region` with AWS's ±15 minute skew window.
+    /// Settings for `region` with AWS's ±15 minute skew window, SigV2 accepted, no domain.
     pub fn new(region: impl Into<String>) -> Self {
-        AuthConfig { region: region.into(), clock_skew_max: Duration::from_secs(15 * 60) }
+        AuthConfig {
+            region: region.into(),
+            clock_skew_max: Duration::from_secs(15 * 60),
+            sigv2: true,
+            domain: None,
+        }
     }
 }
 
@@ -97,24 +110,24 @@ pub fn authenticate(
     now: SystemTime,
 ) -> Result<Authenticated, AuthError> {
     let query_pairs = canonical::parse_query(parts.uri.query().unwrap_or(""));
-    let presigned = query_pairs.iter().any(|(name, _)| presigned::is_presigned_param(name));
-    let has_header = parts.headers.contains_key(http::header::AUTHORIZATION);
-    match (has_header, presigned) {
-        (true, true) => Err(AuthError::InvalidArgument(
+    let presigned_v4 = query_pairs.iter().any(|(name, _)| presigned::is_presigned_param(name));
+    let presigned_v2 = query_pairs.iter().any(|(name, _)| sigv2::is_presigned_param(name));
+    let header = parts.headers.get(http::header::AUTHORIZATION);
+    let virtual_bucket = || crate::routing::virtual_host_bucket(&parts.headers, cfg.domain.as_deref());
+    match (header, presigned_v4, presigned_v2) {
+        (Some(_), true, _) | (Some(_), _, true) | (None, true, true) => Err(AuthError::InvalidArgument(
             "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, \
              Signature query string parameter or the Authorization header should be specified",
         )),
-        (true, false) => header::authenticate_header(parts, &query_pairs, creds, cfg, now),
-        (false, true) => presigned::authenticate_presigned(parts, &query_pairs, creds, cfg, now),
-        (false, false) => {
-            if query_pairs.iter().any(|(name, _)| name == b"Signature" || name == b"AWSAccessKeyId") {
-                Err(AuthError::InvalidRequest(
-                    "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.",
-                ))
-            } else {
-                Err(AuthError::AccessDenied("Access Denied"))
-            }
+        (Some(value), false, false) if sigv2::is_header_form(value.as_bytes()) => {
+            sigv2::authenticate_header(parts, creds, cfg, now, virtual_bucket().as_deref())
         }
+        (Some(_), false, false) => header::authenticate_header(parts, &query_pairs, creds, cfg, now),
+        (None, true, false) => presigned::authenticate_presigned(parts, &query_pairs, creds, cfg, now),
+        (None, false, true) => {
+            sigv2::authenticate_presigned(parts, &query_pairs, creds, cfg, now, virtual_bucket().as_deref())
+        }
+        (None, false, false) => Err(AuthError::AccessDenied("Access Denied")),
     }
 }
 
