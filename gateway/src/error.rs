@@ -60,6 +60,8 @@ pub enum S3ErrorCode {
     KeyTooLongError,
     /// 400: a request document that does not parse or misses required elements.
     MalformedXML,
+    /// 400: an ACL document that does not parse or grants nothing.
+    MalformedACLError,
     /// 400: user metadata (`x-amz-meta-*`) over 2 KiB.
     MetadataTooLarge,
     /// 405: an HTTP method the addressed resource does not support.
@@ -131,6 +133,7 @@ impl S3ErrorCode {
             InvalidStorageClass => "InvalidStorageClass",
             KeyTooLongError => "KeyTooLongError",
             MalformedXML => "MalformedXML",
+            MalformedACLError => "MalformedACLError",
             MetadataTooLarge => "MetadataTooLarge",
             MethodNotAllowed => "MethodNotAllowed",
             MissingContentLength => "MissingContentLength",
@@ -188,6 +191,7 @@ impl S3ErrorCode {
             | InvalidStorageClass
             | KeyTooLongError
             | MalformedXML
+            | MalformedACLError
             | MetadataTooLarge
             | MissingSecurityHeader
             | RequestHeaderSectionTooLarge
@@ -233,6 +237,9 @@ impl S3ErrorCode {
             KeyTooLongError => "Your key is too long",
             MalformedXML => {
                 "The XML you provided was not well-formed or did not validate against our published schema"
+            }
+            MalformedACLError => {
+                "The XML you provided was not well-formed or did not validate against our published schema."
             }
             MetadataTooLarge => "Your metadata headers exceed the maximum allowed metadata size",
             MethodNotAllowed => "The specified method is not allowed against this resource.",

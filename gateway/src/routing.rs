@@ -54,6 +54,14 @@ pub enum Operation {
     ListParts,
     /// `GET /bucket?uploads`: the uploads in progress.
     ListMultipartUploads,
+    /// `GET /bucket?acl`: the owner's FULL_CONTROL (`handlers::acl`).
+    GetBucketAcl,
+    /// `PUT /bucket?acl`: accepted when it keeps the bucket private.
+    PutBucketAcl,
+    /// `GET /bucket/key?acl`.
+    GetObjectAcl,
+    /// `PUT /bucket/key?acl`.
+    PutObjectAcl,
     /// A known S3 subresource or form this gateway does not implement (501).
     NotImplemented,
 }
@@ -85,6 +93,10 @@ impl Operation {
             AbortMultipartUpload => "AbortMultipartUpload",
             ListParts => "ListParts",
             ListMultipartUploads => "ListMultipartUploads",
+            GetBucketAcl => "GetBucketAcl",
+            PutBucketAcl => "PutBucketAcl",
+            GetObjectAcl => "GetObjectAcl",
+            PutObjectAcl => "PutObjectAcl",
             NotImplemented => "NotImplemented",
         }
     }
@@ -256,10 +268,12 @@ pub fn operation(
             Method::GET if q.has("versioning") => GetBucketVersioning,
             Method::GET if q.has("versions") => ListObjectVersions,
             Method::GET if q.has("uploads") => ListMultipartUploads,
+            Method::GET if q.has("acl") => GetBucketAcl,
             Method::GET if unimplemented_sub => NotImplemented,
             Method::GET if q.get("list-type") == Some("2") => ListObjectsV2,
             Method::GET => ListObjects,
             Method::HEAD => HeadBucket,
+            Method::PUT if q.has("acl") => PutBucketAcl,
             Method::PUT if unimplemented_sub || q.has("versioning") => NotImplemented,
             Method::PUT => CreateBucket,
             Method::DELETE if unimplemented_sub => NotImplemented,
@@ -270,6 +284,7 @@ pub fn operation(
         },
         (true, true) => match *method {
             Method::GET if q.has("uploadId") => ListParts,
+            Method::GET if q.has("acl") => GetObjectAcl,
             Method::GET if unimplemented_sub => NotImplemented,
             Method::GET => GetObject,
             Method::HEAD => HeadObject,
@@ -280,6 +295,7 @@ pub fn operation(
                     UploadPart
                 }
             }
+            Method::PUT if q.has("acl") => PutObjectAcl,
             Method::PUT if unimplemented_sub => NotImplemented,
             Method::PUT if headers.contains_key("x-amz-copy-source") => CopyObject,
             Method::PUT => PutObject,
@@ -331,7 +347,9 @@ mod tests {
         assert_eq!(r(Method::GET, "/b?prefix=a").op, Operation::ListObjects);
         assert_eq!(r(Method::GET, "/b?location=").op, Operation::GetBucketLocation);
         assert_eq!(r(Method::GET, "/b?versions").op, Operation::ListObjectVersions);
-        assert_eq!(r(Method::GET, "/b?acl").op, Operation::NotImplemented);
+        assert_eq!(r(Method::GET, "/b?acl").op, Operation::GetBucketAcl);
+        assert_eq!(r(Method::PUT, "/b/k?acl").op, Operation::PutObjectAcl);
+        assert_eq!(r(Method::DELETE, "/b?acl").op, Operation::NotImplemented);
         assert_eq!(r(Method::POST, "/b?delete").op, Operation::DeleteObjects);
         let put = r(Method::PUT, "/b/dir/a%20b+c?x-id=PutObject");
         assert_eq!(put.op, Operation::PutObject);

@@ -17,7 +17,14 @@ async fn create_head_delete() {
     let r = gw.a(Method::HEAD, "/bkt", b"").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-amz-bucket-region"), Some("us-east-1"));
-    gw.a(Method::PUT, "/bkt", b"").await.assert_error(409, "BucketAlreadyOwnedByYou");
+    // Re-creating a bucket you own: 200 in us-east-1 (AWS's legacy behaviour), its objects
+    // kept; another user's bucket: 409 BucketAlreadyExists.
+    gw.put("bkt", "kept", b"v").await;
+    let r = gw.a(Method::PUT, "/bkt", b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(gw.a(Method::GET, "/bkt/kept", b"").await.body, b"v");
+    gw.a(Method::DELETE, "/bkt/kept", b"").await;
+    gw.req(USER_B, Method::PUT, "/bkt", &[], b"").await.assert_error(409, "BucketAlreadyExists");
     let cfg = b"<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
         <LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>";
     assert_eq!(gw.a(Method::PUT, "/bkt2", cfg).await.status, 200);
@@ -131,6 +138,31 @@ async fn create_bucket_location_constraint_must_name_this_region() {
     assert_eq!(gw.a(Method::PUT, "/bkt3", b"<CreateBucketConfiguration/>").await.status, 200);
 }
 
+/// Outside us-east-1, re-creating a bucket you own is 409 BucketAlreadyOwnedByYou. (Signed
+/// with SigV2, which names no region, since this harness signs SigV4 for us-east-1.)
+#[tokio::test]
+async fn re_creating_an_owned_bucket_elsewhere_is_a_conflict() {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let gw = Gw::with_settings(Settings { region: "eu-west-1".into(), ..Settings::default() });
+    let create = || {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(USER_A.1.as_bytes()).unwrap();
+        mac.update(format!("PUT\n\n\n{date}\n/bkt").as_bytes());
+        let signature = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+        http::Request::builder()
+            .method(Method::PUT)
+            .uri("/bkt")
+            .header("host", "127.0.0.1:9000")
+            .header("date", date)
+            .header("authorization", format!("AWS {}:{signature}", USER_A.0))
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    assert_eq!(gw.send(create()).await.status, 200);
+    gw.send(create()).await.assert_error(409, "BucketAlreadyOwnedByYou");
+}
+
 #[tokio::test]
 async fn location_versioning_and_unimplemented() {
     let gw = Gw::new();
@@ -142,7 +174,7 @@ async fn location_versioning_and_unimplemented() {
     ));
     let r = gw.a(Method::GET, "/bkt?versioning", b"").await;
     assert!(r.text().contains("<VersioningConfiguration"));
-    gw.a(Method::GET, "/bkt?acl", b"").await.assert_error(501, "NotImplemented");
+    gw.a(Method::GET, "/bkt?cors", b"").await.assert_error(501, "NotImplemented");
     gw.a(Method::PUT, "/bkt?tagging", b"").await.assert_error(501, "NotImplemented");
     gw.a(Method::GET, "/bkt/k?tagging", b"").await.assert_error(501, "NotImplemented");
     // Unknown non-subresource parameters are ignored.

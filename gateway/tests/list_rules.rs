@@ -31,6 +31,19 @@ async fn rule1_byte_order() {
     assert_eq!(r.xml_all("Key"), ["Foo", "foo0"]);
 }
 
+/// An empty continuation-token lists from the start and is echoed as sent (an empty
+/// `ContinuationToken`), as S3 does; without one, no `ContinuationToken` appears.
+#[tokio::test]
+async fn an_empty_continuation_token_is_echoed() {
+    let gw = setup(&["a", "b"]).await;
+    let r = gw.a(Method::GET, "/bkt?list-type=2&continuation-token=", b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.xml("ContinuationToken").as_deref(), Some(""));
+    assert_eq!(r.xml_all("Key"), ["a", "b"]);
+    let r = gw.a(Method::GET, "/bkt?list-type=2", b"").await;
+    assert_eq!(r.xml("ContinuationToken"), None);
+}
+
 /// Rule 2: a common prefix counts once toward max-keys and KeyCount, and its keys are skipped.
 #[tokio::test]
 async fn rule2_prefix_counts_once() {

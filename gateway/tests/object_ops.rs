@@ -138,6 +138,19 @@ async fn conditional_puts_are_atomic_with_the_write() {
     gw.req(USER_A, Method::PUT, "/bkt/missing", &[("if-match", &etag)], b"x")
         .await
         .assert_error(404, "NoSuchKey");
+    // If-None-Match with an ETag list (Ceph's and MinIO's reading): refused while the current
+    // ETag is listed, written when it is not, and a missing key is written.
+    let etag = gw.a(Method::HEAD, "/bkt/k", b"").await.header("etag").unwrap().to_owned();
+    let listed = format!("\"other\", {etag}");
+    gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-none-match", &listed)], b"four")
+        .await
+        .assert_error(412, "PreconditionFailed");
+    assert_eq!(gw.a(Method::GET, "/bkt/k", b"").await.body, b"three");
+    let r = gw.req(USER_A, Method::PUT, "/bkt/k", &[("if-none-match", "\"other\"")], b"five").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(gw.a(Method::GET, "/bkt/k", b"").await.body, b"five");
+    let r = gw.req(USER_A, Method::PUT, "/bkt/new", &[("if-none-match", &etag)], b"six").await;
+    assert_eq!(r.status, 200);
 }
 
 #[tokio::test]

@@ -175,19 +175,17 @@ pub fn verify_payload_sha256(expected_hex: &str, actual: &[u8; 32]) -> Result<()
 }
 
 /// The `Content-Encoding` to store for an aws-chunked upload: the value without the
-/// `aws-chunked` coding (which describes the transfer, not the object), or `None` if nothing
-/// else remains.
+/// `aws-chunked` coding (which describes the transfer, not the object), the rest exactly as
+/// sent (`aws-chunked, deflate, gzip` stores `deflate, gzip`), or `None` if nothing else
+/// remains.
 pub fn stored_content_encoding(value: &str) -> Option<String> {
     let kept: Vec<&str> = value
         .split(',')
-        .map(str::trim)
-        .filter(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("aws-chunked"))
+        .filter(|coding| !coding.trim().is_empty() && !coding.trim().eq_ignore_ascii_case("aws-chunked"))
         .collect();
-    if kept.is_empty() {
-        None
-    } else {
-        Some(kept.join(","))
-    }
+    let kept = kept.join(",");
+    let kept = kept.trim();
+    (!kept.is_empty()).then(|| kept.to_owned())
 }
 
 #[cfg(test)]
@@ -244,5 +242,8 @@ mod tests {
         assert_eq!(stored_content_encoding("aws-chunked"), None);
         assert_eq!(stored_content_encoding("aws-chunked,gzip"), Some("gzip".to_owned()));
         assert_eq!(stored_content_encoding("gzip"), Some("gzip".to_owned()));
+        assert_eq!(stored_content_encoding("aws-chunked, deflate, gzip"), Some("deflate, gzip".to_owned()));
+        assert_eq!(stored_content_encoding("gzip ,aws-chunked, br"), Some("gzip , br".to_owned()));
+        assert_eq!(stored_content_encoding(" aws-chunked ,, "), None);
     }
 }

@@ -15,6 +15,9 @@ use crate::storage::token::{TokenKind, TokenScope};
 use crate::time;
 use crate::xml::{request, response};
 
+/// The region where re-creating a bucket you own answers 200, as AWS does there.
+const LEGACY_REGION: &str = "us-east-1";
+
 /// Largest CreateBucketConfiguration body.
 const CREATE_BUCKET_BODY_BYTES_MAX: u64 = 64 * 1024;
 /// Most buckets in one ListBuckets page (and the default).
@@ -68,6 +71,7 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     if !valid_bucket_name(name) {
         return Err(S3Error::new(S3ErrorCode::InvalidBucketName).resource(format!("/{name}")));
     }
+    super::acl::check_acl_headers(ctx)?;
     let body = read_small(ctx, body, CREATE_BUCKET_BODY_BYTES_MAX).await?;
     // Every bucket lives in this server's region (clients sign later requests with the region
     // GetBucketLocation reports), so a constraint naming another region is refused, as a
@@ -85,10 +89,16 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
         Err(e) if e.code == S3ErrorCode::PreconditionFailed => {
             let existing = ctx.store().get(schema::bucket(name)).await?;
             let owner = existing.and_then(|e| BucketMeta::decode(&e.value)).map(|m| m.owner);
-            let code = if owner.as_deref() == Some(ctx.user.as_str()) {
-                S3ErrorCode::BucketAlreadyOwnedByYou
-            } else {
-                S3ErrorCode::BucketAlreadyExists
+            let code = match owner.as_deref() == Some(ctx.user.as_str()) {
+                // AWS's legacy behaviour in us-east-1: creating a bucket you own succeeds and
+                // changes nothing (its objects stay); elsewhere it is an error.
+                true if ctx.state.0.settings.region == LEGACY_REGION => {
+                    let mut resp = empty_response(StatusCode::OK);
+                    set_header(&mut resp, "location", &format!("/{name}"));
+                    return Ok(resp);
+                }
+                true => S3ErrorCode::BucketAlreadyOwnedByYou,
+                false => S3ErrorCode::BucketAlreadyExists,
             };
             return Err(S3Error::new(code).resource(format!("/{name}")));
         }

@@ -103,6 +103,7 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
+    super::acl::check_acl_headers(ctx)?;
     for _ in 0..SOURCE_ATTEMPTS_MAX {
         if let Some(resp) = copy_object_once(ctx, bucket, key).await? {
             return Ok(resp);

@@ -247,7 +247,9 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     let max = parse_max(ctx, "max-keys", MAX_KEYS_LIMIT)?;
     let requested = parse_encoding(ctx)?;
     let start_after = ctx.query.get("start-after").unwrap_or("");
-    let token_in = ctx.query.get("continuation-token").filter(|t| !t.is_empty());
+    // An empty token starts at the beginning, and is echoed as sent.
+    let token_echo = ctx.query.get("continuation-token");
+    let token_in = token_echo.filter(|t| !t.is_empty());
     let scope = TokenScope {
         kind: TokenKind::ListObjectsV2,
         bucket,
@@ -287,7 +289,7 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     }
     w.elem_num("KeyCount", page.count as u64);
     w.elem_bool("IsTruncated", page.truncated);
-    if let Some(t) = token_in {
+    if let Some(t) = token_echo {
         w.elem("ContinuationToken", t);
     }
     w.elem_opt("NextContinuationToken", next_token.as_deref());

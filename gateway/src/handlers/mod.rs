@@ -1,5 +1,6 @@
 //! S3 operations, one `handle_*` per `Operation` variant, grouped by file (AWS names).
 
+pub mod acl;
 pub mod body;
 pub mod bucket;
 pub mod completion;
@@ -200,6 +201,10 @@ pub async fn dispatch(ctx: ReqCtx, body: Body) -> S3Result<Response> {
         AbortMultipartUpload => multipart::handle_abort_multipart_upload(&ctx).await,
         ListParts => uploads::handle_list_parts(&ctx).await,
         ListMultipartUploads => uploads::handle_list_multipart_uploads(&ctx).await,
+        GetBucketAcl => acl::handle_get_acl(&ctx, false).await,
+        PutBucketAcl => acl::handle_put_acl(&ctx, body, false).await,
+        GetObjectAcl => acl::handle_get_acl(&ctx, true).await,
+        PutObjectAcl => acl::handle_put_acl(&ctx, body, true).await,
         NotImplemented => Err(S3Error::new(S3ErrorCode::NotImplemented)),
     }
 }

@@ -142,6 +142,7 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
+    super::acl::check_acl_headers(ctx)?;
     let headers = object_headers_from_request(ctx)?;
     let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
     let id = new_upload_id();

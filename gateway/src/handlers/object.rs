@@ -27,6 +27,10 @@ pub enum PutCondition {
     Absent,
     /// `If-Match: <etag list>`: only if the current object's ETag matches.
     Match(String),
+    /// `If-None-Match: <etag list>`: unless the current object's ETag matches (412 then); a
+    /// missing key is written. AWS takes only `*`; Ceph and MinIO take a list, and clients
+    /// written against them send one.
+    NoneMatch(String),
 }
 
 /// Reads `If-None-Match` / `If-Match` of a PutObject-like request.
@@ -37,10 +41,7 @@ pub fn put_condition(ctx: &ReqCtx) -> S3Result<PutCondition> {
             "If-Match and If-None-Match together are not supported on writes.",
         )),
         (Some(v), None) if v.trim() == "*" => Ok(PutCondition::Absent),
-        (Some(_), None) => Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "If-None-Match on writes supports only '*'.",
-        )),
+        (Some(list), None) => Ok(PutCondition::NoneMatch(list.to_owned())),
         (None, Some(list)) => Ok(PutCondition::Match(list.to_owned())),
         (None, None) => Ok(PutCondition::None),
     }
@@ -115,6 +116,9 @@ pub async fn try_commit(
         (PutCondition::Match(list), Some(_), Some(o)) if !conditional::etag_matches(list, &o.etag()) => {
             return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
         }
+        (PutCondition::NoneMatch(list), Some(_), Some(o)) if conditional::etag_matches(list, &o.etag()) => {
+            return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
+        }
         (_, Some(e), _) => Condition::Version(e.version),
         (_, None, _) => Condition::Absent,
     };
@@ -185,6 +189,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
+    super::acl::check_acl_headers(ctx)?;
     let headers = object_headers_from_request(ctx)?;
     let condition = put_condition(ctx)?;
     let ingested = ingest(ctx, body, None).await?;
