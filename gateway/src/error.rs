@@ -60,6 +60,10 @@ pub enum S3ErrorCode {
     KeyTooLongError,
     /// 400: a request document that does not parse or misses required elements.
     MalformedXML,
+    /// 400: a tag with an empty or too long key or value, or a key given twice.
+    InvalidTag,
+    /// 400: a request S3 refuses without a more specific code (more than 10 tags).
+    BadRequest,
     /// 400: an ACL document that does not parse or grants nothing.
     MalformedACLError,
     /// 400: user metadata (`x-amz-meta-*`) over 2 KiB.
@@ -133,6 +137,8 @@ impl S3ErrorCode {
             InvalidStorageClass => "InvalidStorageClass",
             KeyTooLongError => "KeyTooLongError",
             MalformedXML => "MalformedXML",
+            InvalidTag => "InvalidTag",
+            BadRequest => "BadRequest",
             MalformedACLError => "MalformedACLError",
             MetadataTooLarge => "MetadataTooLarge",
             MethodNotAllowed => "MethodNotAllowed",
@@ -191,6 +197,8 @@ impl S3ErrorCode {
             | InvalidStorageClass
             | KeyTooLongError
             | MalformedXML
+            | InvalidTag
+            | BadRequest
             | MalformedACLError
             | MetadataTooLarge
             | MissingSecurityHeader
@@ -238,6 +246,8 @@ impl S3ErrorCode {
             MalformedXML => {
                 "The XML you provided was not well-formed or did not validate against our published schema"
             }
+            InvalidTag => "The tag you have provided is invalid.",
+            BadRequest => "Bad Request",
             MalformedACLError => {
                 "The XML you provided was not well-formed or did not validate against our published schema."
             }

@@ -62,6 +62,12 @@ pub enum Operation {
     GetObjectAcl,
     /// `PUT /bucket/key?acl`.
     PutObjectAcl,
+    /// `GET /bucket/key?tagging` (`handlers::tagging`).
+    GetObjectTagging,
+    /// `PUT /bucket/key?tagging`: replaces the object's tags.
+    PutObjectTagging,
+    /// `DELETE /bucket/key?tagging`.
+    DeleteObjectTagging,
     /// A known S3 subresource or form this gateway does not implement (501).
     NotImplemented,
 }
@@ -97,6 +103,9 @@ impl Operation {
             PutBucketAcl => "PutBucketAcl",
             GetObjectAcl => "GetObjectAcl",
             PutObjectAcl => "PutObjectAcl",
+            GetObjectTagging => "GetObjectTagging",
+            PutObjectTagging => "PutObjectTagging",
+            DeleteObjectTagging => "DeleteObjectTagging",
             NotImplemented => "NotImplemented",
         }
     }
@@ -285,6 +294,7 @@ pub fn operation(
         (true, true) => match *method {
             Method::GET if q.has("uploadId") => ListParts,
             Method::GET if q.has("acl") => GetObjectAcl,
+            Method::GET if q.has("tagging") => GetObjectTagging,
             Method::GET if unimplemented_sub => NotImplemented,
             Method::GET => GetObject,
             Method::HEAD => HeadObject,
@@ -296,6 +306,7 @@ pub fn operation(
                 }
             }
             Method::PUT if q.has("acl") => PutObjectAcl,
+            Method::PUT if q.has("tagging") => PutObjectTagging,
             Method::PUT if unimplemented_sub => NotImplemented,
             Method::PUT if headers.contains_key("x-amz-copy-source") => CopyObject,
             Method::PUT => PutObject,
@@ -303,6 +314,7 @@ pub fn operation(
             Method::POST if q.has("uploadId") => CompleteMultipartUpload,
             Method::POST => NotImplemented,
             Method::DELETE if q.has("uploadId") => AbortMultipartUpload,
+            Method::DELETE if q.has("tagging") => DeleteObjectTagging,
             Method::DELETE if unimplemented_sub => NotImplemented,
             Method::DELETE => DeleteObject,
             _ => return not_allowed(),

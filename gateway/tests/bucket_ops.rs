@@ -176,7 +176,7 @@ async fn location_versioning_and_unimplemented() {
     assert!(r.text().contains("<VersioningConfiguration"));
     gw.a(Method::GET, "/bkt?cors", b"").await.assert_error(501, "NotImplemented");
     gw.a(Method::PUT, "/bkt?tagging", b"").await.assert_error(501, "NotImplemented");
-    gw.a(Method::GET, "/bkt/k?tagging", b"").await.assert_error(501, "NotImplemented");
+    gw.a(Method::GET, "/bkt?tagging", b"").await.assert_error(501, "NotImplemented");
     // Unknown non-subresource parameters are ignored.
     let r = gw.a(Method::PUT, "/bkt/k?x-id=PutObject", b"v").await;
     assert_eq!(r.status, 200);

@@ -86,6 +86,7 @@ mod tests {
             body: BodyRef::Inline(vec![]),
             part_sizes: vec![],
             checksum_type: crate::checksum::ChecksumType::FullObject,
+            tags: vec![],
         }
     }
 

@@ -134,6 +134,15 @@ async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Opt
              object's metadata, storage class, website redirect location or encryption attributes.",
         ));
     }
+    // Tags are copied unless `x-amz-tagging-directive: REPLACE` (then `x-amz-tagging`).
+    let tags = match ctx.header("x-amz-tagging-directive") {
+        None => src.tags.clone(),
+        Some(d) if d.eq_ignore_ascii_case("COPY") => src.tags.clone(),
+        Some(d) if d.eq_ignore_ascii_case("REPLACE") => super::tagging::from_header(ctx)?,
+        Some(_) => {
+            return Err(S3Error::with_message(S3ErrorCode::InvalidArgument, "Unknown tagging directive."))
+        }
+    };
     let headers = if replace {
         object_headers_from_request(ctx)?
     } else {
@@ -157,6 +166,7 @@ async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Opt
         body,
         part_sizes: Vec::new(),
         checksum_type: ChecksumType::FullObject,
+        tags,
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
     Ok(Some(xml_response(response::copy_result(

@@ -109,6 +109,9 @@ pub fn write_object_headers(ctx: &ReqCtx, resp: &mut Response, meta: &ObjectMeta
     if let Some(class) = h.storage_class.as_deref().filter(|c| *c != "STANDARD") {
         set_header(resp, "x-amz-storage-class", class);
     }
+    if !meta.tags.is_empty() {
+        set_header(resp, "x-amz-tagging-count", itoa::Buffer::new().format(meta.tags.len()));
+    }
     if ctx.header("x-amz-checksum-mode").is_some_and(|m| m.eq_ignore_ascii_case("ENABLED")) {
         for (algo, value) in meta.checksum_values() {
             set_header(resp, algo.header(), &value);

@@ -11,6 +11,7 @@ pub mod headers;
 pub mod list;
 pub mod multipart;
 pub mod object;
+pub mod tagging;
 pub mod uploads;
 
 use axum::body::Body;
@@ -205,6 +206,9 @@ pub async fn dispatch(ctx: ReqCtx, body: Body) -> S3Result<Response> {
         PutBucketAcl => acl::handle_put_acl(&ctx, body, false).await,
         GetObjectAcl => acl::handle_get_acl(&ctx, true).await,
         PutObjectAcl => acl::handle_put_acl(&ctx, body, true).await,
+        GetObjectTagging => tagging::handle_get_object_tagging(&ctx).await,
+        PutObjectTagging => tagging::handle_put_object_tagging(&ctx, body).await,
+        DeleteObjectTagging => tagging::handle_delete_object_tagging(&ctx).await,
         NotImplemented => Err(S3Error::new(S3ErrorCode::NotImplemented)),
     }
 }

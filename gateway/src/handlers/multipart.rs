@@ -145,8 +145,9 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     super::acl::check_acl_headers(ctx)?;
     let headers = object_headers_from_request(ctx)?;
     let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
+    let tags = super::tagging::from_header(ctx)?;
     let id = new_upload_id();
-    let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type };
+    let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type, tags };
     let version = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
     // See `settle_commit`: a concurrent DeleteBucket must not strand the upload, nor may it
     // land in a bucket of the same name created by someone else meanwhile.
@@ -380,6 +381,7 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
             body: assembled.body,
             part_sizes: chosen.iter().map(|p| p.size).collect(),
             checksum_type: upload.checksum_type.unwrap_or(ChecksumType::FullObject),
+            tags: upload.tags.clone(),
         };
         if let Err(e) = completion::verify_object_checksums(&meta, &expected_object, &assembled.full) {
             ctx.store().discard(&meta.body).await;

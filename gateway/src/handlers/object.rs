@@ -191,6 +191,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     super::acl::check_acl_headers(ctx)?;
     let headers = object_headers_from_request(ctx)?;
+    let tags = super::tagging::from_header(ctx)?;
     let condition = put_condition(ctx)?;
     let ingested = ingest(ctx, body, None).await?;
     let meta = ObjectMeta {
@@ -203,6 +204,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         body: ingested.body,
         part_sizes: Vec::new(),
         checksum_type: ChecksumType::FullObject,
+        tags,
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
     let mut resp = super::empty_response(StatusCode::OK);

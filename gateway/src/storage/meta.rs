@@ -5,13 +5,19 @@
 //!
 //! Format history: V1 is the original layout of every record. V2 (object and upload records
 //! only) appends one byte, the multipart checksum type (`ChecksumType::code`; for uploads
-//! 0xFF when the upload has no checksum algorithm). V1 records still decode: an object as a
-//! full-object checksum, an upload as the algorithm's default type.
+//! 0xFF when the upload has no checksum algorithm). V3 (object and upload records) appends the
+//! object's tags: a count, then each key and value. V1 records still decode: an object as a
+//! full-object checksum, an upload as the algorithm's default type; V1 and V2 as untagged.
 
 use crate::checksum::{ChecksumAlgo, ChecksumType};
 
 const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
+const FORMAT_V3: u8 = 3;
+
+/// An object's tags (`x-amz-tagging`, PutObjectTagging): key and value pairs, in the order
+/// they were given, at most `handlers::tagging::TAGS_MAX`.
+pub type Tags = Vec<(String, String)>;
 /// Upload records without a checksum algorithm store this in place of a code.
 const NO_CODE: u8 = 0xff;
 
@@ -102,6 +108,8 @@ pub struct ObjectMeta {
     /// `Composite` only for a multipart object whose upload chose composite checksums: then
     /// `checksums` hold the checksum of the part checksums, shown as `value-N`.
     pub checksum_type: ChecksumType,
+    /// The object's tags.
+    pub tags: Tags,
 }
 
 /// What a listing shows of an object (`ObjectMeta::decode_listed`).
@@ -192,6 +200,8 @@ pub struct UploadMeta {
     pub checksum_algo: Option<ChecksumAlgo>,
     /// Set exactly when `checksum_algo` is.
     pub checksum_type: Option<ChecksumType>,
+    /// The tags the completed object will have (`x-amz-tagging` of CreateMultipartUpload).
+    pub tags: Tags,
 }
 
 /// The record of one uploaded part (`schema::part`).
@@ -222,8 +232,15 @@ impl Enc {
     fn new() -> Self {
         Enc(vec![FORMAT_V1])
     }
-    fn new_v2() -> Self {
-        Enc(vec![FORMAT_V2])
+    fn new_v3() -> Self {
+        Enc(vec![FORMAT_V3])
+    }
+    fn tags(&mut self, tags: &Tags) {
+        self.u64(tags.len() as u64);
+        for (k, v) in tags {
+            self.bytes(k.as_bytes());
+            self.bytes(v.as_bytes());
+        }
     }
     fn u64(&mut self, mut v: u64) {
         loop {
@@ -295,10 +312,22 @@ impl<'a> Dec<'a> {
         let (&v, rest) = b.split_first()?;
         (v == FORMAT_V1).then_some(Dec(rest))
     }
-    /// For the records that have a V2 layout: the decoder and the version found.
-    fn start_v1_or_v2(b: &'a [u8]) -> Option<(Self, u8)> {
+    /// For the records that have V2 and V3 layouts: the decoder and the version found.
+    fn start_v1_to_v3(b: &'a [u8]) -> Option<(Self, u8)> {
         let (&v, rest) = b.split_first()?;
-        (v == FORMAT_V1 || v == FORMAT_V2).then_some((Dec(rest), v))
+        matches!(v, FORMAT_V1 | FORMAT_V2 | FORMAT_V3).then_some((Dec(rest), v))
+    }
+    /// The tags of a V3 record (none before V3).
+    fn tags(&mut self, version: u8) -> Option<Tags> {
+        if version < FORMAT_V3 {
+            return Some(Vec::new());
+        }
+        let n = self.u64()?;
+        // Each pair takes at least two bytes.
+        if n > self.0.len() as u64 {
+            return None;
+        }
+        (0..n).map(|_| Some((self.string()?, self.string()?))).collect()
     }
     fn byte(&mut self) -> Option<u8> {
         let (&b, rest) = self.0.split_first()?;
@@ -447,9 +476,9 @@ impl<'a> Dec<'a> {
 }
 
 impl ObjectMeta {
-    /// The record's bytes, in the V2 layout.
+    /// The record's bytes, in the V3 layout.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new_v2();
+        let mut e = Enc::new_v3();
         e.u64(self.size);
         e.0.extend_from_slice(&self.md5);
         e.u64(u64::from(self.parts));
@@ -462,22 +491,24 @@ impl ObjectMeta {
             e.u64(*s);
         }
         e.0.push(self.checksum_type.code());
+        e.tags(&self.tags);
         e.0
     }
 
     /// The fields a listing shows, decoded from the front of a record without the rest (the
     /// body of a small object is stored inline, after them, and is never copied here).
     pub fn decode_listed(b: &[u8]) -> Option<ListedObject> {
-        let (mut d, _) = Dec::start_v1_or_v2(b)?;
+        let (mut d, _) = Dec::start_v1_to_v3(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let storage_class = d.storage_class()?;
         let checksum_algo = d.first_checksum_algo()?;
         Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
     }
 
-    /// Decodes a V1 or V2 record; `None` if the bytes are malformed or have bytes left over.
+    /// Decodes a V1, V2 or V3 record; `None` if the bytes are malformed or have bytes left
+    /// over.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let (mut d, version) = Dec::start_v1_or_v2(b)?;
+        let (mut d, version) = Dec::start_v1_to_v3(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let headers = d.headers()?;
         let checksums = d.checksums()?;
@@ -494,6 +525,7 @@ impl ObjectMeta {
             FORMAT_V1 => ChecksumType::FullObject,
             _ => ChecksumType::from_code(d.byte()?)?,
         };
+        let tags = d.tags(version)?;
         d.end(ObjectMeta {
             size,
             md5,
@@ -504,6 +536,7 @@ impl ObjectMeta {
             body,
             part_sizes,
             checksum_type,
+            tags,
         })
     }
 }
@@ -529,20 +562,21 @@ impl BucketMeta {
 }
 
 impl UploadMeta {
-    /// The record's bytes, in the V2 layout.
+    /// The record's bytes, in the V3 layout.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new_v2();
+        let mut e = Enc::new_v3();
         e.u64(self.initiated_ms);
         e.headers(&self.headers);
         e.0.push(self.checksum_algo.map_or(NO_CODE, ChecksumAlgo::code));
         e.0.push(self.checksum_type.map_or(NO_CODE, ChecksumType::code));
+        e.tags(&self.tags);
         e.0
     }
 
-    /// Decodes a V1 or V2 record; `None` if the bytes are malformed, have bytes left over, or
-    /// set only one of the checksum algorithm and type.
+    /// Decodes a V1, V2 or V3 record; `None` if the bytes are malformed, have bytes left
+    /// over, or set only one of the checksum algorithm and type.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let (mut d, version) = Dec::start_v1_or_v2(b)?;
+        let (mut d, version) = Dec::start_v1_to_v3(b)?;
         let initiated_ms = d.u64()?;
         let headers = d.headers()?;
         let algo = match d.byte()? {
@@ -560,7 +594,8 @@ impl UploadMeta {
         if algo.is_some() != checksum_type.is_some() {
             return None;
         }
-        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type })
+        let tags = d.tags(version)?;
+        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type, tags })
     }
 }
 
@@ -627,6 +662,7 @@ mod tests {
             body: BodyRef::File(BodyId([9; 16])),
             part_sizes: vec![5 << 20, 5 << 20, 1],
             checksum_type: ChecksumType::Composite,
+            tags: vec![("project".into(), "holt".into()), ("empty".into(), "".into())],
         }
     }
 
@@ -658,6 +694,7 @@ mod tests {
             headers: ObjectHeaders::default(),
             checksum_algo: Some(ChecksumAlgo::Sha256),
             checksum_type: Some(ChecksumType::Composite),
+            tags: vec![("k".into(), "v".into())],
         };
         assert_eq!(UploadMeta::decode(&u.encode()), Some(u.clone()));
         let plain = UploadMeta { checksum_algo: None, checksum_type: None, ..u };
@@ -673,23 +710,31 @@ mod tests {
     }
 
     #[test]
-    fn v1_records_still_decode() {
-        // A V1 object record is the V2 layout without the trailing checksum-type byte.
-        let m = ObjectMeta { checksum_type: ChecksumType::FullObject, ..sample() };
-        let mut v1 = m.encode();
-        v1[0] = FORMAT_V1;
-        v1.pop();
-        assert_eq!(ObjectMeta::decode(&v1), Some(m));
+    fn v1_and_v2_records_still_decode() {
+        // Untagged, a V3 record ends with the tag count 0; V2 is V3 without it, and V1 is V2
+        // without the checksum-type byte before it.
+        let m = ObjectMeta { checksum_type: ChecksumType::FullObject, tags: vec![], ..sample() };
+        let mut older = m.encode();
+        assert_eq!(older.pop(), Some(0));
+        older[0] = FORMAT_V2;
+        assert_eq!(ObjectMeta::decode(&older), Some(m.clone()));
+        older[0] = FORMAT_V1;
+        older.pop();
+        assert_eq!(ObjectMeta::decode(&older), Some(m));
         let u = UploadMeta {
             initiated_ms: 9,
             headers: ObjectHeaders::default(),
             checksum_algo: Some(ChecksumAlgo::Crc64Nvme),
             checksum_type: Some(ChecksumType::FullObject),
+            tags: vec![],
         };
-        let mut v1 = u.encode();
-        v1[0] = FORMAT_V1;
-        v1.pop();
-        assert_eq!(UploadMeta::decode(&v1), Some(u));
+        let mut older = u.encode();
+        assert_eq!(older.pop(), Some(0));
+        older[0] = FORMAT_V2;
+        assert_eq!(UploadMeta::decode(&older), Some(u.clone()));
+        older[0] = FORMAT_V1;
+        older.pop();
+        assert_eq!(UploadMeta::decode(&older), Some(u));
     }
 
     #[test]

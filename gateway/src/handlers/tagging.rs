@@ -1,0 +1,167 @@
+//! Object tagging: GetObjectTagging, PutObjectTagging, DeleteObjectTagging, and the
+//! `x-amz-tagging` header of PutObject, CopyObject (with `x-amz-tagging-directive`) and
+//! CreateMultipartUpload. Tags live in the object's record (`ObjectMeta::tags`); GET and HEAD
+//! report their number in `x-amz-tagging-count`.
+//!
+//! S3's limits: at most 10 tags (400 BadRequest past it), keys of 1 to 128 characters, values
+//! of at most 256, no key twice (400 InvalidTag for the others).
+
+use axum::body::Body;
+use axum::response::Response;
+use holt_core::{Batch, Condition};
+use http::StatusCode;
+use percent_encoding::percent_decode_str;
+
+use super::body::read_small;
+use super::{empty_response, xml_response, ReqCtx};
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::{ObjectMeta, Tags};
+use crate::storage::schema;
+use crate::xml::request;
+use crate::xml::XmlWriter;
+
+/// Most tags on one object.
+pub const TAGS_MAX: usize = 10;
+/// Longest tag key, in characters.
+pub const KEY_CHARS_MAX: usize = 128;
+/// Longest tag value, in characters.
+pub const VALUE_CHARS_MAX: usize = 256;
+/// Largest Tagging document read.
+const TAGGING_BODY_BYTES_MAX: u64 = 64 * 1024;
+/// Attempts at a tag update that races other writes to the object.
+const UPDATE_ATTEMPTS_MAX: usize = 16;
+
+/// Checks tags against S3's limits.
+pub fn validate(tags: &Tags) -> S3Result<()> {
+    if tags.len() > TAGS_MAX {
+        return Err(S3Error::with_message(
+            S3ErrorCode::BadRequest,
+            format!("Object tags cannot be greater than {TAGS_MAX}"),
+        ));
+    }
+    for (i, (key, value)) in tags.iter().enumerate() {
+        if key.is_empty() || key.chars().count() > KEY_CHARS_MAX {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidTag,
+                format!(
+                    "The TagKey you have provided is invalid: keys have 1 to {KEY_CHARS_MAX} characters."
+                ),
+            ));
+        }
+        if value.chars().count() > VALUE_CHARS_MAX {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidTag,
+                format!("The TagValue you have provided is too long: at most {VALUE_CHARS_MAX} characters."),
+            ));
+        }
+        if tags[..i].iter().any(|(k, _)| k == key) {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidTag,
+                "Cannot provide multiple Tags with the same key",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tags of a write's `x-amz-tagging` header (URL-encoded `k1=v1&k2=v2`), validated; none
+/// when the header is absent.
+pub fn from_header(ctx: &ReqCtx) -> S3Result<Tags> {
+    let Some(value) = ctx.header("x-amz-tagging") else { return Ok(Vec::new()) };
+    let decode = |text: &str| -> S3Result<String> {
+        percent_decode_str(&text.replace('+', " ")).decode_utf8().map(|c| c.into_owned()).map_err(|_| {
+            S3Error::with_message(S3ErrorCode::InvalidTag, "x-amz-tagging is not valid UTF-8 once decoded")
+        })
+    };
+    let tags = value
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((decode(key)?, decode(value)?))
+        })
+        .collect::<S3Result<Tags>>()?;
+    validate(&tags)?;
+    Ok(tags)
+}
+
+/// GetObjectTagging.
+pub async fn handle_get_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    let (meta, _) = load(ctx).await?;
+    let mut w = XmlWriter::new();
+    w.open_root("Tagging");
+    w.open("TagSet");
+    for (key, value) in &meta.tags {
+        w.open("Tag");
+        w.elem("Key", key);
+        w.elem("Value", value);
+        w.close("Tag");
+    }
+    w.close("TagSet");
+    w.close("Tagging");
+    Ok(xml_response(w.finish()))
+}
+
+/// PutObjectTagging: replaces the object's tags with the document's.
+pub async fn handle_put_object_tagging(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    let document = read_small(ctx, body, TAGGING_BODY_BYTES_MAX).await?;
+    let tags = parse_tagging(&document)?;
+    validate(&tags)?;
+    update(ctx, tags).await?;
+    Ok(empty_response(StatusCode::OK))
+}
+
+/// DeleteObjectTagging: the object keeps everything but its tags.
+pub async fn handle_delete_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
+    ctx.owned_bucket().await?;
+    update(ctx, Vec::new()).await?;
+    Ok(empty_response(StatusCode::NO_CONTENT))
+}
+
+/// `<Tagging><TagSet><Tag><Key/><Value/></Tag>…</TagSet></Tagging>`.
+fn parse_tagging(document: &[u8]) -> S3Result<Tags> {
+    let malformed = |why: &str| S3Error::with_message(S3ErrorCode::MalformedXML, why.to_owned());
+    let root = request::parse(document)?;
+    if root.name != "Tagging" {
+        return Err(malformed("expected Tagging"));
+    }
+    let set = root.child("TagSet").ok_or_else(|| malformed("expected TagSet"))?;
+    set.children_named("Tag")
+        .map(|tag| {
+            let key = tag.child_text("Key").ok_or_else(|| malformed("a Tag without a Key"))?;
+            let value = tag.child_text("Value").ok_or_else(|| malformed("a Tag without a Value"))?;
+            Ok((key.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// The object's record and its engine version; NoSuchKey when there is none.
+async fn load(ctx: &ReqCtx) -> S3Result<(ObjectMeta, holt_core::Version)> {
+    let (bucket, key) = (ctx.bucket()?, ctx.key()?);
+    let entry = ctx.store().get(schema::object(bucket, key)).await?;
+    let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchKey))?;
+    let meta = ObjectMeta::decode(&entry.value).ok_or_else(|| {
+        S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
+    })?;
+    Ok((meta, entry.version))
+}
+
+/// Rewrites the object's record with `tags`, on the condition that nothing else wrote it
+/// meanwhile (else reads it again): the body and everything else stay as they are.
+async fn update(ctx: &ReqCtx, tags: Tags) -> S3Result<()> {
+    let okey = schema::object(ctx.bucket()?, ctx.key()?);
+    for _ in 0..UPDATE_ATTEMPTS_MAX {
+        let (meta, version) = load(ctx).await?;
+        let meta = ObjectMeta { tags: tags.clone(), ..meta };
+        let mut batch = Batch::new();
+        batch.put_if(okey.clone(), meta.encode(), Condition::Version(version));
+        match ctx.store().write_batch(batch).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
+}
