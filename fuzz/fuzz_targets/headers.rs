@@ -81,6 +81,7 @@ fuzz_target!(|data: &[u8]| {
         body: BodyRef::Inline(vec![]),
         part_sizes: vec![],
         checksum_type: ChecksumType::FullObject,
+        tags: vec![],
     };
     let mut headers = http::HeaderMap::new();
     for name in CONDITIONAL {

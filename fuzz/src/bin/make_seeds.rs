@@ -128,6 +128,7 @@ fn main() {
         body: BodyRef::Inline(b"hello world".to_vec()),
         part_sizes: vec![6, 5],
         checksum_type: ChecksumType::Composite,
+        tags: vec![("project".into(), "holt".into())],
     };
     write("records", "object", &object.encode());
     write(
@@ -140,6 +141,7 @@ fn main() {
         headers: object_headers,
         checksum_algo: Some(ChecksumAlgo::Sha256),
         checksum_type: Some(ChecksumType::FullObject),
+        tags: vec![("k".into(), "v".into())],
     };
     write("records", "upload", &upload.encode());
     let part = PartMeta {
