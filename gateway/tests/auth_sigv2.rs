@@ -179,6 +179,17 @@ fn a_changed_request_does_not_match() {
             p.uri = "/photos/puppy.jpg?tagging".parse().unwrap();
             p
         }),
+        // Routing decodes parameter names: an encoded sub-resource must be signed too.
+        ("a percent-encoded sub-resource", {
+            let mut p = with_authorization(example, example.signature);
+            p.uri = "/photos/puppy.jpg?%74agging".parse().unwrap();
+            p
+        }),
+        ("a percent-encoded uploadId", {
+            let mut p = with_authorization(example, example.signature);
+            p.uri = "/photos/puppy.jpg?%75ploadId=abc".parse().unwrap();
+            p
+        }),
     ];
     for (what, head) in variants {
         let result = authenticate(&head, &creds(), &cfg(), now);

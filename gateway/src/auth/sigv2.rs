@@ -293,14 +293,18 @@ pub(crate) fn string_to_sign(
         .query()
         .unwrap_or("")
         .split('&')
+        .filter(|piece| !piece.is_empty())
         .filter_map(|piece| {
+            // Names and values decoded exactly as routing decodes them ('+' a space), so a
+            // sub-resource spelled `%74agging` is signed as the `tagging` it will select.
+            let decode =
+                |text: &str| percent_decode_str(&text.replace('+', " ")).decode_utf8_lossy().into_owned();
             let (name, value) = match piece.split_once('=') {
-                Some((name, value)) => (name, Some(value)),
-                None => (piece, None),
+                Some((name, value)) => (decode(name), Some(decode(value))),
+                None => (decode(piece), None),
             };
-            SUB_RESOURCES
-                .contains(&name)
-                .then(|| (name, value.map(|v| percent_decode_str(v).decode_utf8_lossy().into_owned())))
+            let name = SUB_RESOURCES.iter().find(|s| **s == name)?;
+            Some((*name, value))
         })
         .collect();
     subs.sort_by(|a, b| a.0.cmp(b.0));
