@@ -175,6 +175,16 @@ up() {
     fi
 }
 
+# compose down, checked: it must succeed and leave no gateway container behind, or the next
+# `up` would find the old container running and the restart checks would prove nothing.
+down() {
+    if ! "${compose[@]}" down "$@" >"$CACHE/compose-down.log" 2>&1 || [ -n "$(container_name)" ]; then
+        tail -n 20 "$CACHE/compose-down.log" >&2
+        fail "compose down $* (container left: '$(container_name)')"
+        finish
+    fi
+}
+
 "${compose[@]}" down -v >/dev/null 2>&1
 up "first start"
 timed "compose up"
@@ -208,8 +218,12 @@ if [ "$uid" = "10001 holt " ]; then ok "the gateway runs as $uid"; else fail "th
 pid1_uid=$(podman top "$name" user 2>/dev/null | tail -n +2 | sort -u | tr '\n' ' ')
 if [ "$pid1_uid" = "holt " ]; then ok "every process in the container runs as holt"; else fail "processes run as: $pid1_uid"; fi
 
-"${compose[@]}" down >/dev/null 2>&1
+first_id=$(podman inspect "$(container_name)" --format '{{.Id}}')
+down
 up "after compose down (the named volume kept)"
+if [ "$(podman inspect "$(container_name)" --format '{{.Id}}')" = "$first_id" ]; then
+    fail "compose down and up kept the same container"
+fi
 if "$HOLT_PYTHON" scripts/container/scenario.py verify "$endpoint" "$bucket"; then
     ok "every object read back after compose down and up"
 else
@@ -226,7 +240,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
 chmod 644 "$tls_dir/key.pem" "$tls_dir/cert.pem"
 tls_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export HOLT_TLS_DIR=$tls_dir HOLT_TLS_PORT=$tls_port
-"${compose[@]}" down >/dev/null 2>&1
+down
 compose=(podman-compose -p holt -f docker/compose.yaml -f docker/compose.tls.yaml)
 up "with docker/compose.tls.yaml"
 https_list=$("$HOLT_AWS" --endpoint-url "https://localhost:$tls_port" --ca-bundle "$tls_dir/cert.pem" \
@@ -242,10 +256,13 @@ timed "https"
 name=$(container_name)
 podman stop -t 50 "$name" >/dev/null 2>&1
 code=$(podman inspect "$name" --format '{{.State.ExitCode}}')
-if [ "$code" = 0 ] && podman logs "$name" 2>&1 | grep -q 'engine closed'; then
+# The log is read whole first: `grep -q` stops at the first match, and under pipefail the
+# writer's SIGPIPE would fail the pipeline even when the line is there.
+stop_log=$(podman logs "$name" 2>&1)
+if [ "$code" = 0 ] && grep -q 'engine closed' <<<"$stop_log"; then
     ok "SIGTERM: exit 0, engine closed"
 else
-    podman logs "$name" 2>&1 | tail -n 10 >&2
+    tail -n 10 <<<"$stop_log" >&2
     fail "SIGTERM: exit code $code"
 fi
 timed "stop"
