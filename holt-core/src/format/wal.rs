@@ -250,6 +250,11 @@ impl SegmentHeader {
         }
         Ok(Some(SegmentHeader { segment: word(12..20), base_lsn: word(20..28) }))
     }
+
+    /// The format version of a header `decode` accepted.
+    pub(crate) fn version_of(bytes: &[u8]) -> u32 {
+        le_word(bytes, 8..12) as u32
+    }
 }
 
 /// The sync mark file: the log position up to which the log was last known durable. The

@@ -242,6 +242,15 @@ pub(crate) fn replay(
             .map(|cut| cut.from.max(end as u64)..cut.to.min(bytes.len() as u64))
             .filter(|range| !range.is_empty());
         resync(&*file, &bytes[..end.min(bytes.len())], zeros).map_err(io("wal resync"))?;
+        // A segment of an older version is not continued: the records this binary writes
+        // go to a new segment whose header names their version, so that a binary that knows
+        // only the older one refuses the log by its header instead of reading the new records
+        // as a torn tail and cutting them.
+        // (A segment without a header is written from its start, header first.)
+        if resume.header_written && SegmentHeader::version_of(&bytes) < crate::format::wal::SEGMENT_VERSION {
+            let pos = resume.next_lsn;
+            resume = Resume { segment: no + 1, base_lsn: pos, header_written: false, next_lsn: pos };
+        }
     }
     // Any mark, this open's, an earlier one's, or a damaged one, is done with. The removal
     // is made durable by the directory sync that follows every replay (`recovery::open`); a
@@ -329,32 +338,48 @@ fn has_nonzero(bytes: &[u8]) -> bool {
 
 /// Why the bad record at file offset `off` (lsn `pos`) of a segment whose first record has
 /// lsn `base` must have been synced and then lost, if the bytes from `off` on say so:
-/// - a valid record there was written when the log was already durable past `pos` (every
-///   record carries the durable position at its making, true whenever the record exists);
-/// - or a valid record of this segment's life sits away from its own position: a write the
-///   device put elsewhere, whose own range then kept what it held.
+/// - a valid record at its own position was written when the log was already durable past
+///   `pos` (every record carries the durable position at its making, true whenever the record
+///   exists);
+/// - or a valid record whose own position lies in this torn range sits elsewhere: a write the
+///   device put astray, whose own range then kept what it held.
 ///
 /// Unsynced records of a torn tail do neither: they sit at their positions and claim
 /// nothing past the first record that was not synced.
+///
+/// Values reach the log verbatim, so a client can store bytes that decode as a record. Such
+/// a forgery is never taken as evidence: a record at its own position is skipped whole (what
+/// it holds is data), a durable claim counts only from a record at its own position (a
+/// forgery would have to know where in the log it lands), and a record away from its
+/// position counts only when its lsn falls in the torn range.
 fn lost_write_evidence(bytes: &[u8], off: usize, pos: u64, base: u64, max_record: usize) -> Option<String> {
+    let torn = off as u64..bytes.len() as u64;
     let mut at = (off.saturating_add(7)) & !7;
     while at + 8 <= bytes.len() {
-        if bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes() {
-            if let Ok(rec) = decode_record(&bytes[at..], max_record) {
-                let own = rec.lsn.checked_sub(base).map(|o| o + SEGMENT_HEADER_BYTES as u64);
-                if rec.durable > pos {
-                    return Some(format!(
-                        "the record at offset {at} (lsn {}) was written once the log was durable up to lsn {}",
-                        rec.lsn, rec.durable
-                    ));
-                }
-                if own.is_some_and(|own| own != at as u64) {
-                    return Some(format!(
-                        "the record of lsn {} sits at offset {at}, not at its own position: a misdirected write",
-                        rec.lsn
-                    ));
-                }
+        let rec = match bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes() {
+            true => decode_record(&bytes[at..], max_record).ok(),
+            false => None,
+        };
+        let Some(rec) = rec else {
+            at += 8;
+            continue;
+        };
+        let own = rec.lsn.checked_sub(base).and_then(|o| o.checked_add(SEGMENT_HEADER_BYTES as u64));
+        if own == Some(at as u64) {
+            if rec.durable > pos {
+                return Some(format!(
+                    "the record at offset {at} (lsn {}) was written once the log was durable up to lsn {}",
+                    rec.lsn, rec.durable
+                ));
             }
+            at += rec.padded_len.max(8);
+            continue;
+        }
+        if own.is_some_and(|own| torn.contains(&own)) {
+            return Some(format!(
+                "the record of lsn {} sits at offset {at}, not at its own position: a misdirected write",
+                rec.lsn
+            ));
         }
         at += 8;
     }
@@ -505,6 +530,106 @@ mod tests {
                 other => panic!("record {astray} written 4 KiB away: {:?}", other.map(|(k, _)| k)),
             }
         }
+    }
+
+    /// A segment written by a binary of the previous log version is not continued: the log
+    /// goes on in a new segment (with this version's header) at the end of its records, and
+    /// the next replay reads both.
+    #[test]
+    fn a_segment_of_the_previous_version_is_not_continued() {
+        let (sim, mut bytes, starts) = four_records([0; 4]);
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&bytes[..28]);
+        bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+        write_segment(&sim, &bytes);
+        let end = BASE + (bytes.len() - SEGMENT_HEADER_BYTES) as u64;
+        let (keys, resume) = replayed(&*sim, BASE).expect("a version 1 segment replays");
+        assert_eq!(keys.len(), starts.len());
+        assert_eq!(
+            (resume.segment, resume.base_lsn, resume.header_written, resume.next_lsn),
+            (2, end, false, end),
+            "the log rolls to a new segment"
+        );
+
+        // The new segment's first record, as the flusher writes it; both segments replay.
+        let mut next = SegmentHeader { segment: 2, base_lsn: end }.encode().to_vec();
+        next.extend_from_slice(&record(4, end));
+        let file = sim.open(Path::new(&segment_name(2)), true).expect("create segment 2");
+        file.set_len(1 << 16).expect("size segment");
+        file.write_all_at(&next, 0).expect("write segment 2");
+        file.sync_data().expect("sync");
+        sim.sync_dir().expect("sync directory");
+        let (keys, resume) = replayed(&*sim, BASE).expect("both segments replay");
+        assert_eq!(keys.last().map(String::as_str), Some("key-0004"));
+        assert_eq!((keys.len(), resume.segment, resume.header_written), (5, 2, true));
+    }
+
+    /// A record of `i` at `lsn` whose value holds `forged` at an 8-aligned file offset when
+    /// the record starts at file offset `at`.
+    fn record_holding(i: u32, lsn: u64, at: usize, forged: &[u8]) -> Vec<u8> {
+        let key = format!("key-{i:04}");
+        for pad in 0..8 {
+            let mut value = vec![0xAA; pad];
+            value.extend_from_slice(forged);
+            let mut out = Vec::new();
+            let op = Op::Put { key: key.as_bytes(), value: &value, condition: Condition::None };
+            encode_record(&[op], lsn, BASE, &mut out);
+            let inside = out.windows(forged.len()).position(|w| w == forged).expect("the value is in the record");
+            if (at + inside) % 8 == 0 {
+                return out;
+            }
+        }
+        unreachable!("one of eight paddings aligns the value")
+    }
+
+    /// Bytes a client stored that decode as a record claiming everything (a durable position
+    /// past the torn tail; a position inside it, away from where the bytes sit, or one whose
+    /// arithmetic overflows) are data, not evidence: in a record that arrived whole, or in
+    /// the torn record itself, the tail is cut as any torn tail is.
+    #[test]
+    fn records_forged_inside_values_are_not_evidence() {
+        let forgeries = [
+            record_claiming(90, u64::MAX - 8, u64::MAX),
+            record_claiming(91, BASE + 100_000, u64::MAX),
+            record_claiming(92, 1, u64::MAX),
+        ];
+        for forged in &forgeries {
+            for torn_holds_it in [false, true] {
+                let sim = SimFs::new(1);
+                let mut bytes = SegmentHeader { segment: 1, base_lsn: BASE }.encode().to_vec();
+                let lsn = |at: usize| BASE + (at - SEGMENT_HEADER_BYTES) as u64;
+                for i in 0..4u32 {
+                    let at = bytes.len();
+                    let rec = match i {
+                        2 | 3 => record_holding(i, lsn(at), at, forged),
+                        _ => record(i, lsn(at)),
+                    };
+                    bytes.extend_from_slice(&rec);
+                }
+                let starts = starts_of(&bytes);
+                assert_eq!(starts.len(), 4);
+                // Record 2 torn: its first bytes never reached the device, and with them the
+                // rest of it too unless `torn_holds_it`. Record 3 arrived whole.
+                let torn_end = if torn_holds_it { starts[2] + 8 } else { starts[3] };
+                bytes[starts[2]..torn_end].fill(0);
+                write_segment(&sim, &bytes);
+                match replayed(&*sim, BASE) {
+                    Ok((keys, _)) => assert_eq!(keys, ["key-0000", "key-0001"]),
+                    Err(e) => panic!("forgery {:?}, torn record holds it {torn_holds_it}: {e}", &forged[..16]),
+                }
+            }
+        }
+    }
+
+    /// File offsets of the records of a segment image written by these tests.
+    fn starts_of(bytes: &[u8]) -> Vec<usize> {
+        let mut at = SEGMENT_HEADER_BYTES;
+        let mut out = Vec::new();
+        while let Ok(rec) = decode_record(&bytes[at..], MAX_RECORD) {
+            out.push(at);
+            at += rec.padded_len;
+        }
+        out
     }
 
     fn from(synced_floor: u64) -> ReplayFrom {
