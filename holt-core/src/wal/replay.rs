@@ -574,8 +574,9 @@ mod tests {
             let mut out = Vec::new();
             let op = Op::Put { key: key.as_bytes(), value: &value, condition: Condition::None };
             encode_record(&[op], lsn, BASE, &mut out);
-            let inside = out.windows(forged.len()).position(|w| w == forged).expect("the value is in the record");
-            if (at + inside) % 8 == 0 {
+            let inside =
+                out.windows(forged.len()).position(|w| w == forged).expect("the value is in the record");
+            if (at + inside).is_multiple_of(8) {
                 return out;
             }
         }
@@ -615,7 +616,9 @@ mod tests {
                 write_segment(&sim, &bytes);
                 match replayed(&*sim, BASE) {
                     Ok((keys, _)) => assert_eq!(keys, ["key-0000", "key-0001"]),
-                    Err(e) => panic!("forgery {:?}, torn record holds it {torn_holds_it}: {e}", &forged[..16]),
+                    Err(e) => {
+                        panic!("forgery {:?}, torn record holds it {torn_holds_it}: {e}", &forged[..16])
+                    }
                 }
             }
         }
