@@ -82,6 +82,7 @@ fuzz_target!(|data: &[u8]| {
         part_sizes: vec![],
         checksum_type: ChecksumType::FullObject,
         tags: vec![],
+        public_read: false,
     };
     let mut headers = http::HeaderMap::new();
     for name in CONDITIONAL {

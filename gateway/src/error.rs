@@ -15,6 +15,15 @@ pub enum S3ErrorCode {
     /// 403: the caller may not do this (no credentials, somebody else's bucket, an expired
     /// or not yet valid presigned URL, an unsigned `x-amz-*` header).
     AccessDenied,
+    /// 403: a CORS preflight no rule of the bucket allows (or the bucket has no CORS rules).
+    AccessForbidden,
+    /// 404: GetBucketCors of a bucket without CORS rules.
+    NoSuchCORSConfiguration,
+    /// 404: GetBucketPolicy of a bucket without a policy.
+    NoSuchBucketPolicy,
+    /// 400: a bucket policy that is not valid JSON or names what cannot be (another bucket,
+    /// an action that is not S3's).
+    MalformedPolicy,
     /// 400: the body does not match its `Content-MD5` or `x-amz-checksum-*` value.
     BadDigest,
     /// 409: CreateBucket of a name another user owns.
@@ -66,6 +75,9 @@ pub enum S3ErrorCode {
     BadRequest,
     /// 400: an ACL document that does not parse or grants nothing.
     MalformedACLError,
+    /// 400: a request body where the request takes none (an ACL document sent with a canned
+    /// ACL header).
+    UnexpectedContent,
     /// 400: user metadata (`x-amz-meta-*`) over 2 KiB.
     MetadataTooLarge,
     /// 405: an HTTP method the addressed resource does not support.
@@ -115,6 +127,10 @@ impl S3ErrorCode {
         use S3ErrorCode::*;
         match self {
             AccessDenied => "AccessDenied",
+            AccessForbidden => "AccessForbidden",
+            NoSuchCORSConfiguration => "NoSuchCORSConfiguration",
+            NoSuchBucketPolicy => "NoSuchBucketPolicy",
+            MalformedPolicy => "MalformedPolicy",
             BadDigest => "BadDigest",
             BucketAlreadyExists => "BucketAlreadyExists",
             BucketAlreadyOwnedByYou => "BucketAlreadyOwnedByYou",
@@ -140,6 +156,7 @@ impl S3ErrorCode {
             InvalidTag => "InvalidTag",
             BadRequest => "BadRequest",
             MalformedACLError => "MalformedACLError",
+            UnexpectedContent => "UnexpectedContent",
             MetadataTooLarge => "MetadataTooLarge",
             MethodNotAllowed => "MethodNotAllowed",
             MissingContentLength => "MissingContentLength",
@@ -169,11 +186,17 @@ impl S3ErrorCode {
         match self {
             NotModified => StatusCode::NOT_MODIFIED,
             AccessDenied
+            | AccessForbidden
             | InvalidAccessKeyId
             | RequestTimeTooSkewed
             | SignatureDoesNotMatch
             | ExpiredToken => StatusCode::FORBIDDEN,
-            NoSuchBucket | NoSuchKey | NoSuchUpload | NoSuchVersion => StatusCode::NOT_FOUND,
+            NoSuchBucket
+            | NoSuchKey
+            | NoSuchUpload
+            | NoSuchVersion
+            | NoSuchCORSConfiguration
+            | NoSuchBucketPolicy => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             BucketAlreadyExists | BucketAlreadyOwnedByYou | BucketNotEmpty => StatusCode::CONFLICT,
             MissingContentLength => StatusCode::LENGTH_REQUIRED,
@@ -200,6 +223,8 @@ impl S3ErrorCode {
             | InvalidTag
             | BadRequest
             | MalformedACLError
+            | UnexpectedContent
+            | MalformedPolicy
             | MetadataTooLarge
             | MissingSecurityHeader
             | RequestHeaderSectionTooLarge
@@ -213,6 +238,10 @@ impl S3ErrorCode {
         use S3ErrorCode::*;
         match self {
             AccessDenied => "Access Denied",
+            AccessForbidden => "CORSResponse: This CORS request is not allowed.",
+            NoSuchCORSConfiguration => "The CORS configuration does not exist",
+            NoSuchBucketPolicy => "The bucket policy does not exist",
+            MalformedPolicy => "Policies must be valid JSON and the first byte must be '{'",
             BadDigest => "The Content-MD5 or checksum you specified did not match what we received.",
             BucketAlreadyExists => "The requested bucket name is not available.",
             BucketAlreadyOwnedByYou => {
@@ -251,6 +280,7 @@ impl S3ErrorCode {
             MalformedACLError => {
                 "The XML you provided was not well-formed or did not validate against our published schema."
             }
+            UnexpectedContent => "This request does not support content",
             MetadataTooLarge => "Your metadata headers exceed the maximum allowed metadata size",
             MethodNotAllowed => "The specified method is not allowed against this resource.",
             MissingContentLength => "You must provide the Content-Length HTTP header.",

@@ -586,26 +586,72 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
     if let Err(e) = check_request_head(&parts) {
         return ("Invalid", error_response(e, request_id));
     }
-    let (route, query) =
-        match routing::route(&parts.method, &parts.uri, &parts.headers, state.0.settings.domain.as_deref()) {
-            Ok(r) => r,
-            Err(e) => return ("Invalid", error_response(e, request_id)),
+    let domain = state.0.settings.domain.as_deref();
+    if parts.method == Method::OPTIONS {
+        // A CORS preflight: answered from the bucket's rules, without authentication.
+        let bucket = routing::bucket_and_key(parts.uri.path(), &parts.headers, domain).map(|(b, _)| b);
+        let answer = match bucket {
+            Ok(bucket) => handlers::cors::preflight(&state.0.store, bucket.as_deref(), &parts.headers).await,
+            Err(e) => Err(e),
         };
+        return ("PreflightCORS", answer.unwrap_or_else(|e| error_response(e, request_id)));
+    }
+    let (route, query) = match routing::route(&parts.method, &parts.uri, &parts.headers, domain) {
+        Ok(r) => r,
+        Err(e) => return ("Invalid", error_response(e, request_id)),
+    };
+    // A browser's request (it names its origin): the response gets the bucket's CORS headers,
+    // whatever it is.
+    let cors = match (parts.headers.get(http::header::ORIGIN), &route.bucket) {
+        (Some(origin), Some(bucket)) => origin.to_str().ok().map(|o| (o.to_owned(), bucket.clone())),
+        _ => None,
+    };
+    let method = parts.method.clone();
+    let (op_name, mut resp) = serve_routed(state, parts, body, route, query, request_id).await;
+    if let Some((origin, bucket)) = cors {
+        handlers::cors::decorate(&state.0.store, &bucket, &origin, &method, &mut resp).await;
+    }
+    (op_name, resp)
+}
+
+/// Authenticates and dispatches a routed request.
+async fn serve_routed(
+    state: &AppState,
+    parts: http::request::Parts,
+    body: Body,
+    route: routing::Route,
+    query: routing::Query,
+    request_id: &str,
+) -> (&'static str, Response) {
     let op_name = route.op.name();
     let resource = parts.uri.path().to_owned();
-    let authenticated = match auth::authenticate(
-        &parts,
-        &state.0.credentials.load(),
-        &state.0.auth_config,
-        SystemTime::now(),
-    ) {
+    // A request without any signature acts for the bucket's owner where the bucket's policy
+    // or ACLs let anyone do what it asks; otherwise authentication refuses it.
+    let anonymous = if auth::has_authentication(&parts) {
+        None
+    } else {
+        match handlers::policy::anonymous_grant(&state.0.store, &route, &parts.headers).await {
+            Ok(grant) => grant,
+            Err(e) => return (op_name, error_response(e.resource(resource), request_id)),
+        }
+    };
+    let authenticated = match &anonymous {
+        Some(owner) => auth::anonymous_payload(&parts)
+            .map(|payload| auth::Authenticated { access_key: owner.clone(), payload }),
+        None => {
+            auth::authenticate(&parts, &state.0.credentials.load(), &state.0.auth_config, SystemTime::now())
+        }
+    };
+    let authenticated = match authenticated {
         Ok(a) => a,
         Err(e) => {
             tracing::info!(code = e.code(), message = %e.message(), "authentication failed");
             return (op_name, error_response(S3Error::from(e).resource(resource), request_id));
         }
     };
-    let Some(user_slot) = state.0.user_slot(&authenticated.access_key) else {
+    // Anonymous requests share one slot count, whichever bucket they use.
+    let slot_user = if anonymous.is_some() { ANONYMOUS_SLOT_USER } else { authenticated.access_key.as_str() };
+    let Some(user_slot) = state.0.user_slot(slot_user) else {
         let e = S3Error::with_message(S3ErrorCode::SlowDown, "Too many requests in flight for this user.");
         let mut resp = error_response(e.resource(resource), request_id);
         resp.extensions_mut().insert(OverShare);
@@ -630,6 +676,10 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
         }
     }
 }
+
+/// The name anonymous requests count their in-flight share under (access keys never contain
+/// a space).
+const ANONYMOUS_SLOT_USER: &str = "(anonymous)";
 
 /// Limits checked on the request head before authentication.
 fn check_request_head(parts: &http::request::Parts) -> Result<(), S3Error> {

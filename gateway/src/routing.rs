@@ -68,6 +68,18 @@ pub enum Operation {
     PutObjectTagging,
     /// `DELETE /bucket/key?tagging`.
     DeleteObjectTagging,
+    /// `GET /bucket?cors` (`handlers::cors`).
+    GetBucketCors,
+    /// `PUT /bucket?cors`: replaces the bucket's CORS rules.
+    PutBucketCors,
+    /// `DELETE /bucket?cors`.
+    DeleteBucketCors,
+    /// `GET /bucket?policy` (`handlers::policy`).
+    GetBucketPolicy,
+    /// `PUT /bucket?policy`: replaces the bucket's policy.
+    PutBucketPolicy,
+    /// `DELETE /bucket?policy`.
+    DeleteBucketPolicy,
     /// A known S3 subresource or form this gateway does not implement (501).
     NotImplemented,
 }
@@ -106,6 +118,12 @@ impl Operation {
             GetObjectTagging => "GetObjectTagging",
             PutObjectTagging => "PutObjectTagging",
             DeleteObjectTagging => "DeleteObjectTagging",
+            GetBucketCors => "GetBucketCors",
+            PutBucketCors => "PutBucketCors",
+            DeleteBucketCors => "DeleteBucketCors",
+            GetBucketPolicy => "GetBucketPolicy",
+            PutBucketPolicy => "PutBucketPolicy",
+            DeleteBucketPolicy => "DeleteBucketPolicy",
             NotImplemented => "NotImplemented",
         }
     }
@@ -278,13 +296,19 @@ pub fn operation(
             Method::GET if q.has("versions") => ListObjectVersions,
             Method::GET if q.has("uploads") => ListMultipartUploads,
             Method::GET if q.has("acl") => GetBucketAcl,
+            Method::GET if q.has("cors") => GetBucketCors,
+            Method::GET if q.has("policy") => GetBucketPolicy,
             Method::GET if unimplemented_sub => NotImplemented,
             Method::GET if q.get("list-type") == Some("2") => ListObjectsV2,
             Method::GET => ListObjects,
             Method::HEAD => HeadBucket,
             Method::PUT if q.has("acl") => PutBucketAcl,
+            Method::PUT if q.has("cors") => PutBucketCors,
+            Method::PUT if q.has("policy") => PutBucketPolicy,
             Method::PUT if unimplemented_sub || q.has("versioning") => NotImplemented,
             Method::PUT => CreateBucket,
+            Method::DELETE if q.has("cors") => DeleteBucketCors,
+            Method::DELETE if q.has("policy") => DeleteBucketPolicy,
             Method::DELETE if unimplemented_sub => NotImplemented,
             Method::DELETE => DeleteBucket,
             Method::POST if q.has("delete") => DeleteObjects,
@@ -362,6 +386,10 @@ mod tests {
         assert_eq!(r(Method::GET, "/b?acl").op, Operation::GetBucketAcl);
         assert_eq!(r(Method::PUT, "/b/k?acl").op, Operation::PutObjectAcl);
         assert_eq!(r(Method::DELETE, "/b?acl").op, Operation::NotImplemented);
+        assert_eq!(r(Method::GET, "/b?cors").op, Operation::GetBucketCors);
+        assert_eq!(r(Method::PUT, "/b?cors").op, Operation::PutBucketCors);
+        assert_eq!(r(Method::DELETE, "/b?cors").op, Operation::DeleteBucketCors);
+        assert_eq!(r(Method::GET, "/b/k?cors").op, Operation::NotImplemented);
         assert_eq!(r(Method::POST, "/b?delete").op, Operation::DeleteObjects);
         let put = r(Method::PUT, "/b/dir/a%20b+c?x-id=PutObject");
         assert_eq!(put.op, Operation::PutObject);

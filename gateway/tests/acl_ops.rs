@@ -1,7 +1,8 @@
-//! ACLs: every bucket and object is private to its owner (FULL_CONTROL), shown by the ACL
+//! ACLs: every bucket and object belongs to its bucket's owner (FULL_CONTROL), shown by the ACL
 //! calls; what keeps it so is accepted (`private`, `bucket-owner-full-control`, a policy
-//! granting only the owner FULL_CONTROL); anything that would share it is 501 naming the ACL,
-//! grant or header, before anything is stored; a value that is no canned ACL is 400.
+//! granting only the owner FULL_CONTROL), and so is `public-read` (`anonymous_access.rs`);
+//! any other grant is 501 naming the ACL, grant or header, before anything is stored; a value
+//! that is no canned ACL is 400.
 
 mod common;
 
@@ -66,13 +67,20 @@ async fn acls_that_keep_things_private_are_accepted() {
     let owner_only = policy(&[(&owner_grantee(), "FULL_CONTROL")]);
     assert_eq!(gw.a(Method::PUT, "/bkt/k?acl", &owner_only).await.status, 200);
     assert_eq!(gw.a(Method::PUT, "/bkt?acl", &owner_only).await.status, 200);
+
+    // The ACL comes from the header or the document, never both (as S3 answers).
+    for target in ["/bkt/k?acl", "/bkt?acl"] {
+        gw.req(USER_A, Method::PUT, target, &[("x-amz-acl", "private")], &owner_only)
+            .await
+            .assert_error(400, "UnexpectedContent");
+    }
 }
 
 #[tokio::test]
 async fn acls_that_would_share_are_refused_and_store_nothing() {
     let gw = Gw::new();
     gw.create_bucket("bkt").await;
-    for acl in ["public-read", "public-read-write", "authenticated-read", "bucket-owner-read"] {
+    for acl in ["public-read-write", "authenticated-read", "bucket-owner-read"] {
         let r = gw.req(USER_A, Method::PUT, "/bkt/k", &[("x-amz-acl", acl)], b"v").await;
         r.assert_error(501, "NotImplemented");
         assert!(r.text().contains(acl), "the message names {acl}: {}", r.text());
@@ -102,7 +110,7 @@ async fn acls_that_would_share_are_refused_and_store_nothing() {
     gw.put("bkt", "k", b"v").await;
     let everyone = policy(&[
         (&owner_grantee(), "FULL_CONTROL"),
-        ("xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI>", "READ"),
+        ("xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI>", "WRITE"),
     ]);
     let r = gw.a(Method::PUT, "/bkt/k?acl", &everyone).await;
     r.assert_error(501, "NotImplemented");

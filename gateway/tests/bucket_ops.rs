@@ -174,7 +174,7 @@ async fn location_versioning_and_unimplemented() {
     ));
     let r = gw.a(Method::GET, "/bkt?versioning", b"").await;
     assert!(r.text().contains("<VersioningConfiguration"));
-    gw.a(Method::GET, "/bkt?cors", b"").await.assert_error(501, "NotImplemented");
+    gw.a(Method::GET, "/bkt?lifecycle", b"").await.assert_error(501, "NotImplemented");
     gw.a(Method::PUT, "/bkt?tagging", b"").await.assert_error(501, "NotImplemented");
     gw.a(Method::GET, "/bkt?tagging", b"").await.assert_error(501, "NotImplemented");
     // Unknown non-subresource parameters are ignored.

@@ -129,3 +129,42 @@ async fn s3_limits_are_enforced_and_nothing_is_stored() {
         .assert_error(400, "MalformedXML");
     assert_eq!(tags_of(&gw, "/bkt/k").await.len(), 10);
 }
+
+/// A PutObjectTagging whose body arrives after its bucket changed hands (emptied, deleted, and
+/// created again by another user who put an object of the same name) is refused, and the new
+/// owner's object keeps its tags.
+#[tokio::test]
+async fn a_slow_tagging_body_cannot_tag_the_next_owners_object() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    gw.put("bkt", "k", b"a's").await;
+
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let (polled_tx, polled) = tokio::sync::oneshot::channel::<()>();
+    let document = bytes::Bytes::from(tagging(&[("owner", "a")]));
+    let slow = futures_util::stream::once(async move {
+        let _ = polled_tx.send(());
+        let _ = released.await;
+        Ok::<_, std::io::Error>(document)
+    });
+    let (parts, _) =
+        signed(USER_A, Method::PUT, "/bkt/k?tagging", &[], &tagging(&[("owner", "a")])).into_parts();
+    let req = http::Request::from_parts(parts, axum::body::Body::from_stream(slow));
+    let router = gw.router();
+    let pending = tokio::spawn(async move {
+        use tower::ServiceExt;
+        router.oneshot(req).await.expect("infallible").status()
+    });
+    polled.await.expect("the handler reads the body");
+
+    assert_eq!(gw.a(Method::DELETE, "/bkt/k", b"").await.status, 204);
+    assert_eq!(gw.a(Method::DELETE, "/bkt", b"").await.status, 204);
+    assert_eq!(gw.req(USER_B, Method::PUT, "/bkt", &[], b"").await.status, 200);
+    let r = gw.req(USER_B, Method::PUT, "/bkt/k", &[("x-amz-tagging", "owner=b")], b"b's").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    release.send(()).unwrap();
+    assert_eq!(pending.await.unwrap(), 403, "the bucket is no longer the caller's");
+    let r = gw.req(USER_B, Method::GET, "/bkt/k?tagging", &[], b"").await;
+    assert_eq!(r.xml_all("Value"), ["b"], "the new owner's tags stay");
+}

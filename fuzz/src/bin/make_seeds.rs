@@ -129,12 +129,13 @@ fn main() {
         part_sizes: vec![6, 5],
         checksum_type: ChecksumType::Composite,
         tags: vec![("project".into(), "holt".into())],
+        public_read: true,
     };
     write("records", "object", &object.encode());
     write(
         "records",
         "bucket",
-        &BucketMeta { owner: "me".into(), created_ms: 5, location: Some("eu".into()) }.encode(),
+        &BucketMeta { owner: "me".into(), created_ms: 5, location: Some("eu".into()), cors: vec![], policy: None, public_read: false }.encode(),
     );
     let upload = UploadMeta {
         initiated_ms: 9,

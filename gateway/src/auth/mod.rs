@@ -131,6 +131,30 @@ pub fn authenticate(
     }
 }
 
+/// How the body of an anonymous request (one without any authentication, let through by a
+/// bucket policy or ACL) is checked: by the SHA-256 it names in `x-amz-content-sha256`, as
+/// an aws-chunked body with unsigned chunks (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`, its
+/// trailing checksum verified), or not at all. The signed streaming forms need a signature
+/// this request does not have.
+pub fn anonymous_payload(parts: &Parts) -> Result<Payload, AuthError> {
+    let value = verify::single_header(parts, "x-amz-content-sha256")
+        .map_err(|()| AuthError::InvalidArgument("x-amz-content-sha256 must appear once"))?;
+    let Some(value) = value else { return Ok(Payload::Unsigned) };
+    Ok(match payload::classify_content_sha256(value)? {
+        payload::ContentSha256::Unsigned => Payload::Unsigned,
+        payload::ContentSha256::Hex => Payload::Sha256(value.to_ascii_lowercase()),
+        payload::ContentSha256::Streaming { signed: false, trailer } => Payload::Chunked(ChunkedSpec {
+            signing: None,
+            has_trailer: trailer,
+            declared_trailers: payload::declared_trailers(&parts.headers)?,
+            decoded_content_length: payload::decoded_content_length(&parts.headers)?,
+        }),
+        payload::ContentSha256::Streaming { signed: true, .. } => {
+            return Err(AuthError::AccessDenied("signed aws-chunked bodies need a signed request"))
+        }
+    })
+}
+
 /// |request time − now| in seconds.
 fn skew_secs(timestamp: &amz_date::AmzDate, now: SystemTime) -> u64 {
     let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -32,12 +32,21 @@ fn param<'a>(pairs: &'a [(Vec<u8>, Vec<u8>)], name: &str) -> Result<&'a str, Aut
              X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.",
         )
     };
+    let value =
+        unique_param(pairs, name).map_err(|()| query_error(format!("{name} appears more than once")))?;
+    std::str::from_utf8(value.ok_or_else(missing)?)
+        .map_err(|_| query_error(format!("{name} is not valid UTF-8")))
+}
+
+/// The one value of query parameter `name`: `Ok(None)` when it is absent, `Err(())` when it
+/// appears more than once (a signature over one of two values must not authorise the other).
+pub(crate) fn unique_param<'a>(pairs: &'a [(Vec<u8>, Vec<u8>)], name: &str) -> Result<Option<&'a [u8]>, ()> {
     let mut found = pairs.iter().filter(|(n, _)| n.as_slice() == name.as_bytes());
-    let (_, value) = found.next().ok_or_else(missing)?;
-    if found.next().is_some() {
-        return Err(query_error(format!("{name} appears more than once")));
+    let first = found.next().map(|(_, value)| value.as_slice());
+    match found.next() {
+        Some(_) => Err(()),
+        None => Ok(first),
     }
-    std::str::from_utf8(value).map_err(|_| query_error(format!("{name} is not valid UTF-8")))
 }
 
 pub(crate) fn authenticate_presigned(

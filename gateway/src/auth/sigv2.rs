@@ -150,15 +150,14 @@ pub(crate) fn authenticate_presigned(
         return Err(disabled());
     }
     let param = |name: &str| -> Result<&str, AuthError> {
-        let mut found = query_pairs.iter().filter(|(n, _)| n.as_slice() == name.as_bytes());
         let missing = AuthError::AccessDenied(
             "Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters",
         );
-        let (_, value) = found.next().ok_or(missing)?;
-        if found.next().is_some() {
-            return Err(AuthError::InvalidArgument("a query-string authentication parameter appears twice"));
-        }
-        std::str::from_utf8(value).map_err(|_| AuthError::InvalidArgument("a query parameter is not UTF-8"))
+        let value = super::presigned::unique_param(query_pairs, name).map_err(|()| {
+            AuthError::InvalidArgument("a query-string authentication parameter appears twice")
+        })?;
+        std::str::from_utf8(value.ok_or(missing)?)
+            .map_err(|_| AuthError::InvalidArgument("a query parameter is not UTF-8"))
     };
     let access_key = param("AWSAccessKeyId")?;
     let signature = param("Signature")?;

@@ -22,6 +22,8 @@ const LEGACY_REGION: &str = "us-east-1";
 const CREATE_BUCKET_BODY_BYTES_MAX: u64 = 64 * 1024;
 /// Most buckets in one ListBuckets page (and the default).
 const MAX_BUCKETS_LIMIT: usize = 10_000;
+/// Attempts at a bucket record update (`update_bucket`) that races other writes.
+const BUCKET_UPDATE_ATTEMPTS_MAX: usize = 16;
 
 /// The S3 bucket naming rules (general-purpose buckets).
 pub fn valid_bucket_name(name: &str) -> bool {
@@ -71,7 +73,7 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     if !valid_bucket_name(name) {
         return Err(S3Error::new(S3ErrorCode::InvalidBucketName).resource(format!("/{name}")));
     }
-    super::acl::check_acl_headers(ctx)?;
+    let acl = super::acl::check_acl_headers(ctx)?;
     let body = read_small(ctx, body, CREATE_BUCKET_BODY_BYTES_MAX).await?;
     // Every bucket lives in this server's region (clients sign later requests with the region
     // GetBucketLocation reports), so a constraint naming another region is refused, as a
@@ -80,7 +82,14 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     if let Some(requested) = request::parse_create_bucket(&body)? {
         check_location_constraint(&requested, &ctx.state.0.settings.region)?;
     }
-    let meta = BucketMeta { owner: ctx.user.clone(), created_ms: time::now_ms(), location: None };
+    let meta = BucketMeta {
+        owner: ctx.user.clone(),
+        created_ms: time::now_ms(),
+        location: None,
+        cors: Vec::new(),
+        policy: None,
+        public_read: acl.is_some_and(super::acl::Acl::is_public_read),
+    };
     let mut batch = Batch::new();
     batch.put_if(schema::bucket(name), meta.encode(), Condition::Absent);
     batch.put(schema::owned_bucket(&ctx.user, name), Vec::new());
@@ -107,6 +116,30 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     let mut resp = empty_response(StatusCode::OK);
     set_header(&mut resp, "location", &format!("/{name}"));
     Ok(resp)
+}
+
+/// Rewrites the bucket's record with `change` applied (its CORS rules, policy or ACL), on the
+/// condition that nothing else wrote it meanwhile (else reads it again); the owner is checked
+/// on the record that is rewritten.
+pub async fn update_bucket(ctx: &ReqCtx, change: impl Fn(BucketMeta) -> BucketMeta) -> S3Result<()> {
+    let name = ctx.bucket()?;
+    for _ in 0..BUCKET_UPDATE_ATTEMPTS_MAX {
+        let entry = ctx.store().get(schema::bucket(name)).await?;
+        let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchBucket))?;
+        let meta = BucketMeta::decode(&entry.value)
+            .ok_or_else(|| S3Error::internal("bucket record", format!("undecodable record for {name}")))?;
+        if meta.owner != ctx.user {
+            return Err(S3Error::new(S3ErrorCode::AccessDenied));
+        }
+        let mut batch = Batch::new();
+        batch.put_if(schema::bucket(name), change(meta).encode(), Condition::Version(entry.version));
+        match ctx.store().write_batch(batch).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this bucket."))
 }
 
 /// HeadBucket: 200 with `x-amz-bucket-region` if the caller owns the bucket.

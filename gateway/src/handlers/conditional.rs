@@ -87,6 +87,7 @@ mod tests {
             part_sizes: vec![],
             checksum_type: crate::checksum::ChecksumType::FullObject,
             tags: vec![],
+            public_read: false,
         }
     }
 

@@ -103,9 +103,10 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
-    super::acl::check_acl_headers(ctx)?;
+    // The copy's ACL is the request's, never the source's (as in S3): private by default.
+    let public_read = super::acl::check_acl_headers(ctx)?.is_some_and(super::acl::Acl::is_public_read);
     for _ in 0..SOURCE_ATTEMPTS_MAX {
-        if let Some(resp) = copy_object_once(ctx, bucket, key).await? {
+        if let Some(resp) = copy_object_once(ctx, bucket, key, public_read).await? {
             return Ok(resp);
         }
     }
@@ -113,7 +114,12 @@ pub async fn handle_copy_object(ctx: &ReqCtx) -> S3Result<Response> {
 }
 
 /// One CopyObject attempt; `Ok(None)` when the source changed under it.
-async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Option<Response>> {
+async fn copy_object_once(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    public_read: bool,
+) -> S3Result<Option<Response>> {
     let (src_bucket, src_key, src) = load_source(ctx).await?;
     let replace = match ctx.header("x-amz-metadata-directive") {
         None => false,
@@ -167,6 +173,7 @@ async fn copy_object_once(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<Opt
         part_sizes: Vec::new(),
         checksum_type: ChecksumType::FullObject,
         tags,
+        public_read,
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
     Ok(Some(xml_response(response::copy_result(

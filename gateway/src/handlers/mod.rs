@@ -6,27 +6,32 @@ pub mod bucket;
 pub mod completion;
 pub mod conditional;
 pub mod copy;
+pub mod cors;
 pub mod delete;
 pub mod headers;
 pub mod list;
 pub mod multipart;
 pub mod object;
+pub mod policy;
 pub mod tagging;
 pub mod uploads;
 
 use axum::body::Body;
 use axum::response::Response;
+use holt_core::{Batch, Condition};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
 use crate::auth::Payload;
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::routing::{Operation, Query, Route};
-use crate::storage::meta::BucketMeta;
+use crate::storage::meta::{BucketMeta, ObjectMeta};
 use crate::storage::schema;
 use crate::AppState;
 
 /// Longest object key, in bytes of UTF-8.
 pub const KEY_BYTES_MAX: usize = 1024;
+/// Attempts at an object record update (`update_object`) that races other writes.
+const OBJECT_UPDATE_ATTEMPTS_MAX: usize = 16;
 
 /// Everything a handler knows about its request, after routing and authentication.
 pub struct ReqCtx {
@@ -74,6 +79,15 @@ impl ReqCtx {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// The request's header `name` for headers whose value must be visible ASCII: `None` when
+    /// absent, `code` (400) when present with other bytes, which `header` would read as absent.
+    pub fn ascii_header(&self, name: &str, code: S3ErrorCode) -> S3Result<Option<&str>> {
+        let Some(value) = self.headers.get(name) else { return Ok(None) };
+        value.to_str().map(Some).map_err(|_| {
+            S3Error::with_message(code, format!("The {name} header holds bytes that are not ASCII."))
+        })
+    }
+
     /// Whether the request's `versionId` (if any) names the object's one version. Objects
     /// here are unversioned: their only version is `null`, so any other id names a version
     /// that does not exist (an empty id is malformed, as in S3).
@@ -93,6 +107,41 @@ impl ReqCtx {
         let name = self.bucket()?;
         load_owned_bucket(self, name).await
     }
+}
+
+/// The object's record and its engine version; NoSuchKey when there is none.
+pub async fn load_object(ctx: &ReqCtx) -> S3Result<(ObjectMeta, holt_core::Version)> {
+    let (bucket, key) = (ctx.bucket()?, ctx.key()?);
+    let entry = ctx.store().get(schema::object(bucket, key)).await?;
+    let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchKey))?;
+    let meta = ObjectMeta::decode(&entry.value).ok_or_else(|| {
+        S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
+    })?;
+    Ok((meta, entry.version))
+}
+
+/// Rewrites the object's record with `change` applied, on the condition that nothing else
+/// wrote it meanwhile (else reads it again): the body and everything else stay as they are.
+///
+/// The bucket's owner is checked again after the object is read. The handlers check it first
+/// too, but a request body can take its time, and meanwhile the bucket can be emptied,
+/// deleted and created again by another user. Checked in this order, a record read here belongs
+/// to the caller's bucket as long as its version is current: the bucket cannot change hands
+/// without the record going first (DeleteBucket needs an empty bucket).
+pub async fn update_object(ctx: &ReqCtx, change: impl Fn(ObjectMeta) -> ObjectMeta) -> S3Result<()> {
+    let okey = schema::object(ctx.bucket()?, ctx.key()?);
+    for _ in 0..OBJECT_UPDATE_ATTEMPTS_MAX {
+        let (meta, version) = load_object(ctx).await?;
+        ctx.owned_bucket().await?;
+        let mut batch = Batch::new();
+        batch.put_if(okey.clone(), change(meta).encode(), Condition::Version(version));
+        match ctx.store().write_batch(batch).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
 }
 
 /// Checks an object key's length: 1 to `KEY_BYTES_MAX` bytes, else KeyTooLongError (an empty
@@ -209,6 +258,12 @@ pub async fn dispatch(ctx: ReqCtx, body: Body) -> S3Result<Response> {
         GetObjectTagging => tagging::handle_get_object_tagging(&ctx).await,
         PutObjectTagging => tagging::handle_put_object_tagging(&ctx, body).await,
         DeleteObjectTagging => tagging::handle_delete_object_tagging(&ctx).await,
+        GetBucketCors => cors::handle_get_bucket_cors(&ctx).await,
+        PutBucketCors => cors::handle_put_bucket_cors(&ctx, body).await,
+        DeleteBucketCors => cors::handle_delete_bucket_cors(&ctx).await,
+        GetBucketPolicy => policy::handle_get_bucket_policy(&ctx).await,
+        PutBucketPolicy => policy::handle_put_bucket_policy(&ctx, body).await,
+        DeleteBucketPolicy => policy::handle_delete_bucket_policy(&ctx).await,
         NotImplemented => Err(S3Error::new(S3ErrorCode::NotImplemented)),
     }
 }

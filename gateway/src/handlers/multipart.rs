@@ -142,7 +142,13 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
-    super::acl::check_acl_headers(ctx)?;
+    if super::acl::check_acl_headers(ctx)? == Some(super::acl::Acl::PublicRead) {
+        return Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "x-amz-acl public-read is not supported on CreateMultipartUpload: set it with PutObjectAcl once \
+             the upload is complete.",
+        ));
+    }
     let headers = object_headers_from_request(ctx)?;
     let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
     let tags = super::tagging::from_header(ctx)?;
@@ -382,6 +388,7 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
             part_sizes: chosen.iter().map(|p| p.size).collect(),
             checksum_type: upload.checksum_type.unwrap_or(ChecksumType::FullObject),
             tags: upload.tags.clone(),
+            public_read: false,
         };
         if let Err(e) = completion::verify_object_checksums(&meta, &expected_object, &assembled.full) {
             ctx.store().discard(&meta.body).await;

@@ -189,7 +189,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
-    super::acl::check_acl_headers(ctx)?;
+    let acl = super::acl::check_acl_headers(ctx)?;
     let headers = object_headers_from_request(ctx)?;
     let tags = super::tagging::from_header(ctx)?;
     let condition = put_condition(ctx)?;
@@ -205,6 +205,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         part_sizes: Vec::new(),
         checksum_type: ChecksumType::FullObject,
         tags,
+        public_read: acl.is_some_and(super::acl::Acl::is_public_read),
     };
     commit_object(ctx, bucket, key, &meta, &condition).await?;
     let mut resp = super::empty_response(StatusCode::OK);

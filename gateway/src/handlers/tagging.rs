@@ -8,7 +8,6 @@
 
 use axum::body::Body;
 use axum::response::Response;
-use holt_core::{Batch, Condition};
 use http::StatusCode;
 use percent_encoding::percent_decode_str;
 
@@ -16,7 +15,6 @@ use super::body::read_small;
 use super::{empty_response, xml_response, ReqCtx};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::meta::{ObjectMeta, Tags};
-use crate::storage::schema;
 use crate::xml::request;
 use crate::xml::XmlWriter;
 
@@ -28,8 +26,6 @@ pub const KEY_CHARS_MAX: usize = 128;
 pub const VALUE_CHARS_MAX: usize = 256;
 /// Largest Tagging document read.
 const TAGGING_BODY_BYTES_MAX: u64 = 64 * 1024;
-/// Attempts at a tag update that races other writes to the object.
-const UPDATE_ATTEMPTS_MAX: usize = 16;
 
 /// Checks tags against S3's limits.
 pub fn validate(tags: &Tags) -> S3Result<()> {
@@ -67,7 +63,9 @@ pub fn validate(tags: &Tags) -> S3Result<()> {
 /// The tags of a write's `x-amz-tagging` header (URL-encoded `k1=v1&k2=v2`), validated; none
 /// when the header is absent.
 pub fn from_header(ctx: &ReqCtx) -> S3Result<Tags> {
-    let Some(value) = ctx.header("x-amz-tagging") else { return Ok(Vec::new()) };
+    let Some(value) = ctx.ascii_header("x-amz-tagging", S3ErrorCode::InvalidTag)? else {
+        return Ok(Vec::new());
+    };
     let decode = |text: &str| -> S3Result<String> {
         percent_decode_str(&text.replace('+', " ")).decode_utf8().map(|c| c.into_owned()).map_err(|_| {
             S3Error::with_message(S3ErrorCode::InvalidTag, "x-amz-tagging is not valid UTF-8 once decoded")
@@ -88,7 +86,7 @@ pub fn from_header(ctx: &ReqCtx) -> S3Result<Tags> {
 /// GetObjectTagging.
 pub async fn handle_get_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
-    let (meta, _) = load(ctx).await?;
+    let (meta, _) = super::load_object(ctx).await?;
     let mut w = XmlWriter::new();
     w.open_root("Tagging");
     w.open("TagSet");
@@ -109,14 +107,14 @@ pub async fn handle_put_object_tagging(ctx: &ReqCtx, body: Body) -> S3Result<Res
     let document = read_small(ctx, body, TAGGING_BODY_BYTES_MAX).await?;
     let tags = parse_tagging(&document)?;
     validate(&tags)?;
-    update(ctx, tags).await?;
+    super::update_object(ctx, |meta| ObjectMeta { tags: tags.clone(), ..meta }).await?;
     Ok(empty_response(StatusCode::OK))
 }
 
 /// DeleteObjectTagging: the object keeps everything but its tags.
 pub async fn handle_delete_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
-    update(ctx, Vec::new()).await?;
+    super::update_object(ctx, |meta| ObjectMeta { tags: Vec::new(), ..meta }).await?;
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
@@ -135,33 +133,4 @@ fn parse_tagging(document: &[u8]) -> S3Result<Tags> {
             Ok((key.to_owned(), value.to_owned()))
         })
         .collect()
-}
-
-/// The object's record and its engine version; NoSuchKey when there is none.
-async fn load(ctx: &ReqCtx) -> S3Result<(ObjectMeta, holt_core::Version)> {
-    let (bucket, key) = (ctx.bucket()?, ctx.key()?);
-    let entry = ctx.store().get(schema::object(bucket, key)).await?;
-    let entry = entry.ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchKey))?;
-    let meta = ObjectMeta::decode(&entry.value).ok_or_else(|| {
-        S3Error::internal("object record", format!("undecodable record for {bucket}/{key}"))
-    })?;
-    Ok((meta, entry.version))
-}
-
-/// Rewrites the object's record with `tags`, on the condition that nothing else wrote it
-/// meanwhile (else reads it again): the body and everything else stay as they are.
-async fn update(ctx: &ReqCtx, tags: Tags) -> S3Result<()> {
-    let okey = schema::object(ctx.bucket()?, ctx.key()?);
-    for _ in 0..UPDATE_ATTEMPTS_MAX {
-        let (meta, version) = load(ctx).await?;
-        let meta = ObjectMeta { tags: tags.clone(), ..meta };
-        let mut batch = Batch::new();
-        batch.put_if(okey.clone(), meta.encode(), Condition::Version(version));
-        match ctx.store().write_batch(batch).await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.code == S3ErrorCode::PreconditionFailed => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."))
 }

@@ -6,14 +6,26 @@
 //! Format history: V1 is the original layout of every record. V2 (object and upload records
 //! only) appends one byte, the multipart checksum type (`ChecksumType::code`; for uploads
 //! 0xFF when the upload has no checksum algorithm). V3 (object and upload records) appends the
-//! object's tags: a count, then each key and value. V1 records still decode: an object as a
-//! full-object checksum, an upload as the algorithm's default type; V1 and V2 as untagged.
+//! object's tags: a count, then each key and value; untagged records are written as V2, which
+//! a binary without tags reads. V4 (object records) appends an ACL flag byte (1: public-read)
+//! to V3 and is written only for public objects. A bucket record is V1, or V2 when it has
+//! more: V1 followed by its CORS rules, its policy document and the ACL flag byte. V1 records
+//! still decode: an object as a full-object checksum, an upload as the algorithm's default
+//! type; V1 and V2 as untagged.
 
 use crate::checksum::{ChecksumAlgo, ChecksumType};
 
 const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
 const FORMAT_V3: u8 = 3;
+const FORMAT_V4: u8 = 4;
+/// The ACL flag byte of V2 bucket and V4 object records: `public-read`.
+const ACL_PUBLIC_READ: u8 = 1;
+
+/// The `public-read` flag of an ACL flag byte; `None` for bits no version defines.
+fn acl_flags(byte: u8) -> Option<bool> {
+    (byte & !ACL_PUBLIC_READ == 0).then_some(byte & ACL_PUBLIC_READ != 0)
+}
 
 /// An object's tags (`x-amz-tagging`, PutObjectTagging): key and value pairs, in the order
 /// they were given, at most `handlers::tagging::TAGS_MAX`.
@@ -110,6 +122,8 @@ pub struct ObjectMeta {
     pub checksum_type: ChecksumType,
     /// The object's tags.
     pub tags: Tags,
+    /// The `public-read` ACL: anyone may read the object.
+    pub public_read: bool,
 }
 
 /// What a listing shows of an object (`ObjectMeta::decode_listed`).
@@ -185,6 +199,29 @@ pub struct BucketMeta {
     /// Reserved: always written `None` and never read (GetBucketLocation answers the
     /// configured region).
     pub location: Option<String>,
+    /// The bucket's CORS rules (PutBucketCors), in the order given; none when CORS is off.
+    pub cors: Vec<CorsRule>,
+    /// The bucket policy document as given (PutBucketPolicy; `handlers::policy`).
+    pub policy: Option<String>,
+    /// The `public-read` ACL: anyone may list the bucket.
+    pub public_read: bool,
+}
+
+/// One rule of a bucket's CORS configuration (`handlers::cors` checks and applies them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CorsRule {
+    /// The rule's `ID`, if it has one.
+    pub id: Option<String>,
+    /// Origins it allows; each may hold one `*`.
+    pub origins: Vec<String>,
+    /// Methods it allows: GET, PUT, HEAD, POST, DELETE.
+    pub methods: Vec<String>,
+    /// Headers a preflight may ask for, as given; each may hold one `*`.
+    pub headers: Vec<String>,
+    /// Response headers the browser may show the page.
+    pub expose: Vec<String>,
+    /// How long a browser may keep the preflight's answer, in seconds.
+    pub max_age: Option<u32>,
 }
 
 /// The record of a multipart upload in progress (`schema::upload`). Its engine version is
@@ -232,10 +269,16 @@ impl Enc {
     fn new() -> Self {
         Enc(vec![FORMAT_V1])
     }
-    fn new_v3() -> Self {
-        Enc(vec![FORMAT_V3])
+    /// A V2 record when `tags` is empty, else V3: an untagged record stays readable by a
+    /// binary that knows only V2 (a downgrade), and costs no byte for its empty tag set.
+    fn new_v2_or_v3(tags: &Tags) -> Self {
+        Enc(vec![if tags.is_empty() { FORMAT_V2 } else { FORMAT_V3 }])
     }
+    /// The tags of a V3 record (nothing for V2: see `new_v2_or_v3`).
     fn tags(&mut self, tags: &Tags) {
+        if self.0[0] < FORMAT_V3 {
+            return;
+        }
         self.u64(tags.len() as u64);
         for (k, v) in tags {
             self.bytes(k.as_bytes());
@@ -312,7 +355,12 @@ impl<'a> Dec<'a> {
         let (&v, rest) = b.split_first()?;
         (v == FORMAT_V1).then_some(Dec(rest))
     }
-    /// For the records that have V2 and V3 layouts: the decoder and the version found.
+    /// For object records (V1 to V4): the decoder and the version found.
+    fn start_object(b: &'a [u8]) -> Option<(Self, u8)> {
+        let (&v, rest) = b.split_first()?;
+        (FORMAT_V1..=FORMAT_V4).contains(&v).then_some((Dec(rest), v))
+    }
+    /// For upload records (V1 to V3): the decoder and the version found.
     fn start_v1_to_v3(b: &'a [u8]) -> Option<(Self, u8)> {
         let (&v, rest) = b.split_first()?;
         matches!(v, FORMAT_V1 | FORMAT_V2 | FORMAT_V3).then_some((Dec(rest), v))
@@ -476,9 +524,12 @@ impl<'a> Dec<'a> {
 }
 
 impl ObjectMeta {
-    /// The record's bytes, in the V3 layout.
+    /// The record's bytes: V4 when public, else V3 when tagged, else V2.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new_v3();
+        let mut e = Enc::new_v2_or_v3(&self.tags);
+        if self.public_read {
+            e.0[0] = FORMAT_V4;
+        }
         e.u64(self.size);
         e.0.extend_from_slice(&self.md5);
         e.u64(u64::from(self.parts));
@@ -492,23 +543,25 @@ impl ObjectMeta {
         }
         e.0.push(self.checksum_type.code());
         e.tags(&self.tags);
+        if self.public_read {
+            e.0.push(ACL_PUBLIC_READ);
+        }
         e.0
     }
 
     /// The fields a listing shows, decoded from the front of a record without the rest (the
     /// body of a small object is stored inline, after them, and is never copied here).
     pub fn decode_listed(b: &[u8]) -> Option<ListedObject> {
-        let (mut d, _) = Dec::start_v1_to_v3(b)?;
+        let (mut d, _) = Dec::start_object(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let storage_class = d.storage_class()?;
         let checksum_algo = d.first_checksum_algo()?;
         Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
     }
 
-    /// Decodes a V1, V2 or V3 record; `None` if the bytes are malformed or have bytes left
-    /// over.
+    /// Decodes a V1 to V4 record; `None` if the bytes are malformed or have bytes left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let (mut d, version) = Dec::start_v1_to_v3(b)?;
+        let (mut d, version) = Dec::start_object(b)?;
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let headers = d.headers()?;
         let checksums = d.checksums()?;
@@ -526,6 +579,8 @@ impl ObjectMeta {
             _ => ChecksumType::from_code(d.byte()?)?,
         };
         let tags = d.tags(version)?;
+        // V4 is written only for public objects.
+        let public_read = version == FORMAT_V4 && acl_flags(d.byte()?)?.then_some(true)?;
         d.end(ObjectMeta {
             size,
             md5,
@@ -537,34 +592,95 @@ impl ObjectMeta {
             part_sizes,
             checksum_type,
             tags,
+            public_read,
         })
     }
 }
 
 impl BucketMeta {
-    /// The record's bytes (V1, the only bucket layout).
+    /// Whether the record has nothing beyond the V1 fields.
+    fn is_v1(&self) -> bool {
+        self.cors.is_empty() && self.policy.is_none() && !self.public_read
+    }
+
+    /// The record's bytes: V1 when it has only the V1 fields; else V2, which adds the CORS
+    /// rules, the policy and the ACL flags.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new();
+        if !self.is_v1() {
+            e.0[0] = FORMAT_V2;
+        }
         e.bytes(self.owner.as_bytes());
         e.u64(self.created_ms);
         e.opt_str(&self.location);
+        if !self.is_v1() {
+            e.u64(self.cors.len() as u64);
+            for rule in &self.cors {
+                e.opt_str(&rule.id);
+                for list in [&rule.origins, &rule.methods, &rule.headers, &rule.expose] {
+                    e.u64(list.len() as u64);
+                    for item in list {
+                        e.bytes(item.as_bytes());
+                    }
+                }
+                e.u64(rule.max_age.map_or(0, |s| u64::from(s) + 1));
+            }
+            e.opt_str(&self.policy);
+            e.0.push(u8::from(self.public_read) * ACL_PUBLIC_READ);
+        }
         e.0
     }
 
-    /// Decodes a record; `None` if the bytes are malformed or have bytes left over.
+    /// Decodes a V1 or V2 record; `None` if the bytes are malformed or have bytes left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let mut d = Dec::start(b)?;
+        let (&version, rest) = b.split_first()?;
+        if !matches!(version, FORMAT_V1 | FORMAT_V2) {
+            return None;
+        }
+        let mut d = Dec(rest);
         let owner = d.string()?;
         let created_ms = d.u64()?;
         let location = d.opt_str()?;
-        d.end(BucketMeta { owner, created_ms, location })
+        let mut meta =
+            BucketMeta { owner, created_ms, location, cors: Vec::new(), policy: None, public_read: false };
+        if version == FORMAT_V2 {
+            let n = d.u64()?;
+            // Each rule takes at least six bytes.
+            if n > d.0.len() as u64 {
+                return None;
+            }
+            for _ in 0..n {
+                let id = d.opt_str()?;
+                let mut lists: [Vec<String>; 4] = Default::default();
+                for list in &mut lists {
+                    let len = d.u64()?;
+                    if len > d.0.len() as u64 {
+                        return None;
+                    }
+                    *list = (0..len).map(|_| d.string()).collect::<Option<_>>()?;
+                }
+                let max_age = match d.u64()? {
+                    0 => None,
+                    s => Some(u32::try_from(s - 1).ok()?),
+                };
+                let [origins, methods, headers, expose] = lists;
+                meta.cors.push(CorsRule { id, origins, methods, headers, expose, max_age });
+            }
+            meta.policy = d.opt_str()?;
+            meta.public_read = acl_flags(d.byte()?)?;
+            // V2 is written only for what V1 cannot hold.
+            if meta.is_v1() {
+                return None;
+            }
+        }
+        d.end(meta)
     }
 }
 
 impl UploadMeta {
-    /// The record's bytes, in the V3 layout.
+    /// The record's bytes: V3 when tagged, else V2.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::new_v3();
+        let mut e = Enc::new_v2_or_v3(&self.tags);
         e.u64(self.initiated_ms);
         e.headers(&self.headers);
         e.0.push(self.checksum_algo.map_or(NO_CODE, ChecksumAlgo::code));
@@ -663,6 +779,7 @@ mod tests {
             part_sizes: vec![5 << 20, 5 << 20, 1],
             checksum_type: ChecksumType::Composite,
             tags: vec![("project".into(), "holt".into()), ("empty".into(), "".into())],
+            public_read: false,
         }
     }
 
@@ -670,6 +787,15 @@ mod tests {
     fn object_meta_round_trips() {
         let m = sample();
         assert_eq!(ObjectMeta::decode(&m.encode()), Some(m.clone()));
+        let public = ObjectMeta { public_read: true, ..m.clone() };
+        assert_eq!(public.encode()[0], FORMAT_V4);
+        assert_eq!(ObjectMeta::decode(&public.encode()), Some(public.clone()));
+        let untagged_public = ObjectMeta { tags: vec![], ..public };
+        assert_eq!(ObjectMeta::decode(&untagged_public.encode()), Some(untagged_public.clone()));
+        // A V4 record is written only for a public object: a private one in V4 is malformed.
+        let mut private_v4 = untagged_public.encode();
+        *private_v4.last_mut().unwrap() = 0;
+        assert_eq!(ObjectMeta::decode(&private_v4), None);
         let inline = ObjectMeta { body: BodyRef::Inline(b"hi".to_vec()), parts: 0, part_sizes: vec![], ..m };
         assert_eq!(ObjectMeta::decode(&inline.encode()), Some(inline));
     }
@@ -687,7 +813,39 @@ mod tests {
 
     #[test]
     fn other_records_round_trip() {
-        let b = BucketMeta { owner: "AKIA1".into(), created_ms: 42, location: Some("eu-west-1".into()) };
+        let b = BucketMeta {
+            owner: "AKIA1".into(),
+            created_ms: 42,
+            location: Some("eu-west-1".into()),
+            cors: vec![],
+            policy: None,
+            public_read: false,
+        };
+        assert_eq!(b.encode()[0], FORMAT_V1, "a bucket with nothing more stays V1");
+        for more in [
+            BucketMeta { policy: Some("{}".into()), ..b.clone() },
+            BucketMeta { public_read: true, ..b.clone() },
+        ] {
+            assert_eq!(more.encode()[0], FORMAT_V2);
+            assert_eq!(BucketMeta::decode(&more.encode()), Some(more));
+        }
+        // V2 with nothing V1 lacks is never written, and not accepted.
+        let mut empty_v2 = b.encode();
+        empty_v2[0] = FORMAT_V2;
+        empty_v2.extend_from_slice(&[0, 0, 0]);
+        assert_eq!(BucketMeta::decode(&empty_v2), None);
+        let rule = CorsRule {
+            id: Some("uploads".into()),
+            origins: vec!["https://*.example.com".into()],
+            methods: vec!["GET".into(), "PUT".into()],
+            headers: vec!["*".into()],
+            expose: vec!["ETag".into()],
+            max_age: Some(0),
+        };
+        let with_cors =
+            BucketMeta { cors: vec![rule.clone(), CorsRule { max_age: None, ..rule }], ..b.clone() };
+        assert_eq!(with_cors.encode()[0], FORMAT_V2);
+        assert_eq!(BucketMeta::decode(&with_cors.encode()), Some(with_cors));
         assert_eq!(BucketMeta::decode(&b.encode()), Some(b));
         let u = UploadMeta {
             initiated_ms: 5,
@@ -711,13 +869,18 @@ mod tests {
 
     #[test]
     fn v1_and_v2_records_still_decode() {
-        // Untagged, a V3 record ends with the tag count 0; V2 is V3 without it, and V1 is V2
-        // without the checksum-type byte before it.
+        // Untagged records are written as V2 (a V3 record with the tag count 0 says the same);
+        // V1 is V2 without the checksum-type byte at its end.
         let m = ObjectMeta { checksum_type: ChecksumType::FullObject, tags: vec![], ..sample() };
         let mut older = m.encode();
-        assert_eq!(older.pop(), Some(0));
-        older[0] = FORMAT_V2;
+        assert_eq!(older[0], FORMAT_V2, "untagged objects are written as V2");
+        let mut v3 = older.clone();
+        v3[0] = FORMAT_V3;
+        v3.push(0);
+        assert_eq!(ObjectMeta::decode(&v3), Some(m.clone()));
         assert_eq!(ObjectMeta::decode(&older), Some(m.clone()));
+        let tagged = ObjectMeta { tags: vec![("k".into(), "v".into())], ..m.clone() };
+        assert_eq!(tagged.encode()[0], FORMAT_V3);
         older[0] = FORMAT_V1;
         older.pop();
         assert_eq!(ObjectMeta::decode(&older), Some(m));
@@ -729,8 +892,11 @@ mod tests {
             tags: vec![],
         };
         let mut older = u.encode();
-        assert_eq!(older.pop(), Some(0));
-        older[0] = FORMAT_V2;
+        assert_eq!(older[0], FORMAT_V2, "untagged uploads are written as V2");
+        let mut v3 = older.clone();
+        v3[0] = FORMAT_V3;
+        v3.push(0);
+        assert_eq!(UploadMeta::decode(&v3), Some(u.clone()));
         assert_eq!(UploadMeta::decode(&older), Some(u.clone()));
         older[0] = FORMAT_V1;
         older.pop();
