@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install the S3 clients the compat suite drives, into a cache directory, idempotently.
 #
-#   Python venv   $CACHE/venv      awscli (v1), boto3, s3cmd  (PyPI, pinned)
+#   Python venv   $CACHE/venv      awscli (v1), boto3, s3cmd, selenium  (PyPI, pinned)
 #   Go binaries   $CACHE/bin       mc, k6                     (Go module proxy, pinned, go install)
 #   Debian apt    system           rclone, curl, xfsprogs     (apt-get, only when missing)
 #                                  podman, podman-compose, runc, debootstrap (the container phase)
+#                                  chromium, chromium-driver (browser tests; .debs kept in $CACHE)
 #
 # A second run with a warm cache only checks stamp files and finishes in about a second.
 # CACHE is $HOLT_CACHE_DIR, default .cache/ in the repository (gitignored).
@@ -20,11 +21,13 @@ Usage: scripts/install-clients.sh [--help]
 Installs the S3 clients used by the compat tests and scripts/load.sh into \$HOLT_CACHE_DIR
 (default: .cache/ in the repository). Safe to re-run: cached pieces are skipped.
 
-  venv ($HOLT_CACHE_DIR/venv): awscli, boto3, s3cmd pinned from PyPI
+  venv ($HOLT_CACHE_DIR/venv): awscli, boto3, s3cmd, selenium pinned from PyPI
   bin  ($HOLT_CACHE_DIR/bin):  mc and k6 built with 'go install' from the Go module proxy
   apt:                         rclone, curl, xfsprogs (needs root or passwordless sudo);
                                podman, podman-compose, runc, debootstrap (with their
-                               recommended packages: podman's networking comes with them)
+                               recommended packages: podman's networking comes with them);
+                               chromium and chromium-driver, their packages kept in
+                               \$HOLT_CACHE_DIR/apt-archives
 
 Environment:
   HOLT_CACHE_DIR     cache directory
@@ -42,7 +45,8 @@ esac
 # Pinned versions. awscli 1.X pins botocore; boto3 must pin the same botocore, so these three move
 # together (awscli 1.46.2 <-> botocore 1.44.5 <-> boto3 1.44.5). aws-cli >= 1.37 and boto3 >= 1.36
 # are the versions that send CRC32 checksums and aws-chunked bodies by default.
-PY_PINS="awscli==1.46.2 boto3==1.44.5 botocore==1.44.5 s3cmd==2.4.0"
+# selenium drives Debian's headless Chromium (through its chromedriver) in the browser tests.
+PY_PINS="awscli==1.46.2 boto3==1.44.5 botocore==1.44.5 s3cmd==2.4.0 selenium==4.50.0"
 # mc publishes RELEASE.* tags that are not semver; the module proxy serves this commit as a
 # pseudo-version (the last mc commit the proxy resolves as latest; builds with Go >= 1.23).
 MC_MODULE="github.com/minio/mc@v0.0.0-20250313080218-cf909e1063a9"
@@ -134,8 +138,34 @@ install_container_tools() {
         holt_die "apt-get install ${missing[*]} failed"
 }
 
+# The browser tests: Debian's Chromium and its chromedriver. The packages apt fetches are kept
+# in the cache (about 100 MB), so that a fresh machine with the cache restored installs them
+# without downloading.
+install_browser() {
+    if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+        holt_log "chromium: present ($(chromium --version 2>/dev/null | head -n 1))"
+        return
+    fi
+    if [ "${HOLT_SKIP_APT:-0}" = 1 ]; then
+        holt_log "chromium: missing (HOLT_SKIP_APT=1, not installing)"
+        return
+    fi
+    local archives="$HOLT_CACHE_DIR/apt-archives"
+    mkdir -p "$archives/partial"
+    holt_log "chromium: installing (packages cached in $archives)"
+    export DEBIAN_FRONTEND=noninteractive
+    local apt=(apt-get -y -qq --no-install-recommends -o "Dir::Cache::archives=$archives")
+    # Straight from the cache when it holds every package; `update` only when it does not.
+    if ! holt_as_root "${apt[@]}" install chromium chromium-driver >/dev/null 2>&1; then
+        holt_as_root apt-get update -qq || holt_die "apt-get update failed"
+        holt_as_root "${apt[@]}" install chromium chromium-driver >/dev/null ||
+            holt_die "apt-get install chromium chromium-driver failed"
+    fi
+}
+
 install_apt_packages
 install_container_tools
+install_browser
 install_python_clients
 go_install_pinned mc "$MC_MODULE"
 go_install_pinned k6 "$K6_MODULE"

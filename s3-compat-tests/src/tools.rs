@@ -1,7 +1,7 @@
 //! Where the client binaries are.
 //!
 //! `scripts/test.sh` exports `HOLT_AWS`, `HOLT_PYTHON`, `HOLT_S3CMD`, `HOLT_MC`, `HOLT_RCLONE`,
-//! `HOLT_K6` and `HOLT_CURL`. Without them, the cache written by `scripts/install-clients.sh`
+//! `HOLT_K6`, `HOLT_CURL`, `HOLT_CHROMIUM` and `HOLT_CHROMEDRIVER`. Without them, the cache written by `scripts/install-clients.sh`
 //! (`$HOLT_CACHE_DIR`, default `<workspace>/.cache`) is used, then `PATH` for system packages.
 //! A client that cannot be found FAILS the test with the command that installs it: a missing
 //! client must never look like a passing scenario.
@@ -25,6 +25,10 @@ pub enum Tool {
     K6,
     /// curl, for raw HTTP requests no SDK would send; never installed by the suite.
     Curl,
+    /// Debian's Chromium, run headless by the browser scenarios.
+    Chromium,
+    /// The chromedriver that matches it (Debian's `chromium-driver`), which selenium drives.
+    Chromedriver,
 }
 
 impl Tool {
@@ -38,6 +42,8 @@ impl Tool {
             Tool::Rclone => "rclone",
             Tool::K6 => "k6",
             Tool::Curl => "curl",
+            Tool::Chromium => "chromium",
+            Tool::Chromedriver => "chromedriver",
         }
     }
 
@@ -50,6 +56,8 @@ impl Tool {
             Tool::Rclone => "HOLT_RCLONE",
             Tool::K6 => "HOLT_K6",
             Tool::Curl => "HOLT_CURL",
+            Tool::Chromium => "HOLT_CHROMIUM",
+            Tool::Chromedriver => "HOLT_CHROMEDRIVER",
         }
     }
 
@@ -63,6 +71,8 @@ impl Tool {
             Tool::Rclone => (Some("bin/rclone"), "rclone"),
             Tool::K6 => (Some("bin/k6"), "k6"),
             Tool::Curl => (None, "curl"),
+            Tool::Chromium => (None, "chromium"),
+            Tool::Chromedriver => (None, "chromedriver"),
         }
     }
 
@@ -74,6 +84,9 @@ impl Tool {
             Tool::Mc | Tool::K6 => "run scripts/install-clients.sh (go install of mc and k6, needs Go)",
             Tool::Rclone => "run scripts/install-clients.sh or `apt-get install -y rclone`",
             Tool::Curl => "`apt-get install -y curl`",
+            Tool::Chromium | Tool::Chromedriver => {
+                "run scripts/install-clients.sh or `apt-get install -y chromium chromium-driver`"
+            }
         }
     }
 

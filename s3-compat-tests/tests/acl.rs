@@ -1,12 +1,14 @@
 //! ACLs through the clients that send or read them.
 //!
 //! Invariants: aws-cli reads bucket and object ACLs (the owner with FULL_CONTROL), uploads with
-//! `--acl private` and `--acl bucket-owner-full-control`, sets `private` on an object, and gets
-//! NotImplemented (not a silent success) for `public-read`; s3cmd's `setacl --acl-private`
+//! `--acl private` and `--acl bucket-owner-full-control`, sets `private` on an object; with
+//! `public-read` (put-object-acl, cp --acl) the object reads without credentials and its ACL
+//! shows AllUsers READ, and other canned ACLs are NotImplemented (not a silent success);
+//! `mc anonymous set download|none` opens and closes a bucket to curl; s3cmd's `setacl --acl-private`
 //! (which reads the ACL document and writes it back) and `info` work; rclone uploads with
 //! `--s3-acl private`.
 
-use s3_compat_tests::clients::{Aws, Rclone, S3cmd};
+use s3_compat_tests::clients::{curl_get, Aws, Mc, Rclone, S3cmd};
 use s3_compat_tests::data::write_file;
 use s3_compat_tests::gateway::{Gateway, USER1_ACCESS_KEY};
 
@@ -34,14 +36,60 @@ fn aws_cli_reads_and_sets_private_acls() {
         .ok();
     let acl = aws.s3api(&["get-object-acl", "--bucket", BUCKET, "--key", "a.txt"]).run("get-object-acl").ok();
     acl.check_eq(acl.json()["Grants"][0]["Grantee"]["ID"].as_str(), Some(USER1_ACCESS_KEY), "grantee");
+    // public-read: anyone may read the object (curl without credentials), and the ACL says so.
+    let anonymous_get = |key: &str| {
+        let out = gw.work_dir().join("anonymous-get");
+        curl_get(&format!("{}/{BUCKET}/{key}", gw.endpoint()), &out).stdout.trim().to_owned()
+    };
+    assert_eq!(anonymous_get("a.txt"), "403", "private objects refuse anonymous reads");
     aws.s3api(&["put-object-acl", "--bucket", BUCKET, "--key", "a.txt", "--acl", "public-read"])
         .run("put-object-acl public-read")
-        .fails()
-        .mentions("NotImplemented");
+        .ok();
+    assert_eq!(anonymous_get("a.txt"), "200", "a public-read object reads anonymously");
+    let acl = aws.s3api(&["get-object-acl", "--bucket", BUCKET, "--key", "a.txt"]).run("get public acl").ok();
+    let grants = acl.json()["Grants"].clone();
+    acl.check_eq(
+        grants[1]["Grantee"]["URI"].as_str(),
+        Some("http://acs.amazonaws.com/groups/global/AllUsers"),
+        "AllUsers",
+    );
+    acl.check_eq(grants[1]["Permission"].as_str(), Some("READ"), "READ to AllUsers");
     aws.s3(&["cp", &file.to_string_lossy(), &format!("s3://{BUCKET}/c.txt"), "--acl", "public-read"])
         .run("cp --acl public-read")
-        .fails();
-    aws.s3api(&["head-object", "--bucket", BUCKET, "--key", "c.txt"]).run("head c.txt").fails();
+        .ok();
+    assert_eq!(anonymous_get("c.txt"), "200", "uploaded with --acl public-read");
+    assert_eq!(anonymous_get("b.txt"), "403", "the others stay private");
+    aws.s3api(&["put-object-acl", "--bucket", BUCKET, "--key", "a.txt", "--acl", "public-read-write"])
+        .run("put-object-acl public-read-write")
+        .fails()
+        .mentions("NotImplemented");
+}
+
+/// `mc anonymous set download` puts a bucket policy: objects read and the bucket lists without
+/// credentials; `mc anonymous get` reads it back; `set none` takes it away.
+#[test]
+fn mc_anonymous_download_opens_a_bucket_to_curl() {
+    let gw = Gateway::start("acl-mc-anonymous");
+    let mc = Mc::new(&gw);
+    let file = gw.work_dir().join("f.txt");
+    write_file(&file, b"for everyone\n");
+    let bucket = Mc::target("mc-public");
+    mc.cmd(&["mb", &bucket]).run("mc mb").ok();
+    mc.cmd(&["cp", &file.to_string_lossy(), &format!("{bucket}/dir/f.txt")]).run("mc cp").ok();
+    let out = gw.work_dir().join("anonymous-get");
+    let get = || curl_get(&format!("{}/mc-public/dir/f.txt", gw.endpoint()), &out).stdout.trim().to_owned();
+    assert_eq!(get(), "403", "private before the policy");
+    mc.cmd(&["anonymous", "set", "download", &bucket]).run("mc anonymous set download").ok();
+    assert_eq!(get(), "200", "anonymous GET after mc anonymous set download");
+    assert_eq!(std::fs::read(&out).unwrap(), b"for everyone\n");
+    let list = curl_get(&format!("{}/mc-public?list-type=2", gw.endpoint()), &out);
+    list.check_eq(list.stdout.trim(), "200", "anonymous listing");
+    let listing = String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned();
+    list.check(listing.contains("<Key>dir/f.txt</Key>"), "the anonymous listing names the object");
+    let policy = mc.cmd(&["anonymous", "get", &bucket]).run("mc anonymous get").ok();
+    policy.check(policy.stdout.contains("download"), "mc reads the policy back as download");
+    mc.cmd(&["anonymous", "set", "none", &bucket]).run("mc anonymous set none").ok();
+    assert_eq!(get(), "403", "private again after mc anonymous set none");
 }
 
 #[test]
