@@ -15,7 +15,8 @@ fuzz/corpus/<target>. Targets:
   request_head   routing and SigV4 authentication (header and presigned) of a request head
   aws_chunked    aws-chunked bodies: raw, and signed-then-mutated (a signed body must decode
                  to what was signed or be refused)
-  xml_bodies     Delete, CompleteMultipartUpload, CreateBucketConfiguration documents
+  xml_bodies     Delete, CompleteMultipartUpload, CreateBucketConfiguration, CORS, Tagging
+                 and ACL documents, bucket policies
   headers        Range, copy-source(-range), conditional headers, dates, query strings, keys
   records        the stored-record decoders (object, bucket, upload, part)
 

@@ -1,9 +1,13 @@
-//! Request-body XML (CreateBucketConfiguration, Delete, CompleteMultipartUpload). No document
-//! panics or gets anything but MalformedXML-class 4xx errors; an accepted document written back
-//! out parses to the same tree; the typed parsers keep their limits (1..=1000 keys, only
-//! characters XML 1.0 allows, at least one part).
+//! Request bodies: XML (CreateBucketConfiguration, Delete, CompleteMultipartUpload,
+//! CORSConfiguration, Tagging, AccessControlPolicy) and bucket policies (JSON). No document
+//! panics or gets anything but a 4xx error (or 501 for a grant or policy the gateway cannot
+//! honour); an accepted document written back out parses to the same tree; the typed parsers
+//! keep their limits (1..=1000 keys, only characters XML 1.0 allows, at least one part, 1..=100
+//! CORS rules).
 #![no_main]
 
+use gateway::error::{S3Error, S3ErrorCode};
+use gateway::handlers;
 use gateway::xml::request::{self, Element};
 use libfuzzer_sys::fuzz_target;
 
@@ -68,5 +72,29 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Err(e) = request::parse_create_bucket(data) {
         assert!(e.status().is_client_error(), "{:?}", e.code);
+    }
+    match handlers::cors::parse_configuration(data) {
+        Ok(rules) => assert!((1..=handlers::cors::RULES_MAX).contains(&rules.len())),
+        Err(e) => assert!(e.status().is_client_error(), "{:?}", e.code),
+    }
+    match handlers::tagging::parse_tagging(data) {
+        Ok(tags) => {
+            // What validation accepts, the record codec keeps.
+            if handlers::tagging::validate(&tags).is_ok() {
+                assert!(tags.len() <= handlers::tagging::TAGS_MAX);
+            }
+        }
+        Err(e) => assert!(e.status().is_client_error(), "{:?}", e.code),
+    }
+    // An ACL document or a bucket policy the gateway cannot honour is 501 by name; anything
+    // else wrong with it is a 4xx.
+    let refused = |e: &S3Error| e.status().is_client_error() || e.code == S3ErrorCode::NotImplemented;
+    if let Err(e) = handlers::acl::check_policy_document(data, "owner") {
+        assert!(refused(&e), "{:?}", e.code);
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Err(e) = handlers::policy::Policy::parse(text, "bucket") {
+            assert!(refused(&e), "{:?}", e.code);
+        }
     }
 });

@@ -165,6 +165,11 @@ impl Query {
     pub fn has(&self, name: &str) -> bool {
         self.0.iter().any(|(k, _)| k == name)
     }
+
+    /// Whether any parameter's name starts with `prefix`.
+    pub fn has_prefixed(&self, prefix: &str) -> bool {
+        self.0.iter().any(|(k, _)| k.starts_with(prefix))
+    }
 }
 
 fn decode_query_component(s: &str) -> S3Result<String> {

@@ -56,6 +56,9 @@ async fn a_download_policy_lets_anyone_read_and_list_and_nothing_more() {
     assert_eq!(r.xml_all("Key"), ["a/1.jpg"]);
     assert_eq!(anon(&gw, Method::GET, "/pics?location", b"").await.status, 200);
     anon(&gw, Method::GET, "/pics/a/missing", b"").await.assert_error(404, "NoSuchKey");
+    // As in S3, response header overrides are for signed requests only.
+    let r = anon(&gw, Method::GET, "/pics/a/1.jpg?response-content-type=text%2Fhtml", b"").await;
+    r.assert_error(400, "InvalidRequest");
 
     // Everything the policy does not grant is still refused, and nothing is stored.
     anon(&gw, Method::PUT, "/pics/a/2.jpg", b"two").await.assert_error(403, "AccessDenied");

@@ -105,6 +105,11 @@ async fn s3_limits_are_enforced_and_nothing_is_stored() {
         (long_value, "InvalidTag"),
         ("a=1&a=2".to_owned(), "InvalidTag"),
         ("=v".to_owned(), "InvalidTag"),
+        // Characters outside S3's set, in a key or a value, and the reserved prefix.
+        ("a%21=v".to_owned(), "InvalidTag"),
+        ("k=semi%3Bcolon".to_owned(), "InvalidTag"),
+        ("k=tab%09".to_owned(), "InvalidTag"),
+        ("aws%3Acreated=v".to_owned(), "InvalidTag"),
     ];
     for (header, code) in &cases {
         gw.req(USER_A, Method::PUT, "/bkt/k", &[("x-amz-tagging", header)], b"v")
@@ -112,6 +117,13 @@ async fn s3_limits_are_enforced_and_nothing_is_stored() {
             .assert_error(400, code);
         assert_eq!(gw.a(Method::HEAD, "/bkt/k", b"").await.status, 404, "{header}: nothing stored");
     }
+    // Every character S3 allows, letters of any script included.
+    let allowed = "Key%2B-%3D._:/@%20%C3%A9%E6%97%A5=Value+%2B-%3D._:/@9";
+    assert_eq!(
+        gw.req(USER_A, Method::PUT, "/bkt/chars", &[("x-amz-tagging", allowed)], b"v").await.status,
+        200
+    );
+    assert_eq!(tags_of(&gw, "/bkt/chars").await, pairs(&[("Key+-=._:/@ é日", "Value +-=._:/@9")]));
     // At the limits exactly: accepted (lengths in characters, not bytes).
     let ten: Vec<String> = (0..10).map(|i| format!("k{i}=v")).collect();
     let at_limit = format!("{}&{}={}", ten[..9].join("&"), "é".repeat(128), "é".repeat(256));

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use gateway::checksum::{ChecksumAlgo, ChecksumType};
-use gateway::storage::meta::{BodyRef, BucketMeta, ObjectHeaders, ObjectMeta, PartMeta, UploadMeta};
+use gateway::storage::meta::{BodyRef, BucketMeta, CorsRule, ObjectHeaders, ObjectMeta, PartMeta, UploadMeta};
 use holt_fuzz::auth_support::{
     chunked_put, encode_unsigned, seed_signature, Body, ChunkSigner, Req, Signer, REGION, SK, T0_STAMP,
 };
@@ -95,11 +95,15 @@ fn main() {
         write("aws_chunked", &format!("mutated-{form}"), &mutated);
     }
 
-    let docs: [(&str, &[u8]); 4] = [
+    let docs: [(&str, &[u8]); 8] = [
         ("delete", br#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet><Object><Key>a&amp;b</Key></Object><Object><Key>c/d</Key><VersionId>null</VersionId></Object></Delete>"#),
         ("complete", br#"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"9b2cf535f27731c974343645a3985328"</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part><Part><PartNumber>2</PartNumber><ETag>"x"</ETag></Part></CompleteMultipartUpload>"#),
         ("create", br#"<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>"#),
         ("cdata", b"<Delete><Object><Key><![CDATA[k<>]]></Key></Object><!-- c --><?pi x?></Delete>"),
+        ("cors", br#"<CORSConfiguration><CORSRule><ID>a</ID><AllowedOrigin>https://*.example.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedMethod>PUT</AllowedMethod><AllowedHeader>x-amz-*</AllowedHeader><ExposeHeader>ETag</ExposeHeader><MaxAgeSeconds>60</MaxAgeSeconds></CORSRule></CORSConfiguration>"#),
+        ("tagging", br#"<Tagging><TagSet><Tag><Key>project</Key><Value>holt</Value></Tag><Tag><Key>a:b</Key><Value></Value></Tag></TagSet></Tagging>"#),
+        ("acl", br#"<AccessControlPolicy><Owner><ID>owner</ID></Owner><AccessControlList><Grant><Grantee><ID>owner</ID></Grantee><Permission>FULL_CONTROL</Permission></Grant><Grant><Grantee><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>"#),
+        ("policy", br#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},"Action":["s3:GetBucketLocation","s3:ListBucket"],"Resource":["arn:aws:s3:::bucket"]},{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::bucket/public/*"}]}"#),
     ];
     for (name, doc) in docs {
         write("xml_bodies", name, doc);
@@ -136,6 +140,27 @@ fn main() {
         "records",
         "bucket",
         &BucketMeta { owner: "me".into(), created_ms: 5, location: Some("eu".into()), cors: vec![], policy: None, public_read: false }.encode(),
+    );
+    let rule = CorsRule {
+        id: Some("r".into()),
+        origins: vec!["*".into()],
+        methods: vec!["GET".into()],
+        headers: vec!["x-amz-*".into()],
+        expose: vec!["ETag".into()],
+        max_age: Some(60),
+    };
+    write(
+        "records",
+        "bucket-v2",
+        &BucketMeta {
+            owner: "me".into(),
+            created_ms: 5,
+            location: None,
+            cors: vec![rule],
+            policy: Some(r#"{"Statement":[]}"#.into()),
+            public_read: true,
+        }
+        .encode(),
     );
     let upload = UploadMeta {
         initiated_ms: 9,

@@ -162,7 +162,7 @@ pub async fn handle_put_acl(ctx: &ReqCtx, body: Body, object: bool) -> S3Result<
 
 /// The ACL an AccessControlPolicy document grants: the owner's FULL_CONTROL, and AllUsers
 /// READ or not.
-fn check_policy_document(document: &[u8], owner: &str) -> S3Result<Acl> {
+pub fn check_policy_document(document: &[u8], owner: &str) -> S3Result<Acl> {
     let malformed = |why: &str| S3Error::with_message(S3ErrorCode::MalformedACLError, why.to_owned());
     if document.iter().all(u8::is_ascii_whitespace) {
         return Err(malformed("Give a canned ACL in x-amz-acl or an AccessControlPolicy document."));

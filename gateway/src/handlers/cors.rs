@@ -80,7 +80,7 @@ pub async fn handle_delete_bucket_cors(ctx: &ReqCtx) -> S3Result<Response> {
 /// `<CORSConfiguration><CORSRule>…</CORSRule>…</CORSConfiguration>`, checked against S3's
 /// rules: 1 to 100 rules, each with an origin and a method; methods S3 knows; one `*` at
 /// most in an origin or allowed header, none in an expose header.
-fn parse_configuration(document: &[u8]) -> S3Result<Vec<CorsRule>> {
+pub fn parse_configuration(document: &[u8]) -> S3Result<Vec<CorsRule>> {
     let malformed = |why: &str| S3Error::with_message(S3ErrorCode::MalformedXML, why.to_owned());
     let invalid = |why: String| S3Error::with_message(S3ErrorCode::InvalidRequest, why);
     let root = request::parse(document)?;

@@ -4,7 +4,8 @@
 //! report their number in `x-amz-tagging-count`.
 //!
 //! S3's limits: at most 10 tags (400 BadRequest past it), keys of 1 to 128 characters, values
-//! of at most 256, no key twice (400 InvalidTag for the others).
+//! of at most 256, letters, digits, spaces and `+ - = . _ : / @` only, no key starting with
+//! `aws:`, no key twice (400 InvalidTag for the others).
 
 use axum::body::Body;
 use axum::response::Response;
@@ -50,6 +51,23 @@ pub fn validate(tags: &Tags) -> S3Result<()> {
                 format!("The TagValue you have provided is too long: at most {VALUE_CHARS_MAX} characters."),
             ));
         }
+        for (what, text) in [("TagKey", key), ("TagValue", value)] {
+            if let Some(c) = text.chars().find(|&c| !tag_char(c)) {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::InvalidTag,
+                    format!(
+                        "The {what} you have provided is invalid: {c:?} is not allowed (letters, digits, \
+                         spaces and + - = . _ : / @ are)."
+                    ),
+                ));
+            }
+        }
+        if key.starts_with("aws:") {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidTag,
+                "Your TagKey cannot be prefixed with aws:",
+            ));
+        }
         if tags[..i].iter().any(|(k, _)| k == key) {
             return Err(S3Error::with_message(
                 S3ErrorCode::InvalidTag,
@@ -58,6 +76,12 @@ pub fn validate(tags: &Tags) -> S3Result<()> {
         }
     }
     Ok(())
+}
+
+/// The characters S3 allows in tag keys and values: letters and digits (any script), spaces,
+/// and `+ - = . _ : / @`.
+fn tag_char(c: char) -> bool {
+    c.is_alphanumeric() || c == ' ' || "+-=._:/@".contains(c)
 }
 
 /// The tags of a write's `x-amz-tagging` header (URL-encoded `k1=v1&k2=v2`), validated; none
@@ -119,7 +143,7 @@ pub async fn handle_delete_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
 }
 
 /// `<Tagging><TagSet><Tag><Key/><Value/></Tag>…</TagSet></Tagging>`.
-fn parse_tagging(document: &[u8]) -> S3Result<Tags> {
+pub fn parse_tagging(document: &[u8]) -> S3Result<Tags> {
     let malformed = |why: &str| S3Error::with_message(S3ErrorCode::MalformedXML, why.to_owned());
     let root = request::parse(document)?;
     if root.name != "Tagging" {
