@@ -1,9 +1,10 @@
 //! holt-gateway: an S3-compatible HTTP front end whose metadata lives in holt-core.
 //!
 //! One request pipeline, top to bottom (`serve`): request id → in-flight cap → operational
-//! endpoints (`/health`, `/metrics`) → header limits → route (`routing`) → authenticate
-//! (`auth`) → `handlers::dispatch` → response (errors become S3 `<Error>` documents carrying
-//! the request id). `app(state)` returns the axum `Router`, so tests drive it with
+//! endpoints (`/health`, `/metrics`) → header limits → the console's files (`console`) →
+//! CORS preflight (`handlers::cors`) → route (`routing`) → authenticate (`auth`, or an
+//! anonymous grant: `handlers::policy`) → `handlers::dispatch` → response (errors become S3
+//! `<Error>` documents carrying the request id; CORS headers added for an `Origin`). `app(state)` returns the axum `Router`, so tests drive it with
 //! `app(state).oneshot(request)` and no socket; `server` adds the hyper connection limits.
 
 #![forbid(unsafe_code)]
@@ -12,6 +13,7 @@
 pub mod auth;
 pub mod checksum;
 pub mod config;
+pub mod console;
 pub mod error;
 pub mod framing;
 pub mod handlers;
@@ -586,6 +588,11 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
     if let Err(e) = check_request_head(&parts) {
         return ("Invalid", error_response(e, request_id));
     }
+    if !auth::has_authentication(&parts) {
+        if let Some(page) = console::serve(&parts.method, parts.uri.path(), &state.0.settings.region) {
+            return ("Console", page);
+        }
+    }
     let domain = state.0.settings.domain.as_deref();
     if parts.method == Method::OPTIONS {
         // A CORS preflight: answered from the bucket's rules, without authentication.
@@ -635,6 +642,13 @@ async fn serve_routed(
             Err(e) => return (op_name, error_response(e.resource(resource), request_id)),
         }
     };
+    if anonymous.is_some() && query.has_prefixed("response-") {
+        let e = S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "Request specific response headers cannot be used for anonymous GET requests.",
+        );
+        return (op_name, error_response(e.resource(resource), request_id));
+    }
     let authenticated = match &anonymous {
         Some(owner) => auth::anonymous_payload(&parts)
             .map(|payload| auth::Authenticated { access_key: owner.clone(), payload }),

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The web console in a real browser: headless Chromium, driven by selenium.
+
+Usage: console_browser.py --endpoint URL run '{"bucket": NAME, "big_bytes": N}'
+
+Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (typed into the sign-in form;
+boto3 uses them too, to set up and to check). Prints one JSON document:
+{"bad_sign_in": error text, "buckets": [...], "root_rows": [...], "docs_rows": [...],
+ "uploaded_rows": [...], "details": {name: value}, "downloaded_md5": hex, "small_md5": hex,
+ "heads": {key: {"size", "etag"}}}
+Screenshots go to $HOLT_SCREENSHOT_DIR when it is set.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import urllib.request
+
+import boto3
+from botocore.config import Config
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+SMALL = b"hello from the console test\n"
+
+
+def browser(profile):
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("HOLT_CHROMIUM", "/usr/bin/chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--no-first-run", "--window-size=1280,900", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=os.environ.get("HOLT_CHROMEDRIVER", "/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_script_timeout(60)
+    return driver
+
+
+def rows(driver):
+    """The listing's rows: ("prefix", prefix) or ("object", key, size)."""
+    out = []
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#listing tbody tr"):
+        if tr.get_attribute("class") == "prefix":
+            out.append(["prefix", tr.get_attribute("data-prefix")])
+        else:
+            out.append(["object", tr.get_attribute("data-key"), int(tr.get_attribute("data-size"))])
+    return out
+
+
+def run(endpoint, args):
+    bucket = args["bucket"]
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+    s3.create_bucket(Bucket=bucket)
+    for key, body in [("top.txt", b"top\n"), ("docs/a.txt", b"a" * 1000), ("docs/sub/b.txt", b"b")]:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    shots = os.environ.get("HOLT_SCREENSHOT_DIR")
+    if shots:
+        os.makedirs(shots, exist_ok=True)
+
+    def shot(driver, name):
+        if shots:
+            driver.save_screenshot(os.path.join(shots, f"console-{name}.png"))
+
+    result = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        small = os.path.join(tmp, "hello.txt")
+        with open(small, "wb") as f:
+            f.write(SMALL)
+        big = os.path.join(tmp, "big.bin")
+        with open(big, "wb") as f:
+            chunk = hashlib.sha256(b"seed").digest() * 32768  # 1 MiB
+            left = args["big_bytes"]
+            while left > 0:
+                f.write(chunk[:left])
+                left -= len(chunk)
+        driver = browser(os.path.join(tmp, "profile"))
+        # The listing is re-rendered as the page loads: a row may go stale while read.
+        wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
+        try:
+            driver.get(f"{endpoint}/console")
+            # A wrong secret is refused with the gateway's error.
+            driver.find_element(By.ID, "access-key").send_keys(os.environ["AWS_ACCESS_KEY_ID"])
+            driver.find_element(By.ID, "secret-key").send_keys("wrong-secret")
+            driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+            wait.until(lambda d: d.find_element(By.ID, "sign-in-error").text)
+            result["bad_sign_in"] = driver.find_element(By.ID, "sign-in-error").text
+            secret = driver.find_element(By.ID, "secret-key")
+            secret.clear()
+            secret.send_keys(os.environ["AWS_SECRET_ACCESS_KEY"])
+            driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+            wait.until(EC.visibility_of_element_located((By.ID, "app")))
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]'))
+            result["buckets"] = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#bucket-list a")]
+            driver.find_element(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]').click()
+            wait.until(lambda d: len(rows(d)) == 2)
+            result["root_rows"] = rows(driver)
+            shot(driver, "root")
+            driver.find_element(By.CSS_SELECTOR, 'tr.prefix[data-prefix="docs/"] a').click()
+            wait.until(lambda d: ["prefix", "docs/sub/"] in rows(d))
+            result["docs_rows"] = rows(driver)
+            # Upload both files into docs/ (the big one as a multipart upload).
+            driver.find_element(By.ID, "upload-input").send_keys(small + "\n" + big)
+            wait.until(lambda d: "uploaded" in d.find_element(By.ID, "progress-text").text
+                       or d.find_element(By.ID, "status").text)
+            result["upload_status"] = driver.find_element(By.ID, "status").text
+            wait.until(lambda d: any(r[1] == "docs/big.bin" for r in rows(d) if r[0] == "object"))
+            result["uploaded_rows"] = rows(driver)
+            shot(driver, "uploaded")
+            driver.find_element(By.CSS_SELECTOR, 'tr.object[data-key="docs/hello.txt"] td a').click()
+            wait.until(EC.visibility_of_element_located((By.ID, "details")))
+            wait.until(lambda d: d.find_element(By.ID, "download").get_attribute("href").startswith("http"))
+            terms = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#details-list dt")]
+            values = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#details-list dd")]
+            result["details"] = dict(zip(terms, values))
+            shot(driver, "details")
+            url = driver.find_element(By.ID, "download").get_attribute("href")
+            with urllib.request.urlopen(url) as resp:
+                result["downloaded_md5"] = hashlib.md5(resp.read()).hexdigest()
+        finally:
+            driver.quit()
+    result["small_md5"] = hashlib.md5(SMALL).hexdigest()
+    result["heads"] = {}
+    for key in ["docs/hello.txt", "docs/big.bin"]:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        result["heads"][key] = {"size": head["ContentLength"], "etag": head["ETag"]}
+    return result
+
+
+def main():
+    if len(sys.argv) != 5 or sys.argv[1] != "--endpoint":
+        sys.exit(__doc__)
+    endpoint, op, args = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    if op != "run":
+        sys.exit(f"unknown op {op}")
+    print(json.dumps(run(endpoint, args)))
+
+
+if __name__ == "__main__":
+    main()
