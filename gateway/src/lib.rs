@@ -650,8 +650,8 @@ async fn serve_routed(
         return (op_name, error_response(e.resource(resource), request_id));
     }
     let authenticated = match &anonymous {
-        Some(owner) => auth::anonymous_payload(&parts)
-            .map(|payload| auth::Authenticated { access_key: owner.clone(), payload }),
+        Some(grant) => auth::anonymous_payload(&parts)
+            .map(|payload| auth::Authenticated { access_key: grant.owner.clone(), payload }),
         None => {
             auth::authenticate(&parts, &state.0.credentials.load(), &state.0.auth_config, SystemTime::now())
         }
@@ -685,6 +685,12 @@ async fn serve_routed(
     match handlers::dispatch(ctx, body).await {
         Ok(resp) => (op_name, hold_until_sent(resp, user_slot)),
         Err(e) => {
+            let e = match &anonymous {
+                Some(grant) if !grant.may_list && e.code == S3ErrorCode::NoSuchKey => {
+                    S3Error::new(S3ErrorCode::AccessDenied)
+                }
+                _ => e,
+            };
             let e = if e.resource.is_empty() { e.resource(resource) } else { e };
             (op_name, error_response(e, request_id))
         }

@@ -114,6 +114,22 @@ async fn an_upload_policy_on_a_prefix_lets_anyone_write_there_only() {
     );
 }
 
+/// As in S3: without a grant to list the bucket, a missing object is 403, not 404, so that a
+/// grant to read objects does not reveal which keys exist.
+#[tokio::test]
+async fn without_a_grant_to_list_a_missing_object_is_access_denied() {
+    let gw = Gw::new();
+    gw.create_bucket("reads").await;
+    gw.put("reads", "here.txt", b"here").await;
+    let read_only = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::reads/*"}]}"#;
+    assert_eq!(gw.a(Method::PUT, "/reads?policy", read_only.as_bytes()).await.status, 204);
+    assert_eq!(anon(&gw, Method::GET, "/reads/here.txt", b"").await.body, b"here");
+    anon(&gw, Method::GET, "/reads/missing.txt", b"").await.assert_error(403, "AccessDenied");
+    anon(&gw, Method::GET, "/reads?list-type=2", b"").await.assert_error(403, "AccessDenied");
+    // The owner still gets 404.
+    gw.a(Method::GET, "/reads/missing.txt", b"").await.assert_error(404, "NoSuchKey");
+}
+
 #[tokio::test]
 async fn public_read_acls_open_a_bucket_listing_or_one_object() {
     let gw = Gw::new();

@@ -214,13 +214,24 @@ fn action_of(op: Operation) -> Option<(&'static str, bool)> {
     })
 }
 
+/// What an anonymous request was granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnonymousGrant {
+    /// The bucket's owner, for whom the request acts.
+    pub owner: String,
+    /// Whether anyone may list the bucket. Without it, a missing object is 403 AccessDenied
+    /// rather than 404 NoSuchKey, as in S3: a grant to read objects does not reveal which
+    /// keys exist.
+    pub may_list: bool,
+}
+
 /// Whether `route`, sent without any signature, is allowed by its bucket's policy or ACLs;
-/// if so, the bucket's owner, for whom the request then acts.
+/// if so, what it was granted.
 pub async fn anonymous_grant(
     store: &Store,
     route: &Route,
     headers: &http::HeaderMap,
-) -> S3Result<Option<String>> {
+) -> S3Result<Option<AnonymousGrant>> {
     let (Some((action, on_object)), Some(bucket)) = (action_of(route.op), route.bucket.as_deref()) else {
         return Ok(None);
     };
@@ -239,11 +250,13 @@ pub async fn anonymous_grant(
         (true, None) => return Ok(None),
         (false, _) => format!("arn:aws:s3:::{bucket}"),
     };
-    if let Some(text) = &meta.policy {
-        // A stored policy was checked when it was put; one that no longer parses grants nothing.
-        if Policy::parse(text, bucket).is_ok_and(|p| p.allows(action, &resource)) {
-            return Ok(Some(meta.owner));
-        }
+    // A stored policy was checked when it was put; one that no longer parses grants nothing.
+    let policy = meta.policy.as_deref().and_then(|text| Policy::parse(text, bucket).ok());
+    let may_list = meta.public_read
+        || policy.as_ref().is_some_and(|p| p.allows("s3:ListBucket", &format!("arn:aws:s3:::{bucket}")));
+    let grant = |owner: String| Some(AnonymousGrant { owner, may_list });
+    if policy.as_ref().is_some_and(|p| p.allows(action, &resource)) {
+        return Ok(grant(meta.owner));
     }
     let public = match (action, key) {
         ("s3:ListBucket", _) => meta.public_read,
@@ -254,7 +267,7 @@ pub async fn anonymous_grant(
             .is_some_and(|m| m.public_read),
         _ => false,
     };
-    Ok(public.then_some(meta.owner))
+    Ok(if public { grant(meta.owner) } else { None })
 }
 
 #[cfg(test)]
