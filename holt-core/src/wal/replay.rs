@@ -336,6 +336,9 @@ fn has_nonzero(bytes: &[u8]) -> bool {
     bytes.iter().any(|&b| b != 0)
 }
 
+/// The unit a misdirected write moves by: a sector.
+const MISDIRECT_GRANULE: u64 = 512;
+
 /// Why the bad record at file offset `off` (lsn `pos`) of a segment whose first record has
 /// lsn `base` must have been synced and then lost, if the bytes from `off` on say so:
 /// - a valid record at its own position was written when the log was already durable past
@@ -348,13 +351,20 @@ fn has_nonzero(bytes: &[u8]) -> bool {
 /// nothing past the first record that was not synced.
 ///
 /// Values reach the log verbatim, so a client can store bytes that decode as a record. Such
-/// a forgery is never taken as evidence: a record at its own position is skipped whole (what
-/// it holds is data), a durable claim counts only from a record at its own position (a
-/// forgery would have to know where in the log it lands), and a record away from its
-/// position counts only when its lsn falls in the torn range.
+/// a forgery is not taken as evidence: a record at its own position is skipped whole (what
+/// it holds is data), and so is the bad record when its header is readable; a durable claim
+/// counts only from a record at its own position (a forgery would have to know where in the
+/// log it lands); a record away from its position counts only when its lsn falls in the torn
+/// range and it sits whole sectors away from it. What is left is a forgery in the part of a
+/// torn record past its lost header that guesses both: one in 64 alignments, within the
+/// torn range's lsns.
 fn lost_write_evidence(bytes: &[u8], off: usize, pos: u64, base: u64, max_record: usize) -> Option<String> {
     let torn = off as u64..bytes.len() as u64;
-    let mut at = (off.saturating_add(7)) & !7;
+    // The bad record itself, when its header reached the disk: what follows the header inside
+    // it is whatever part of its value did, a client's bytes.
+    let own_span = crate::format::wal::peek_len(bytes.get(off..).unwrap_or_default(), max_record)
+        .map_or(0, crate::format::wal::padded_len);
+    let mut at = (off.saturating_add(own_span).saturating_add(7)) & !7;
     while at + 8 <= bytes.len() {
         let rec = match bytes[at..at + 4] == crate::format::wal::RECORD_MAGIC.to_le_bytes() {
             true => decode_record(&bytes[at..], max_record).ok(),
@@ -375,7 +385,9 @@ fn lost_write_evidence(bytes: &[u8], off: usize, pos: u64, base: u64, max_record
             at += rec.padded_len.max(8);
             continue;
         }
-        if own.is_some_and(|own| torn.contains(&own)) {
+        // A device puts a write astray by whole sectors; a client's bytes land at any 8-byte
+        // boundary.
+        if own.is_some_and(|own| torn.contains(&own) && own.abs_diff(at as u64) % MISDIRECT_GRANULE == 0) {
             return Some(format!(
                 "the record of lsn {} sits at offset {at}, not at its own position: a misdirected write",
                 rec.lsn
@@ -620,6 +632,48 @@ mod tests {
                         panic!("forgery {:?}, torn record holds it {torn_holds_it}: {e}", &forged[..16])
                     }
                 }
+            }
+        }
+    }
+
+    /// A forgery whose lsn falls in the torn range is no misdirected write either: not when
+    /// it sits a few bytes away from its own position (a device moves writes by sectors), and
+    /// not, however aligned, inside the torn record whose header reached the disk.
+    #[test]
+    fn forgeries_in_a_torn_record_do_not_pass_for_misdirected_writes() {
+        let lsn = |at: usize| BASE + (at - SEGMENT_HEADER_BYTES) as u64;
+        // (bytes away from the forgery's own position, whether the torn record keeps its header)
+        for (away, header_kept) in [(8i64, false), (-16, false), (512, true), (0, true)] {
+            // Where the forgery lands inside record 2 does not depend on its lsn.
+            let build = |forged_lsn: u64| {
+                let forged = record_claiming(90, forged_lsn, 0);
+                let mut bytes = SegmentHeader { segment: 1, base_lsn: BASE }.encode().to_vec();
+                for i in 0..4u32 {
+                    let at = bytes.len();
+                    let rec =
+                        if i == 2 { record_holding(i, lsn(at), at, &forged) } else { record(i, lsn(at)) };
+                    bytes.extend_from_slice(&rec);
+                }
+                let found =
+                    bytes.windows(forged.len()).position(|w| w == forged.as_slice()).expect("forgery");
+                (bytes, found)
+            };
+            let (_, at) = build(BASE);
+            let own = (at as i64 + away) as usize;
+            let (mut bytes, found) = build(lsn(own));
+            assert_eq!(found, at);
+            let starts = starts_of(&bytes);
+            // Record 2 torn: a sector of it after its header (or its header too) never arrived;
+            // the forgery, later in the record, did.
+            let lost = if header_kept { starts[2] + 8..starts[2] + 16 } else { starts[2]..starts[2] + 8 };
+            // Its own position is in the torn range (from record 2 to the end of the file).
+            assert!(lost.end <= at && own >= starts[2], "{away}: the forgery's position");
+            bytes[lost].fill(0);
+            let sim = SimFs::new(1);
+            write_segment(&sim, &bytes);
+            match replayed(&*sim, BASE) {
+                Ok((keys, _)) => assert_eq!(keys, ["key-0000", "key-0001"], "{away}"),
+                Err(e) => panic!("a forgery {away} bytes from its position (header kept {header_kept}): {e}"),
             }
         }
     }
