@@ -1,6 +1,8 @@
 // The holt console: a page of plain JavaScript that talks S3 to the gateway that served it.
 // Every request is signed here with SigV4 (WebCrypto's HMAC-SHA256 and SHA-256); the secret
-// key stays in this tab's sessionStorage and never leaves the browser.
+// key lives in this page's memory only, never in storage (an object served from the same
+// origin and opened in this tab could read that) and never leaves the browser: a reload
+// asks for it again.
 'use strict';
 
 const REGION = document.querySelector('meta[name="holt-region"]').content || 'us-east-1';
@@ -154,9 +156,10 @@ async function upload(bucket, key, file, onProgress) {
 // ---- state and rendering -------------------------------------------------------------------
 
 let current = { bucket: null, prefix: '', token: null };
+let signer = { accessKey: null, secretKey: null };
 
 function credentials() {
-  return { accessKey: sessionStorage.getItem('holt-ak'), secretKey: sessionStorage.getItem('holt-sk') };
+  return signer;
 }
 
 function status(text) {
@@ -312,19 +315,19 @@ async function signedIn() {
 
 $('sign-in-form').addEventListener('submit', guard(async (e) => {
   e.preventDefault();
-  sessionStorage.setItem('holt-ak', $('access-key').value.trim());
-  sessionStorage.setItem('holt-sk', $('secret-key').value);
+  signer = { accessKey: $('access-key').value.trim(), secretKey: $('secret-key').value };
+  $('secret-key').value = '';
   try {
     await s3('GET', '/', { 'max-buckets': '1' });
   } catch (err) {
-    sessionStorage.clear();
+    signer = { accessKey: null, secretKey: null };
     $('sign-in-error').textContent = err.message;
     return;
   }
   $('sign-in-error').textContent = '';
   await signedIn();
 }));
-$('sign-out').addEventListener('click', () => { sessionStorage.clear(); location.reload(); });
+$('sign-out').addEventListener('click', () => location.reload());
 $('create-bucket-form').addEventListener('submit', guard(async (e) => {
   e.preventDefault();
   const name = $('new-bucket').value.trim();
@@ -348,6 +351,4 @@ $('upload-input').addEventListener('change', guard(async (e) => {
 $('more').addEventListener('click', guard(listPage));
 if (!window.crypto?.subtle) {
   $('sign-in-error').textContent = 'This page needs a secure context (HTTPS, or localhost) to sign requests.';
-} else if (credentials().accessKey) {
-  guard(signedIn)();
 }

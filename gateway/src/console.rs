@@ -1,7 +1,8 @@
-//! The web console (`/console`): static files built into the binary, served to requests that
-//! carry no S3 authentication. The page signs its S3 requests itself (SigV4 with WebCrypto;
-//! the secret never leaves the browser), so the server side is only these files. A path-style
-//! request for a bucket named `console` that carries a signature is routed to S3 as ever.
+//! The web console (`/console`): static files built into the binary, served to path-style
+//! requests that carry no S3 authentication. The page signs its S3 requests itself (SigV4 with
+//! WebCrypto; the secret stays in the page's memory), so the server side is only these files.
+//! A signed request for a bucket named `console`, and any request to a virtual-hosted bucket,
+//! is routed to S3 as ever.
 
 use axum::body::Body;
 use axum::response::Response;

@@ -588,12 +588,12 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
     if let Err(e) = check_request_head(&parts) {
         return ("Invalid", error_response(e, request_id));
     }
-    if !auth::has_authentication(&parts) {
+    let domain = state.0.settings.domain.as_deref();
+    if !auth::has_authentication(&parts) && routing::virtual_host_bucket(&parts.headers, domain).is_none() {
         if let Some(page) = console::serve(&parts.method, parts.uri.path(), &state.0.settings.region) {
             return ("Console", page);
         }
     }
-    let domain = state.0.settings.domain.as_deref();
     if parts.method == Method::OPTIONS {
         // A CORS preflight: answered from the bucket's rules, without authentication.
         let bucket = routing::bucket_and_key(parts.uri.path(), &parts.headers, domain).map(|(b, _)| b);
@@ -675,6 +675,7 @@ async fn serve_routed(
         state: state.clone(),
         request_id: request_id.to_owned(),
         user: authenticated.access_key,
+        anonymous: anonymous.is_some(),
         payload: authenticated.payload,
         route,
         query,

@@ -54,6 +54,12 @@ async fn a_download_policy_lets_anyone_read_and_list_and_nothing_more() {
     assert_eq!(anon(&gw, Method::HEAD, "/pics/a/1.jpg", b"").await.status, 200);
     let r = anon(&gw, Method::GET, "/pics?list-type=2&prefix=a/", b"").await;
     assert_eq!(r.xml_all("Key"), ["a/1.jpg"]);
+    // Listings never show anyone the owner's access key.
+    for listing in ["/pics?list-type=2&fetch-owner=true", "/pics", "/pics?versions"] {
+        let r = anon(&gw, Method::GET, listing, b"").await;
+        assert!(!r.text().contains(USER_A.0), "{listing}: {}", r.text());
+    }
+    assert!(gw.a(Method::GET, "/pics", b"").await.text().contains(USER_A.0), "signed, the owner is shown");
     assert_eq!(anon(&gw, Method::GET, "/pics?location", b"").await.status, 200);
     anon(&gw, Method::GET, "/pics/a/missing", b"").await.assert_error(404, "NoSuchKey");
     // As in S3, response header overrides are for signed requests only.

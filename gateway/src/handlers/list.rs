@@ -267,7 +267,7 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     // A continuation token overrides start-after (both are echoed).
     let from = resume.as_deref().unwrap_or(start_after);
     let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let style = Style { versions: false, owner: fetch_owner.then_some(owner.as_str()) };
+    let style = Style { versions: false, owner: fetch_owner.then_some(ctx.shown_owner(&owner)) };
     let texts = [prefix, delimiter, start_after];
     let req = PageRequest { bucket, prefix, delimiter, start_after: from, max, style };
     let page = list_rendered(ctx, &req, requested, &texts)?;
@@ -309,7 +309,7 @@ pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let max = parse_max(ctx, "max-keys", MAX_KEYS_LIMIT)?;
     let requested = parse_encoding(ctx)?;
     let marker = ctx.query.get("marker").unwrap_or("");
-    let style = Style { versions: false, owner: Some(owner.as_str()) };
+    let style = Style { versions: false, owner: Some(ctx.shown_owner(&owner)) };
     let texts = [prefix, delimiter, marker];
     let req = PageRequest { bucket, prefix, delimiter, start_after: marker, max, style };
     let page = list_rendered(ctx, &req, requested, &texts)?;
@@ -346,7 +346,7 @@ pub async fn handle_list_object_versions(ctx: &ReqCtx) -> S3Result<Response> {
     let key_marker = ctx.query.get("key-marker").unwrap_or("");
     let version_marker = ctx.query.get("version-id-marker").unwrap_or("");
     // The only version of each key is `null`: a marker naming it resumes after the key.
-    let style = Style { versions: true, owner: Some(owner.as_str()) };
+    let style = Style { versions: true, owner: Some(ctx.shown_owner(&owner)) };
     let texts = [prefix, delimiter, key_marker];
     let req = PageRequest { bucket, prefix, delimiter, start_after: key_marker, max, style };
     let page = list_rendered(ctx, &req, requested, &texts)?;

@@ -39,8 +39,11 @@ pub struct ReqCtx {
     pub state: AppState,
     /// The id sent back in `x-amz-request-id` and in error documents.
     pub request_id: String,
-    /// The authenticated access key.
+    /// The authenticated access key (for an anonymous request, the bucket owner's).
     pub user: String,
+    /// Whether the request carried no signature and was let through by the bucket's policy
+    /// or ACLs (`policy::anonymous_grant`): responses then never show the owner's access key.
+    pub anonymous: bool,
     /// How the body must be verified (signed SHA-256, unsigned, or aws-chunked).
     pub payload: Payload,
     /// The operation, bucket and key the request was routed to.
@@ -59,6 +62,16 @@ impl ReqCtx {
     /// The engine and body store.
     pub fn store(&self) -> &crate::storage::Store {
         self.state.store()
+    }
+
+    /// The owner ID a response shows: the owner's access key, or a placeholder for an
+    /// anonymous request.
+    pub fn shown_owner<'a>(&self, owner: &'a str) -> &'a str {
+        if self.anonymous {
+            "anonymous"
+        } else {
+            owner
+        }
     }
 
     /// The bucket named by the request (routing guarantees one for bucket and object

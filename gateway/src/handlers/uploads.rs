@@ -23,6 +23,7 @@ pub async fn handle_list_parts(ctx: &ReqCtx) -> S3Result<Response> {
     let key = ctx.key()?;
     let id = upload_id(ctx)?;
     let owner = ctx.owned_bucket().await?.owner;
+    let owner = ctx.shown_owner(&owner).to_owned();
     let upload = load_upload(ctx, bucket, key, id).await?;
     let max = parse_max(ctx, "max-parts", MAX_PARTS_LIMIT)?;
     let requested = parse_encoding(ctx)?;
@@ -190,6 +191,7 @@ enum UploadEntry {
 pub async fn handle_list_multipart_uploads(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let owner = ctx.owned_bucket().await?.owner;
+    let owner = ctx.shown_owner(&owner).to_owned();
     let prefix = ctx.query.get("prefix").unwrap_or("");
     let delimiter = ctx.query.get("delimiter").unwrap_or("");
     let max = parse_max(ctx, "max-uploads", MAX_UPLOADS_LIMIT)?;
