@@ -52,6 +52,14 @@ def rows(driver):
     return out
 
 
+def rows_when(wait, ready):
+    """The listing's rows, once `ready(rows)` holds."""
+    def check(driver):
+        found = rows(driver)
+        return found if ready(found) else None
+    return wait.until(check)
+
+
 def run(endpoint, args):
     bucket = args["bucket"]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -95,24 +103,26 @@ def run(endpoint, args):
             secret.send_keys(os.environ["AWS_SECRET_ACCESS_KEY"])
             driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
             wait.until(EC.visibility_of_element_located((By.ID, "app")))
-            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]'))
-            result["buckets"] = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#bucket-list a")]
-            driver.find_element(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]').click()
-            wait.until(lambda d: len(rows(d)) == 2)
-            result["root_rows"] = rows(driver)
+            # The page renders the bucket list and the first bucket's listing as it signs in:
+            # every read and click is retried until it meets no element replaced meanwhile.
+            result["buckets"] = wait.until(
+                lambda d: [a.text for a in d.find_elements(By.CSS_SELECTOR, "#bucket-list a")])
+            wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]').click()
+                       or True)
+            result["root_rows"] = rows_when(wait, lambda r: len(r) == 2)
             shot(driver, "root")
-            driver.find_element(By.CSS_SELECTOR, 'tr.prefix[data-prefix="docs/"] a').click()
-            wait.until(lambda d: ["prefix", "docs/sub/"] in rows(d))
-            result["docs_rows"] = rows(driver)
+            wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr.prefix[data-prefix="docs/"] a').click() or True)
+            result["docs_rows"] = rows_when(wait, lambda r: ["prefix", "docs/sub/"] in r)
             # Upload both files into docs/ (the big one as a multipart upload).
             driver.find_element(By.ID, "upload-input").send_keys(small + "\n" + big)
             wait.until(lambda d: "uploaded" in d.find_element(By.ID, "progress-text").text
                        or d.find_element(By.ID, "status").text)
             result["upload_status"] = driver.find_element(By.ID, "status").text
-            wait.until(lambda d: any(r[1] == "docs/big.bin" for r in rows(d) if r[0] == "object"))
-            result["uploaded_rows"] = rows(driver)
+            result["uploaded_rows"] = rows_when(
+                wait, lambda r: any(x[1] == "docs/big.bin" for x in r if x[0] == "object"))
             shot(driver, "uploaded")
-            driver.find_element(By.CSS_SELECTOR, 'tr.object[data-key="docs/hello.txt"] td a').click()
+            wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr.object[data-key="docs/hello.txt"] td a').click()
+                       or True)
             wait.until(EC.visibility_of_element_located((By.ID, "details")))
             wait.until(lambda d: d.find_element(By.ID, "download").get_attribute("href").startswith("http"))
             terms = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#details-list dt")]
