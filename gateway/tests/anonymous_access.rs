@@ -185,8 +185,15 @@ async fn public_read_acls_open_a_bucket_listing_or_one_object() {
     // Overwriting an object without x-amz-acl makes it private again, as in S3.
     gw.put("open", "public.txt", b"v2").await;
     anon(&gw, Method::GET, "/open/public.txt", b"").await.assert_error(403, "AccessDenied");
+    // A multipart upload created public-read completes into a public object.
     let r = gw.req(USER_A, Method::POST, "/open/up?uploads", &[("x-amz-acl", "public-read")], b"").await;
-    r.assert_error(501, "NotImplemented");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.xml("UploadId").unwrap();
+    let r = gw.a(Method::PUT, &format!("/open/up?partNumber=1&uploadId={id}"), b"multipart").await;
+    let etag = r.header("etag").unwrap().to_owned();
+    let r = gw.a(Method::POST, &format!("/open/up?uploadId={id}"), &complete_body(&[(1, &etag)])).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(anon(&gw, Method::GET, "/open/up", b"").await.body, b"multipart");
 }
 
 #[tokio::test]

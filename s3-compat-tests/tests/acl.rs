@@ -58,6 +58,13 @@ fn aws_cli_reads_and_sets_private_acls() {
         .run("cp --acl public-read")
         .ok();
     assert_eq!(anonymous_get("c.txt"), "200", "uploaded with --acl public-read");
+    // Past aws-cli's 8 MiB threshold the ACL goes with CreateMultipartUpload.
+    let big = gw.work_dir().join("big.bin");
+    write_file(&big, &vec![b'x'; 9 << 20]);
+    aws.s3(&["cp", &big.to_string_lossy(), &format!("s3://{BUCKET}/big.bin"), "--acl", "public-read"])
+        .run("multipart cp --acl public-read")
+        .ok();
+    assert_eq!(anonymous_get("big.bin"), "200", "a multipart upload with --acl public-read");
     assert_eq!(anonymous_get("b.txt"), "403", "the others stay private");
     aws.s3api(&["put-object-acl", "--bucket", BUCKET, "--key", "a.txt", "--acl", "public-read-write"])
         .run("put-object-acl public-read-write")

@@ -168,6 +168,7 @@ fn main() {
         checksum_algo: Some(ChecksumAlgo::Sha256),
         checksum_type: Some(ChecksumType::FullObject),
         tags: vec![("k".into(), "v".into())],
+        public_read: true,
     };
     write("records", "upload", &upload.encode());
     let part = PartMeta {

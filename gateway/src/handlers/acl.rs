@@ -3,12 +3,11 @@
 //!
 //! - GetBucketAcl and GetObjectAcl show the owner's FULL_CONTROL, and AllUsers READ when the
 //!   bucket or object is public.
-//! - PutBucketAcl and PutObjectAcl, and the `x-amz-acl` header of CreateBucket, PutObject and
-//!   CopyObject, accept the canned ACLs `private`, `bucket-owner-full-control` (the same thing
-//!   here) and `public-read`, or an `AccessControlPolicy` granting the owner FULL_CONTROL and
-//!   at most AllUsers READ. A public bucket may be listed by anyone; a public object read.
-//!   CreateMultipartUpload takes the owner-only ACLs (set `public-read` on the completed
-//!   object with PutObjectAcl).
+//! - PutBucketAcl and PutObjectAcl, and the `x-amz-acl` header of CreateBucket, PutObject,
+//!   CopyObject and CreateMultipartUpload (for the object it completes into), accept the
+//!   canned ACLs `private`, `bucket-owner-full-control` (the same thing here) and
+//!   `public-read`, or an `AccessControlPolicy` granting the owner FULL_CONTROL and at most
+//!   AllUsers READ. A public bucket may be listed by anyone; a public object read.
 //! - Any other canned ACL, any `x-amz-grant-*` header, and any other grant is 501
 //!   NotImplemented with a message naming it: never accepted and silently ignored, which would
 //!   leave a client believing an object is shared when it is not. A value that is no canned

@@ -142,18 +142,13 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     ctx.owned_bucket().await?;
-    if super::acl::check_acl_headers(ctx)? == Some(super::acl::Acl::PublicRead) {
-        return Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "x-amz-acl public-read is not supported on CreateMultipartUpload: set it with PutObjectAcl once \
-             the upload is complete.",
-        ));
-    }
+    let public_read = super::acl::check_acl_headers(ctx)?.is_some_and(super::acl::Acl::is_public_read);
     let headers = object_headers_from_request(ctx)?;
     let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
     let tags = super::tagging::from_header(ctx)?;
     let id = new_upload_id();
-    let meta = UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type, tags };
+    let meta =
+        UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type, tags, public_read };
     let version = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
     // See `settle_commit`: a concurrent DeleteBucket must not strand the upload, nor may it
     // land in a bucket of the same name created by someone else meanwhile.
@@ -388,7 +383,7 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
             part_sizes: chosen.iter().map(|p| p.size).collect(),
             checksum_type: upload.checksum_type.unwrap_or(ChecksumType::FullObject),
             tags: upload.tags.clone(),
-            public_read: false,
+            public_read: upload.public_read,
         };
         if let Err(e) = completion::verify_object_checksums(&meta, &expected_object, &assembled.full) {
             ctx.store().discard(&meta.body).await;

@@ -7,11 +7,11 @@
 //! only) appends one byte, the multipart checksum type (`ChecksumType::code`; for uploads
 //! 0xFF when the upload has no checksum algorithm). V3 (object and upload records) appends the
 //! object's tags: a count, then each key and value; untagged records are written as V2, which
-//! a binary without tags reads. V4 (object records) appends an ACL flag byte (1: public-read)
-//! to V3 and is written only for public objects. A bucket record is V1, or V2 when it has
-//! more: V1 followed by its CORS rules, its policy document and the ACL flag byte. V1 records
-//! still decode: an object as a full-object checksum, an upload as the algorithm's default
-//! type; V1 and V2 as untagged.
+//! a binary without tags reads. V4 (object and upload records) appends an ACL flag byte (1:
+//! public-read) to V3 and is written only for public objects and uploads of them. A bucket
+//! record is V1, or V2 when it has more: V1 followed by its CORS rules, its policy document
+//! and the ACL flag byte. V1 records still decode: an object as a full-object checksum, an
+//! upload as the algorithm's default type; V1 and V2 as untagged.
 
 use crate::checksum::{ChecksumAlgo, ChecksumType};
 
@@ -239,6 +239,8 @@ pub struct UploadMeta {
     pub checksum_type: Option<ChecksumType>,
     /// The tags the completed object will have (`x-amz-tagging` of CreateMultipartUpload).
     pub tags: Tags,
+    /// Whether the completed object will be public (`x-amz-acl: public-read`).
+    pub public_read: bool,
 }
 
 /// The record of one uploaded part (`schema::part`).
@@ -355,15 +357,10 @@ impl<'a> Dec<'a> {
         let (&v, rest) = b.split_first()?;
         (v == FORMAT_V1).then_some(Dec(rest))
     }
-    /// For object records (V1 to V4): the decoder and the version found.
+    /// For object and upload records (V1 to V4): the decoder and the version found.
     fn start_object(b: &'a [u8]) -> Option<(Self, u8)> {
         let (&v, rest) = b.split_first()?;
         (FORMAT_V1..=FORMAT_V4).contains(&v).then_some((Dec(rest), v))
-    }
-    /// For upload records (V1 to V3): the decoder and the version found.
-    fn start_v1_to_v3(b: &'a [u8]) -> Option<(Self, u8)> {
-        let (&v, rest) = b.split_first()?;
-        matches!(v, FORMAT_V1 | FORMAT_V2 | FORMAT_V3).then_some((Dec(rest), v))
     }
     /// The tags of a V3 record (none before V3).
     fn tags(&mut self, version: u8) -> Option<Tags> {
@@ -678,21 +675,27 @@ impl BucketMeta {
 }
 
 impl UploadMeta {
-    /// The record's bytes: V3 when tagged, else V2.
+    /// The record's bytes: V4 when the object will be public, else V3 when tagged, else V2.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new_v2_or_v3(&self.tags);
+        if self.public_read {
+            e.0[0] = FORMAT_V4;
+        }
         e.u64(self.initiated_ms);
         e.headers(&self.headers);
         e.0.push(self.checksum_algo.map_or(NO_CODE, ChecksumAlgo::code));
         e.0.push(self.checksum_type.map_or(NO_CODE, ChecksumType::code));
         e.tags(&self.tags);
+        if self.public_read {
+            e.0.push(ACL_PUBLIC_READ);
+        }
         e.0
     }
 
-    /// Decodes a V1, V2 or V3 record; `None` if the bytes are malformed, have bytes left
-    /// over, or set only one of the checksum algorithm and type.
+    /// Decodes a V1 to V4 record; `None` if the bytes are malformed, have bytes left over, or
+    /// set only one of the checksum algorithm and type.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let (mut d, version) = Dec::start_v1_to_v3(b)?;
+        let (mut d, version) = Dec::start_object(b)?;
         let initiated_ms = d.u64()?;
         let headers = d.headers()?;
         let algo = match d.byte()? {
@@ -711,7 +714,9 @@ impl UploadMeta {
             return None;
         }
         let tags = d.tags(version)?;
-        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type, tags })
+        // V4 is written only for uploads of public objects.
+        let public_read = version == FORMAT_V4 && acl_flags(d.byte()?)?.then_some(true)?;
+        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type, tags, public_read })
     }
 }
 
@@ -853,8 +858,12 @@ mod tests {
             checksum_algo: Some(ChecksumAlgo::Sha256),
             checksum_type: Some(ChecksumType::Composite),
             tags: vec![("k".into(), "v".into())],
+            public_read: false,
         };
         assert_eq!(UploadMeta::decode(&u.encode()), Some(u.clone()));
+        let public = UploadMeta { public_read: true, ..u.clone() };
+        assert_eq!(public.encode()[0], FORMAT_V4);
+        assert_eq!(UploadMeta::decode(&public.encode()), Some(public));
         let plain = UploadMeta { checksum_algo: None, checksum_type: None, ..u };
         assert_eq!(UploadMeta::decode(&plain.encode()), Some(plain));
         let p = PartMeta {
@@ -890,6 +899,7 @@ mod tests {
             checksum_algo: Some(ChecksumAlgo::Crc64Nvme),
             checksum_type: Some(ChecksumType::FullObject),
             tags: vec![],
+            public_read: false,
         };
         let mut older = u.encode();
         assert_eq!(older[0], FORMAT_V2, "untagged uploads are written as V2");
