@@ -12,33 +12,20 @@ Screenshots go to $HOLT_SCREENSHOT_DIR when it is set.
 """
 
 import hashlib
-import json
 import os
-import sys
 import tempfile
 import urllib.request
 
 import boto3
 from botocore.config import Config
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
+from headless import browser, main
+
 SMALL = b"hello from the console test\n"
-
-
-def browser(profile):
-    options = webdriver.ChromeOptions()
-    options.binary_location = os.environ.get("HOLT_CHROMIUM", "/usr/bin/chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--no-first-run", "--window-size=1280,900", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path=os.environ.get("HOLT_CHROMEDRIVER", "/usr/bin/chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.set_script_timeout(60)
-    return driver
 
 
 def rows(driver):
@@ -142,14 +129,5 @@ def run(endpoint, args):
     return result
 
 
-def main():
-    if len(sys.argv) != 5 or sys.argv[1] != "--endpoint":
-        sys.exit(__doc__)
-    endpoint, op, args = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    if op != "run":
-        sys.exit(f"unknown op {op}")
-    print(json.dumps(run(endpoint, args)))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, run)

@@ -19,9 +19,7 @@ status and body or the error the browser raised.
 """
 
 import http.server
-import json
 import os
-import sys
 import tempfile
 import threading
 
@@ -29,7 +27,8 @@ import boto3
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
-from selenium import webdriver
+
+from headless import browser, main
 
 BODY = "uploaded by headless Chromium\n"
 
@@ -61,18 +60,6 @@ class Page(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def browser(profile):
-    options = webdriver.ChromeOptions()
-    options.binary_location = os.environ.get("HOLT_CHROMIUM", "/usr/bin/chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--no-first-run", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path=os.environ.get("HOLT_CHROMEDRIVER", "/usr/bin/chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.set_script_timeout(30)
-    return driver
 
 
 def run(endpoint, args):
@@ -136,14 +123,5 @@ def run(endpoint, args):
     return result
 
 
-def main():
-    if len(sys.argv) != 5 or sys.argv[1] != "--endpoint":
-        sys.exit(__doc__)
-    endpoint, op, args = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    if op != "run":
-        sys.exit(f"unknown op {op}")
-    print(json.dumps(run(endpoint, args)))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, run)

@@ -164,6 +164,15 @@ impl Boto3 {
             .arg(args.to_string())
     }
 
+    /// A browser scenario of `py/` (`op` `run`): the script drives headless Chromium through
+    /// selenium (`py/headless.py`) and saves screenshots under `target/screenshots/`.
+    pub fn browser_script(&self, script: &str, args: &Value) -> Cmd {
+        self.script(script, "run", args)
+            .env("HOLT_CHROMIUM", Tool::Chromium.path())
+            .env("HOLT_CHROMEDRIVER", Tool::Chromedriver.path())
+            .env("HOLT_SCREENSHOT_DIR", crate::tools::workspace_root().join("target/screenshots"))
+    }
+
     /// Call one S3 client method, e.g. `call("head_object", json!({"Bucket": b, "Key": k}))`.
     pub fn call(&self, method: &str, kwargs: Value) -> Cmd {
         self.op("call", &serde_json::json!({ "method": method, "kwargs": kwargs }))

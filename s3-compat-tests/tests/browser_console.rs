@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 
 use s3_compat_tests::clients::Boto3;
 use s3_compat_tests::gateway::Gateway;
-use s3_compat_tests::tools::{workspace_root, Tool};
 
 const BIG_BYTES: u64 = 70 << 20;
 
@@ -26,10 +25,7 @@ const BIG_BYTES: u64 = 70 << 20;
 fn the_console_signs_in_browses_uploads_and_downloads() {
     let gw = Gateway::start("browser-console");
     let out = Boto3::new(&gw)
-        .script("py/console_browser.py", "run", &json!({"bucket": "console-test", "big_bytes": BIG_BYTES}))
-        .env("HOLT_CHROMIUM", Tool::Chromium.path())
-        .env("HOLT_CHROMEDRIVER", Tool::Chromedriver.path())
-        .env("HOLT_SCREENSHOT_DIR", workspace_root().join("target/screenshots"))
+        .browser_script("py/console_browser.py", &json!({"bucket": "console-test", "big_bytes": BIG_BYTES}))
         .run("console_browser.py")
         .ok();
     let r = out.json();

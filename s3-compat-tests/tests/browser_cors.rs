@@ -16,17 +16,13 @@ use serde_json::json;
 
 use s3_compat_tests::clients::Boto3;
 use s3_compat_tests::gateway::Gateway;
-use s3_compat_tests::tools::{workspace_root, Tool};
 
 #[test]
 fn a_page_from_another_origin_uploads_downloads_and_lists() {
     let gw = Gateway::start("browser-cors");
     let boto3 = Boto3::new(&gw);
     let out = boto3
-        .script("py/cors_browser.py", "run", &json!({"bucket": "browser-cors"}))
-        .env("HOLT_CHROMIUM", Tool::Chromium.path())
-        .env("HOLT_CHROMEDRIVER", Tool::Chromedriver.path())
-        .env("HOLT_SCREENSHOT_DIR", workspace_root().join("target/screenshots"))
+        .browser_script("py/cors_browser.py", &json!({"bucket": "browser-cors"}))
         .run("cors_browser.py")
         .ok();
     let r = out.json();
