@@ -66,6 +66,27 @@ pub struct Cli {
     /// Accept AWS Signature Version 2 (header and presigned URLs): on (default) or off.
     #[arg(long, env = "HOLT_SIGV2")]
     pub sigv2: Option<String>,
+    /// Upstream mode: the endpoint of the S3-compatible store that holds the bodies, e.g.
+    /// http://minio:9000 or https://s3.eu-west-1.amazonaws.com. Unset: standalone.
+    #[arg(long, env = "HOLT_UPSTREAM")]
+    pub upstream: Option<String>,
+    /// The region requests to the upstream are signed for (default us-east-1).
+    #[arg(long, env = "HOLT_UPSTREAM_REGION")]
+    pub upstream_region: Option<String>,
+    /// The gateway's access key at the upstream.
+    #[arg(long, env = "HOLT_UPSTREAM_ACCESS_KEY")]
+    pub upstream_access_key: Option<String>,
+    /// The gateway's secret key at the upstream.
+    #[arg(long, env = "HOLT_UPSTREAM_SECRET_KEY", hide_env_values = true)]
+    pub upstream_secret_key: Option<String>,
+    /// Upstream addressing: path (endpoint/bucket/key, the default) or virtual
+    /// (bucket.endpoint/key).
+    #[arg(long, env = "HOLT_UPSTREAM_STYLE")]
+    pub upstream_style: Option<String>,
+    /// LOCAL=UPSTREAM: serve the upstream bucket UPSTREAM as LOCAL (repeatable, or
+    /// comma-separated in the environment); other buckets keep their names upstream.
+    #[arg(long, env = "HOLT_UPSTREAM_BUCKETS", value_delimiter = ',')]
+    pub upstream_bucket: Vec<String>,
 }
 
 /// The optional TOML file: the same keys, snake_case.
@@ -104,6 +125,18 @@ pub struct FileConfig {
     pub metrics_token: Option<String>,
     /// `--sigv2`: `on` or `off`.
     pub sigv2: Option<String>,
+    /// `--upstream`: the upstream endpoint URL.
+    pub upstream: Option<String>,
+    /// `--upstream-region`.
+    pub upstream_region: Option<String>,
+    /// `--upstream-access-key`.
+    pub upstream_access_key: Option<String>,
+    /// `--upstream-secret-key`.
+    pub upstream_secret_key: Option<String>,
+    /// `--upstream-style`: `path` or `virtual`.
+    pub upstream_style: Option<String>,
+    /// `--upstream-bucket`, as a table: local name = upstream name.
+    pub upstream_buckets: Option<std::collections::HashMap<String, String>>,
 }
 
 /// How log lines are written to stderr (`--log-format`).
@@ -152,6 +185,8 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// Whether Signature Version 2 is accepted.
     pub sigv2: bool,
+    /// Upstream mode's store; `None`: standalone.
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
 }
 
 /// The default size of the blocking pool: 4 threads per core, at least 8. Each thread holds
@@ -200,6 +235,7 @@ impl Config {
     /// Resolves `cli` over `file` over the defaults and checks the values; the error names the
     /// flag at fault.
     pub fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
+        let upstream = Self::upstream(&cli, &file)?;
         let listen_text = cli.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:9000".into());
         let listen = match listen_text.as_str() {
             "off" => None,
@@ -277,7 +313,50 @@ impl Config {
             log_format,
             metrics_token: cli.metrics_token.or(file.metrics_token).filter(|t| !t.is_empty()),
             sigv2,
+            upstream,
         })
+    }
+
+    /// The upstream settings of `cli` over `file`; an error names what is missing or wrong.
+    fn upstream(cli: &Cli, file: &FileConfig) -> Result<Option<crate::upstream::UpstreamConfig>, String> {
+        let pick = |c: &Option<String>, f: &Option<String>| c.clone().or_else(|| f.clone());
+        let Some(endpoint) = pick(&cli.upstream, &file.upstream) else {
+            let stray = cli.upstream_access_key.is_some() || !cli.upstream_bucket.is_empty();
+            return if stray {
+                Err("the --upstream-* settings need --upstream (the endpoint)".into())
+            } else {
+                Ok(None)
+            };
+        };
+        let endpoint = url::Url::parse(&endpoint).map_err(|e| format!("--upstream {endpoint}: {e}"))?;
+        if !matches!(endpoint.scheme(), "http" | "https") || endpoint.host_str().is_none() {
+            return Err(format!("--upstream must be an http:// or https:// URL with a host, not {endpoint}"));
+        }
+        let access_key = pick(&cli.upstream_access_key, &file.upstream_access_key)
+            .ok_or("--upstream needs --upstream-access-key (HOLT_UPSTREAM_ACCESS_KEY)")?;
+        let secret_key = pick(&cli.upstream_secret_key, &file.upstream_secret_key)
+            .ok_or("--upstream needs --upstream-secret-key (HOLT_UPSTREAM_SECRET_KEY)")?;
+        let path_style = match pick(&cli.upstream_style, &file.upstream_style).as_deref() {
+            None | Some("path") => true,
+            Some("virtual") => false,
+            Some(other) => return Err(format!("--upstream-style must be path or virtual, not {other}")),
+        };
+        let mut buckets = file.upstream_buckets.clone().unwrap_or_default();
+        for pair in &cli.upstream_bucket {
+            let (local, remote) = pair
+                .split_once('=')
+                .filter(|(l, r)| !l.is_empty() && !r.is_empty())
+                .ok_or_else(|| format!("--upstream-bucket takes LOCAL=UPSTREAM, not {pair}"))?;
+            buckets.insert(local.to_owned(), remote.to_owned());
+        }
+        Ok(Some(crate::upstream::UpstreamConfig {
+            endpoint,
+            region: pick(&cli.upstream_region, &file.upstream_region).unwrap_or_else(|| "us-east-1".into()),
+            access_key,
+            secret_key,
+            path_style,
+            buckets,
+        }))
     }
 }
 

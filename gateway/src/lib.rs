@@ -23,6 +23,7 @@ pub mod server;
 pub mod storage;
 pub mod time;
 pub mod tls;
+pub mod upstream;
 pub mod xml;
 
 use std::pin::Pin;

@@ -149,6 +149,15 @@ async fn run(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("opening the body store: {e}"))?
         .map_err(|e| format!("opening the body store: {e}"))?;
+    let store = match &config.upstream {
+        Some(up) => {
+            tracing::info!(endpoint = %up.endpoint, "upstream mode: bodies and writes go to the upstream store");
+            let client = gateway::upstream::Upstream::new(up.clone())
+                .map_err(|e| format!("the upstream client (root certificates): {e}"))?;
+            store.with_upstream(client)
+        }
+        None => store,
+    };
     let settings = Settings {
         region: config.region.clone(),
         domain: config.domain.clone(),

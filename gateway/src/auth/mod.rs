@@ -20,7 +20,7 @@
 //! a length the client announced.
 
 mod amz_date;
-mod canonical;
+pub(crate) mod canonical;
 mod chunked;
 mod credentials;
 mod error;

@@ -146,6 +146,9 @@ impl BodyStore {
                 f.seek(io::SeekFrom::Start(offset)).await?;
                 Source::File(f)
             }
+            BodyRef::Upstream(_) => {
+                return Err(io::Error::new(io::ErrorKind::Unsupported, "the body is held upstream"))
+            }
         };
         Ok(futures_util::stream::unfold((source, len), |(source, remaining)| async move {
             if remaining == 0 {

@@ -62,6 +62,19 @@ pub enum BodyRef {
     Inline(Vec<u8>),
     /// A file in the body store.
     File(BodyId),
+    /// In upstream mode: the upstream object store holds the body, under the same key in the
+    /// bucket's upstream bucket.
+    Upstream(UpstreamBody),
+}
+
+/// What the index knows of a body held upstream: enough to read exactly that body back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamBody {
+    /// The upstream's ETag (unquoted); GETs send it as `If-Match`, so a body replaced
+    /// upstream behind the index is detected rather than served under the old metadata.
+    pub etag: String,
+    /// The upstream version id, when its bucket is versioned.
+    pub version_id: Option<String>,
 }
 
 impl BodyRef {
@@ -69,7 +82,7 @@ impl BodyRef {
     pub fn file_id(&self) -> Option<BodyId> {
         match self {
             BodyRef::File(id) => Some(*id),
-            BodyRef::Inline(_) => None,
+            BodyRef::Inline(_) | BodyRef::Upstream(_) => None,
         }
     }
 }
@@ -346,6 +359,11 @@ impl Enc {
                 self.0.push(1);
                 self.0.extend_from_slice(&id.0);
             }
+            BodyRef::Upstream(up) => {
+                self.0.push(2);
+                self.bytes(up.etag.as_bytes());
+                self.opt_str(&up.version_id);
+            }
         }
     }
 }
@@ -494,14 +512,21 @@ impl<'a> Dec<'a> {
         match self.byte()? {
             0 => Some(BodyRef::Inline(self.bytes()?.to_vec())),
             1 => Some(BodyRef::File(BodyId(self.take(16)?.try_into().ok()?))),
+            2 => self.upstream_body(),
             _ => None,
         }
+    }
+    fn upstream_body(&mut self) -> Option<BodyRef> {
+        let etag = self.string()?;
+        let version_id = self.opt_str()?;
+        Some(BodyRef::Upstream(UpstreamBody { etag, version_id }))
     }
     /// `body`, with an inline body read past but not copied (left empty).
     fn body_summary(&mut self) -> Option<BodyRef> {
         match self.byte()? {
             0 => self.bytes().map(|_| BodyRef::Inline(Vec::new())),
             1 => Some(BodyRef::File(BodyId(self.take(16)?.try_into().ok()?))),
+            2 => self.upstream_body(),
             _ => None,
         }
     }

@@ -41,6 +41,9 @@ pub struct Store {
     pub tokens: Arc<TokenKey>,
     /// How long writes applied on a worker held it, and how many went to the pool.
     pub worker_times: Arc<WorkerTimes>,
+    /// Upstream mode: the object store that holds the bodies (`None`: standalone, bodies in
+    /// `bodies`).
+    pub upstream: Option<Arc<crate::upstream::Upstream>>,
 }
 
 /// Runs engine work that may block on the blocking pool: a read (or a write's descent) that
@@ -111,6 +114,7 @@ impl Store {
             bodies,
             tokens: Arc::new(TokenKey::new(secret)),
             worker_times: Arc::default(),
+            upstream: None,
         };
         let referenced = store.referenced_bodies().map_err(to_io)?;
         let removed = store.bodies.sweep(&referenced)?;
@@ -118,6 +122,12 @@ impl Store {
             tracing::info!(removed, "removed body files that no committed record names");
         }
         Ok(store)
+    }
+
+    /// The store in upstream mode: bodies and writes go to `upstream`.
+    pub fn with_upstream(mut self, upstream: crate::upstream::Upstream) -> Store {
+        self.upstream = Some(Arc::new(upstream));
+        self
     }
 
     /// Every body id named by an object or a part record.
@@ -222,8 +232,16 @@ impl Store {
     /// `into_db`, handing the store back while something else still holds the engine (an
     /// engine call on the blocking pool holds it until it returns).
     pub fn try_into_db(self) -> Result<Db, Store> {
-        let Store { db, durability, reclaimer, bodies, tokens, worker_times } = self;
-        Arc::try_unwrap(db).map_err(|db| Store { db, durability, reclaimer, bodies, tokens, worker_times })
+        let Store { db, durability, reclaimer, bodies, tokens, worker_times, upstream } = self;
+        Arc::try_unwrap(db).map_err(|db| Store {
+            db,
+            durability,
+            reclaimer,
+            bodies,
+            tokens,
+            worker_times,
+            upstream,
+        })
     }
 
     /// The engine's counters, for `/metrics`.

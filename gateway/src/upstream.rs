@@ -1,0 +1,574 @@
+//! Upstream mode: the S3-compatible object store (AWS S3, MinIO, Ceph RGW) in front of which
+//! the gateway runs. Bodies and writes go there; holt-core keeps the index that answers
+//! listings and HEAD. This module is the client: it signs each call with rusty-s3 (presigned
+//! URLs, `UNSIGNED-PAYLOAD`, so a body streams without being hashed first), sends it with
+//! hyper, and maps the upstream's answers onto S3 errors of our own.
+//!
+//! Errors: an upstream that cannot be reached, answers 5xx, or refuses the gateway's own
+//! credentials is 503 ServiceUnavailable to the client (the write was not acknowledged, and
+//! retrying is right); the upstream's 4xx answers that describe the request (NoSuchKey,
+//! PreconditionFailed, InvalidRange, EntityTooSmall, InvalidPart, BadDigest, NoSuchUpload)
+//! are passed on as themselves.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rusty_s3::actions::{
+    AbortMultipartUpload, CompleteMultipartUpload, CreateBucket, CreateMultipartUpload, DeleteObject,
+    GetObject, HeadBucket, HeadObject, ListObjectsV2, ListObjectsV2Response, PutObject, UploadPart,
+};
+use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
+
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::ObjectHeaders;
+
+/// How long each presigned request stays valid: it is sent at once, so this only bounds how
+/// long a slow body upload may take to start.
+const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
+/// Connecting to the upstream gives up after this long (503).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// An error document from the upstream is read up to this many bytes.
+const ERROR_BODY_MAX: usize = 64 << 10;
+/// A response document (listing page, multipart result) is read up to this many bytes.
+const DOCUMENT_MAX: usize = 16 << 20;
+
+/// A request body sent upstream: streamed object and part bodies, or small documents.
+pub type UpBody = BoxBody<Bytes, std::io::Error>;
+
+/// Where the upstream is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    /// Endpoint URL, `http://` or `https://`, e.g. `https://s3.eu-west-1.amazonaws.com`.
+    pub endpoint: url::Url,
+    /// The region requests to the upstream are signed for.
+    pub region: String,
+    /// The gateway's access key at the upstream.
+    pub access_key: String,
+    /// Its secret key.
+    pub secret_key: String,
+    /// Path-style addressing (`endpoint/bucket/key`, as MinIO and Ceph default to) rather
+    /// than virtual-hosted style (`bucket.endpoint/key`).
+    pub path_style: bool,
+    /// Local bucket name → upstream bucket name; a bucket not named here has the same name
+    /// upstream.
+    pub buckets: HashMap<String, String>,
+}
+
+/// What a successful upstream write reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The ETag, without quotes.
+    pub etag: String,
+    /// `x-amz-version-id`, when the upstream bucket is versioned.
+    pub version_id: Option<String>,
+}
+
+/// What an upstream HEAD reports of an object.
+#[derive(Debug, Clone)]
+pub struct HeadInfo {
+    /// Body length.
+    pub size: u64,
+    /// The ETag, without quotes.
+    pub etag: String,
+    /// `Last-Modified`, in ms since the epoch (0 if the upstream sent none).
+    pub last_modified_ms: u64,
+    /// Content headers and user metadata.
+    pub headers: ObjectHeaders,
+    /// `x-amz-version-id`, when versioned.
+    pub version_id: Option<String>,
+}
+
+/// The client of the upstream object store.
+pub struct Upstream {
+    config: UpstreamConfig,
+    credentials: Credentials,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, UpBody>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").field("endpoint", &self.config.endpoint.as_str()).finish_non_exhaustive()
+    }
+}
+
+/// Builds a body from bytes.
+pub fn full_body(data: impl Into<Bytes>) -> UpBody {
+    Full::new(data.into()).map_err(|never| match never {}).boxed()
+}
+
+fn empty_body() -> UpBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+fn unavailable(what: impl std::fmt::Display) -> S3Error {
+    S3Error::with_message(S3ErrorCode::ServiceUnavailable, format!("The upstream object store {what}."))
+}
+
+/// The text of the first `<tag>…</tag>` in `doc` (error documents and small results).
+fn xml_text<'a>(doc: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = doc.find(&open)? + open.len();
+    let end = doc[start..].find("</")? + start;
+    Some(&doc[start..end])
+}
+
+/// Unquotes an ETag header value.
+fn bare_etag(v: &str) -> String {
+    v.trim().trim_matches('"').to_owned()
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `x-amz-version-id`, unless absent or `null` (an unversioned bucket).
+fn version_id(h: &HeaderMap) -> Option<String> {
+    header(h, "x-amz-version-id").filter(|v| !v.is_empty() && *v != "null").map(str::to_owned)
+}
+
+/// The content headers and user metadata of an object, as request headers to send upstream.
+pub fn object_header_pairs(h: &ObjectHeaders) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, value) in [
+        ("content-type", &h.content_type),
+        ("content-encoding", &h.content_encoding),
+        ("content-language", &h.content_language),
+        ("content-disposition", &h.content_disposition),
+        ("cache-control", &h.cache_control),
+        ("expires", &h.expires),
+    ] {
+        if let Some(v) = value {
+            out.push((name.to_owned(), v.clone()));
+        }
+    }
+    for (k, v) in &h.user_meta {
+        out.push((format!("x-amz-meta-{k}"), v.clone()));
+    }
+    out
+}
+
+/// The content headers and user metadata an upstream response carries.
+fn object_headers_from(h: &HeaderMap) -> ObjectHeaders {
+    let get = |n: &str| header(h, n).map(str::to_owned);
+    let mut user_meta = Vec::new();
+    for (name, value) in h {
+        if let (Some(k), Ok(v)) = (name.as_str().strip_prefix("x-amz-meta-"), value.to_str()) {
+            user_meta.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    ObjectHeaders {
+        content_type: get("content-type"),
+        content_encoding: get("content-encoding"),
+        content_language: get("content-language"),
+        content_disposition: get("content-disposition"),
+        cache_control: get("cache-control"),
+        expires: get("expires"),
+        user_meta,
+        storage_class: None,
+    }
+}
+
+impl Upstream {
+    /// A client for `config`'s endpoint; nothing is sent until the first call.
+    pub fn new(config: UpstreamConfig) -> std::io::Result<Upstream> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new()).build(https);
+        let credentials = Credentials::new(config.access_key.clone(), config.secret_key.clone());
+        Ok(Upstream { config, credentials, client })
+    }
+
+    /// The configuration the client was built with.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
+    }
+
+    /// The upstream bucket a local bucket maps to.
+    pub fn bucket_name<'a>(&'a self, local: &'a str) -> &'a str {
+        self.config.buckets.get(local).map_or(local, String::as_str)
+    }
+
+    fn bucket(&self, local: &str) -> S3Result<Bucket> {
+        let style = if self.config.path_style { UrlStyle::Path } else { UrlStyle::VirtualHost };
+        Bucket::new(
+            self.config.endpoint.clone(),
+            style,
+            self.bucket_name(local).to_owned(),
+            self.config.region.clone(),
+        )
+        .map_err(|e| unavailable(format_args!("cannot address bucket {local}: {e}")))
+    }
+
+    /// Sends one signed request; non-2xx answers become errors (`status_error`) unless
+    /// `accept` lists them.
+    async fn send(
+        &self,
+        method: Method,
+        url: url::Url,
+        headers: &[(String, String)],
+        body: UpBody,
+        accept: &[StatusCode],
+    ) -> S3Result<http::Response<Incoming>> {
+        let mut req = http::Request::builder().method(method).uri(url.as_str());
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let req = req.body(body).map_err(|e| unavailable(format_args!("request could not be built: {e}")))?;
+        let resp = self.client.request(req).await.map_err(|e| {
+            tracing::warn!(error = %e, "upstream request failed");
+            unavailable("cannot be reached")
+        })?;
+        if resp.status().is_success() || accept.contains(&resp.status()) {
+            return Ok(resp);
+        }
+        Err(status_error(resp).await)
+    }
+
+    /// Reads a whole response document (bounded).
+    async fn document(resp: http::Response<Incoming>) -> S3Result<String> {
+        let body = http_body_util::Limited::new(resp.into_body(), DOCUMENT_MAX);
+        let bytes = body.collect().await.map_err(|_| unavailable("sent an unreadable response"))?.to_bytes();
+        String::from_utf8(bytes.to_vec()).map_err(|_| unavailable("sent a response that is not UTF-8"))
+    }
+
+    /// Whether the upstream bucket exists (and the gateway may use it).
+    pub async fn bucket_exists(&self, local: &str) -> S3Result<bool> {
+        let bucket = self.bucket(local)?;
+        let url = HeadBucket::new(&bucket, Some(&self.credentials)).sign(SIGNED_FOR);
+        let resp = self.send(Method::HEAD, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await?;
+        Ok(resp.status() != StatusCode::NOT_FOUND)
+    }
+
+    /// Creates the upstream bucket; one that already exists and is ours is fine.
+    pub async fn create_bucket(&self, local: &str) -> S3Result<()> {
+        let bucket = self.bucket(local)?;
+        let action = CreateBucket::new(&bucket, &self.credentials);
+        let url = action.sign(SIGNED_FOR);
+        let body = if self.config.region == "us-east-1" {
+            String::new()
+        } else {
+            format!(
+                "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+                 <LocationConstraint>{}</LocationConstraint></CreateBucketConfiguration>",
+                self.config.region
+            )
+        };
+        match self.send(Method::PUT, url, &[], full_body(body), &[]).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == S3ErrorCode::BucketAlreadyOwnedByYou => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stores `body` (`len` bytes) as `key`, with `headers` (content headers, user metadata,
+    /// Content-MD5). The body is streamed: if it ends short or with an error, the upstream
+    /// never completes the object.
+    pub async fn put_object(
+        &self,
+        local: &str,
+        key: &str,
+        len: u64,
+        headers: Vec<(String, String)>,
+        body: UpBody,
+    ) -> S3Result<Stored> {
+        let bucket = self.bucket(local)?;
+        let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
+        for (k, v) in &headers {
+            action.headers_mut().insert(k.clone(), v.clone());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let mut all = headers;
+        all.push(("content-length".into(), len.to_string()));
+        let resp = self.send(Method::PUT, url, &all, body, &[]).await?;
+        Ok(stored(resp.headers()))
+    }
+
+    /// Server-side copy of `src_local/src_key` to `local/key`. `headers`: the new object's
+    /// headers when `replace` (metadata directive REPLACE), else ignored.
+    pub async fn copy_object(
+        &self,
+        src_local: &str,
+        src_key: &str,
+        local: &str,
+        key: &str,
+        replace: Option<Vec<(String, String)>>,
+    ) -> S3Result<Stored> {
+        let bucket = self.bucket(local)?;
+        let source = format!(
+            "/{}/{}",
+            self.bucket_name(src_local),
+            crate::auth::canonical::uri_encode(src_key.as_bytes(), true)
+        );
+        let mut headers = vec![("x-amz-copy-source".to_owned(), source)];
+        match replace {
+            Some(h) => {
+                headers.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
+                headers.extend(h);
+            }
+            None => headers.push(("x-amz-metadata-directive".into(), "COPY".into())),
+        }
+        let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
+        for (k, v) in &headers {
+            action.headers_mut().insert(k.clone(), v.clone());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::PUT, url, &headers, empty_body(), &[]).await?;
+        let version = version_id(resp.headers());
+        let doc = Self::document(resp).await?;
+        // A copy can fail after its 200 has been sent: the error is then the document.
+        if doc.contains("<Error>") {
+            return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
+        }
+        let etag = xml_text(&doc, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
+        let etag = etag.ok_or_else(|| unavailable("answered a copy without an ETag"))?;
+        Ok(Stored { etag, version_id: version })
+    }
+
+    /// Streams `key`'s bytes `range` (inclusive end), only while its ETag is `etag`
+    /// (`If-Match`): an object replaced upstream since the index recorded it answers 412.
+    pub async fn get_object(
+        &self,
+        local: &str,
+        key: &str,
+        range: Option<(u64, u64)>,
+        etag: &str,
+    ) -> S3Result<Incoming> {
+        let bucket = self.bucket(local)?;
+        let url = GetObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let mut headers = vec![("if-match".to_owned(), format!("\"{etag}\""))];
+        if let Some((first, last)) = range {
+            headers.push(("range".into(), format!("bytes={first}-{last}")));
+        }
+        Ok(self.send(Method::GET, url, &headers, empty_body(), &[]).await?.into_body())
+    }
+
+    /// HEAD of `key`; `None` if the upstream has no such object.
+    pub async fn head_object(&self, local: &str, key: &str) -> S3Result<Option<HeadInfo>> {
+        let bucket = self.bucket(local)?;
+        let url = HeadObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let resp = self.send(Method::HEAD, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let h = resp.headers();
+        let size = header(h, "content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let last_modified_ms = header(h, "last-modified")
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Ok(Some(HeadInfo {
+            size,
+            etag: header(h, "etag").map(bare_etag).unwrap_or_default(),
+            last_modified_ms,
+            headers: object_headers_from(h),
+            version_id: version_id(h),
+        }))
+    }
+
+    /// Deletes `key` upstream (a missing key is not an error, as in S3).
+    pub async fn delete_object(&self, local: &str, key: &str) -> S3Result<()> {
+        let bucket = self.bucket(local)?;
+        let url = DeleteObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        self.send(Method::DELETE, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await.map(drop)
+    }
+
+    /// Starts a multipart upload of `key` upstream; returns its upload id.
+    pub async fn create_multipart(
+        &self,
+        local: &str,
+        key: &str,
+        headers: Vec<(String, String)>,
+    ) -> S3Result<String> {
+        let bucket = self.bucket(local)?;
+        let mut action = CreateMultipartUpload::new(&bucket, Some(&self.credentials), key);
+        for (k, v) in &headers {
+            action.headers_mut().insert(k.clone(), v.clone());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::POST, url, &headers, empty_body(), &[]).await?;
+        let doc = Self::document(resp).await?;
+        xml_text(&doc, "UploadId")
+            .map(str::to_owned)
+            .ok_or_else(|| unavailable("answered CreateMultipartUpload without an UploadId"))
+    }
+
+    /// Streams one part (`len` bytes) of the upstream upload `upload_id`; returns its ETag.
+    pub async fn upload_part(
+        &self,
+        local: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u16,
+        len: u64,
+        body: UpBody,
+    ) -> S3Result<String> {
+        let bucket = self.bucket(local)?;
+        let url =
+            UploadPart::new(&bucket, Some(&self.credentials), key, part_number, upload_id).sign(SIGNED_FOR);
+        let headers = [("content-length".to_owned(), len.to_string())];
+        let resp = self.send(Method::PUT, url, &headers, body, &[]).await?;
+        header(resp.headers(), "etag")
+            .map(bare_etag)
+            .ok_or_else(|| unavailable("answered a part without an ETag"))
+    }
+
+    /// Completes the upstream upload from `parts` (part number, upstream ETag), in order.
+    pub async fn complete_multipart(
+        &self,
+        local: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> S3Result<Stored> {
+        let bucket = self.bucket(local)?;
+        let url = CompleteMultipartUpload::new(
+            &bucket,
+            Some(&self.credentials),
+            key,
+            upload_id,
+            std::iter::empty::<&str>(),
+        )
+        .sign(SIGNED_FOR);
+        let mut doc = String::from("<CompleteMultipartUpload>");
+        for (n, etag) in parts {
+            doc.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>\"{etag}\"</ETag></Part>"));
+        }
+        doc.push_str("</CompleteMultipartUpload>");
+        let resp = self.send(Method::POST, url, &[], full_body(doc), &[]).await?;
+        let version = version_id(resp.headers());
+        let answer = Self::document(resp).await?;
+        if answer.contains("<Error>") {
+            return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &answer));
+        }
+        let etag = xml_text(&answer, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
+        let etag = etag.ok_or_else(|| unavailable("answered a completion without an ETag"))?;
+        Ok(Stored { etag, version_id: version })
+    }
+
+    /// Aborts the upstream upload (one already gone is fine).
+    pub async fn abort_multipart(&self, local: &str, key: &str, upload_id: &str) -> S3Result<()> {
+        let bucket = self.bucket(local)?;
+        let url =
+            AbortMultipartUpload::new(&bucket, Some(&self.credentials), key, upload_id).sign(SIGNED_FOR);
+        match self.send(Method::DELETE, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == S3ErrorCode::NoSuchUpload => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One page (up to 1,000 keys) of the upstream bucket's keys after `start_after`.
+    pub async fn list_page(&self, local: &str, start_after: &str) -> S3Result<ListObjectsV2Response> {
+        let bucket = self.bucket(local)?;
+        let mut action = ListObjectsV2::new(&bucket, Some(&self.credentials));
+        if !start_after.is_empty() {
+            action.with_start_after(start_after.to_owned());
+        }
+        action.with_max_keys(1000);
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::GET, url, &[], empty_body(), &[]).await?;
+        let doc = Self::document(resp).await?;
+        ListObjectsV2::parse_response(&doc)
+            .map_err(|e| unavailable(format_args!("sent a listing that does not parse: {e}")))
+    }
+}
+
+fn stored(h: &HeaderMap) -> Stored {
+    Stored { etag: header(h, "etag").map(bare_etag).unwrap_or_default(), version_id: version_id(h) }
+}
+
+/// The S3 error an upstream's non-2xx answer means to our client.
+async fn status_error(resp: http::Response<Incoming>) -> S3Error {
+    let status = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), ERROR_BODY_MAX).collect().await;
+    let doc = body.map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned()).unwrap_or_default();
+    error_from_document(status, &doc)
+}
+
+fn error_from_document(status: StatusCode, doc: &str) -> S3Error {
+    use S3ErrorCode as C;
+    let code = xml_text(doc, "Code").unwrap_or("");
+    let passed = match code {
+        "NoSuchKey" => Some(C::NoSuchKey),
+        "NoSuchUpload" => Some(C::NoSuchUpload),
+        "PreconditionFailed" => Some(C::PreconditionFailed),
+        "InvalidRange" => Some(C::InvalidRange),
+        "EntityTooSmall" => Some(C::EntityTooSmall),
+        "EntityTooLarge" => Some(C::EntityTooLarge),
+        "InvalidPart" => Some(C::InvalidPart),
+        "InvalidPartOrder" => Some(C::InvalidPartOrder),
+        "BadDigest" => Some(C::BadDigest),
+        "BucketAlreadyOwnedByYou" => Some(C::BucketAlreadyOwnedByYou),
+        _ => None,
+    };
+    if let Some(c) = passed {
+        return S3Error::new(c);
+    }
+    match status {
+        StatusCode::NOT_FOUND if code.is_empty() => S3Error::new(C::NoSuchKey),
+        StatusCode::PRECONDITION_FAILED => S3Error::new(C::PreconditionFailed),
+        StatusCode::RANGE_NOT_SATISFIABLE => S3Error::new(C::InvalidRange),
+        s if s == StatusCode::FORBIDDEN || s == StatusCode::UNAUTHORIZED => {
+            tracing::warn!(code, "upstream refused the gateway's credentials");
+            unavailable(format_args!("refused the gateway's request ({code})"))
+        }
+        s if s.is_server_error() => {
+            tracing::warn!(%status, code, "upstream error");
+            unavailable(format_args!("answered {status} {code}"))
+        }
+        _ => {
+            tracing::warn!(%status, code, "upstream refused a request");
+            S3Error::with_message(C::InvalidRequest, format!("The upstream object store refused: {code}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_errors_map_to_s3_errors() {
+        let err = |s: u16, doc: &str| error_from_document(StatusCode::from_u16(s).unwrap(), doc).code;
+        assert_eq!(err(404, "<Error><Code>NoSuchKey</Code></Error>"), S3ErrorCode::NoSuchKey);
+        assert_eq!(err(412, ""), S3ErrorCode::PreconditionFailed);
+        assert_eq!(err(503, "<Error><Code>SlowDownWrite</Code></Error>"), S3ErrorCode::ServiceUnavailable);
+        assert_eq!(err(500, "<Error><Code>InternalError</Code></Error>"), S3ErrorCode::ServiceUnavailable);
+        assert_eq!(
+            err(403, "<Error><Code>SignatureDoesNotMatch</Code></Error>"),
+            S3ErrorCode::ServiceUnavailable
+        );
+        assert_eq!(err(400, "<Error><Code>InvalidPart</Code></Error>"), S3ErrorCode::InvalidPart);
+        assert_eq!(err(400, "<Error><Code>Weird</Code></Error>"), S3ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn header_pairs_round_trip_through_a_response() {
+        let h = ObjectHeaders {
+            content_type: Some("text/plain".into()),
+            cache_control: Some("no-cache".into()),
+            user_meta: vec![("colour".into(), "blue".into())],
+            ..Default::default()
+        };
+        let mut map = HeaderMap::new();
+        for (k, v) in object_header_pairs(&h) {
+            map.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        assert_eq!(object_headers_from(&map), h);
+    }
+}
