@@ -154,7 +154,18 @@ async fn run(config: Config) -> Result<(), String> {
             tracing::info!(endpoint = %up.endpoint, "upstream mode: bodies and writes go to the upstream store");
             let client = gateway::upstream::Upstream::new(up.clone())
                 .map_err(|e| format!("the upstream client (root certificates): {e}"))?;
-            store.with_upstream(client)
+            let store = store.with_upstream(client);
+            // Keys whose writes a crash interrupted first, then the imports it interrupted.
+            let repaired = gateway::handlers::through::recover_intents(&store)
+                .await
+                .map_err(|e| format!("repairing interrupted upstream writes: {:?} {}", e.code, e.message))?;
+            if repaired > 0 {
+                tracing::info!(repaired, "repaired keys whose upstream writes were interrupted");
+            }
+            gateway::handlers::through::resume_imports(&store)
+                .await
+                .map_err(|e| format!("resuming imports: {:?} {}", e.code, e.message))?;
+            store
         }
         None => store,
     };

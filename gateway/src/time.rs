@@ -40,6 +40,55 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses an XML timestamp (`2009-10-12T17:50:30.000Z`, fraction optional) into milliseconds
+/// since the epoch; `None` for anything else or a time before the epoch.
+pub fn parse_iso8601(s: &str) -> Option<u64> {
+    let b = s.trim().as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let part = b.get(r)?;
+        part.iter().all(u8::is_ascii_digit).then(|| std::str::from_utf8(part).ok()?.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut ms = 0u64;
+    let mut rest = &b[19..];
+    if let Some(frac) = rest.strip_prefix(b".") {
+        let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return None;
+        }
+        let mut scale = 100;
+        for &c in &frac[..n.min(3)] {
+            ms += u64::from(c - b'0') * scale;
+            scale /= 10;
+        }
+        rest = &frac[n..];
+    }
+    if rest != b"Z" {
+        return None;
+    }
+    let days = days_from_civil(i64::from(y), mo, d);
+    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + sec);
+    u64::try_from(secs).ok().map(|s| s * 1000 + ms)
+}
+
 /// XML timestamp form with milliseconds.
 pub fn iso8601(ms: u64) -> String {
     let mut out = Vec::with_capacity(24);
@@ -99,6 +148,25 @@ fn digits(out: &mut [u8], mut v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso8601_round_trips() {
+        for ms in [0, 1, 999, 1_255_369_830_123, 1_764_384_000_000, 4_102_444_800_000, 951_782_400_500] {
+            assert_eq!(parse_iso8601(&iso8601(ms)), Some(ms), "{}", iso8601(ms));
+        }
+        assert_eq!(parse_iso8601("2009-10-12T17:50:30Z"), Some(1_255_369_830_000));
+        assert_eq!(parse_iso8601("2009-10-12T17:50:30.5Z"), Some(1_255_369_830_500));
+        for bad in [
+            "",
+            "2009-10-12 17:50:30Z",
+            "2009-13-12T17:50:30Z",
+            "2009-10-12T17:50:30",
+            "1969-12-31T23:59:59Z",
+            "2009-10-12T17:50:30.Z",
+        ] {
+            assert_eq!(parse_iso8601(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn formats() {

@@ -11,6 +11,7 @@
 //! are passed on as themselves.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,13 +23,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rusty_s3::actions::{
-    AbortMultipartUpload, CompleteMultipartUpload, CreateBucket, CreateMultipartUpload, DeleteObject,
-    GetObject, HeadBucket, HeadObject, ListObjectsV2, ListObjectsV2Response, PutObject, UploadPart,
+    AbortMultipartUpload, CompleteMultipartUpload, CreateBucket, CreateMultipartUpload, DeleteBucket,
+    DeleteObject, GetObject, HeadBucket, HeadObject, ListObjectsV2, ListObjectsV2Response, PutObject,
+    UploadPart,
 };
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::ObjectHeaders;
+use crate::storage::meta::{ObjectHeaders, UpstreamBody};
 
 /// How long each presigned request stays valid: it is sent at once, so this only bounds how
 /// long a slow body upload may take to start.
@@ -62,15 +64,6 @@ pub struct UpstreamConfig {
     pub buckets: HashMap<String, String>,
 }
 
-/// What a successful upstream write reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored {
-    /// The ETag, without quotes.
-    pub etag: String,
-    /// `x-amz-version-id`, when the upstream bucket is versioned.
-    pub version_id: Option<String>,
-}
-
 /// What an upstream HEAD reports of an object.
 #[derive(Debug, Clone)]
 pub struct HeadInfo {
@@ -91,6 +84,43 @@ pub struct Upstream {
     config: UpstreamConfig,
     credentials: Credentials,
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, UpBody>,
+    /// Orders this gateway's writes of one key: see `KeyLocks`.
+    pub locks: KeyLocks,
+    /// Per bucket being imported (or imported since start-up): keys indexed, and whether the
+    /// import has finished. For `/metrics` and the log.
+    pub imports: parking_lot::Mutex<std::collections::BTreeMap<String, (u64, bool)>>,
+}
+
+/// One lock per object key being written through this gateway. A write holds its key's lock
+/// from before its upstream request until its index record has committed, so two writes of
+/// one key reach the index in the order the upstream applied them. (Writes through other
+/// gateways, or straight to the upstream, are ordered by the repairs instead.)
+#[derive(Default)]
+pub struct KeyLocks(parking_lot::Mutex<HashMap<Vec<u8>, Weak<tokio::sync::Mutex<()>>>>);
+
+/// Past this many entries, `KeyLocks` drops those nobody holds (when the count reaches a
+/// power of two, so the sweep costs O(1) a lock on average).
+const KEY_LOCKS_SWEEP_FROM: usize = 1024;
+
+impl KeyLocks {
+    /// Waits for `key`'s lock.
+    pub async fn lock(&self, key: Vec<u8>) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut map = self.0.lock();
+            match map.get(&key).and_then(Weak::upgrade) {
+                Some(lock) => lock,
+                None => {
+                    if map.len() >= KEY_LOCKS_SWEEP_FROM && map.len().is_power_of_two() {
+                        map.retain(|_, w| w.strong_count() > 0);
+                    }
+                    let lock = Arc::new(tokio::sync::Mutex::new(()));
+                    map.insert(key, Arc::downgrade(&lock));
+                    lock
+                }
+            }
+        };
+        lock.lock_owned().await
+    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -190,7 +220,7 @@ impl Upstream {
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(https);
         let credentials = Credentials::new(config.access_key.clone(), config.secret_key.clone());
-        Ok(Upstream { config, credentials, client })
+        Ok(Upstream { config, credentials, client, locks: KeyLocks::default(), imports: Default::default() })
     }
 
     /// The configuration the client was built with.
@@ -275,6 +305,14 @@ impl Upstream {
         }
     }
 
+    /// Deletes the upstream bucket; one already gone is fine, one holding objects is
+    /// BucketNotEmpty.
+    pub async fn delete_bucket(&self, local: &str) -> S3Result<()> {
+        let bucket = self.bucket(local)?;
+        let url = DeleteBucket::new(&bucket, &self.credentials).sign(SIGNED_FOR);
+        self.send(Method::DELETE, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await.map(drop)
+    }
+
     /// Stores `body` (`len` bytes) as `key`, with `headers` (content headers, user metadata,
     /// Content-MD5). The body is streamed: if it ends short or with an error, the upstream
     /// never completes the object.
@@ -285,7 +323,7 @@ impl Upstream {
         len: u64,
         headers: Vec<(String, String)>,
         body: UpBody,
-    ) -> S3Result<Stored> {
+    ) -> S3Result<UpstreamBody> {
         let bucket = self.bucket(local)?;
         let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
         for (k, v) in &headers {
@@ -298,45 +336,74 @@ impl Upstream {
         Ok(stored(resp.headers()))
     }
 
-    /// Server-side copy of `src_local/src_key` to `local/key`. `headers`: the new object's
-    /// headers when `replace` (metadata directive REPLACE), else ignored.
-    pub async fn copy_object(
-        &self,
-        src_local: &str,
-        src_key: &str,
-        local: &str,
-        key: &str,
-        replace: Option<Vec<(String, String)>>,
-    ) -> S3Result<Stored> {
-        let bucket = self.bucket(local)?;
+    /// The `x-amz-copy-source` value naming `src_local/src_key` upstream, and the condition
+    /// that it still is the version whose ETag is `src_etag`.
+    fn copy_source(&self, src_local: &str, src_key: &str, src_etag: &str) -> Vec<(String, String)> {
         let source = format!(
             "/{}/{}",
             self.bucket_name(src_local),
             crate::auth::canonical::uri_encode(src_key.as_bytes(), true)
         );
-        let mut headers = vec![("x-amz-copy-source".to_owned(), source)];
-        match replace {
-            Some(h) => {
-                headers.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
-                headers.extend(h);
-            }
-            None => headers.push(("x-amz-metadata-directive".into(), "COPY".into())),
+        vec![
+            ("x-amz-copy-source".to_owned(), source),
+            ("x-amz-copy-source-if-match".to_owned(), format!("\"{src_etag}\"")),
+        ]
+    }
+
+    /// Reads a copy's result document (CopyObjectResult, CopyPartResult): its ETag. A copy can
+    /// fail after its 200 has been sent: the error is then the document.
+    async fn copy_result(resp: http::Response<Incoming>) -> S3Result<(String, Option<String>)> {
+        let version = version_id(resp.headers());
+        let doc = Self::document(resp).await?;
+        if doc.contains("<Error>") {
+            return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
         }
+        let etag = xml_text(&doc, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
+        Ok((etag.ok_or_else(|| unavailable("answered a copy without an ETag"))?, version))
+    }
+
+    /// Server-side copy of `src_local/src_key` (while its ETag is `src_etag`) to
+    /// `local/key`, with `headers` as the new object's headers (metadata directive REPLACE:
+    /// the index decides what the copy carries) and the client's conditions.
+    pub async fn copy_object(
+        &self,
+        (src_local, src_key, src_etag): (&str, &str, &str),
+        local: &str,
+        key: &str,
+        headers: Vec<(String, String)>,
+    ) -> S3Result<UpstreamBody> {
+        let bucket = self.bucket(local)?;
+        let mut all = self.copy_source(src_local, src_key, src_etag);
+        all.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
+        all.extend(headers);
         let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
+        for (k, v) in &all {
+            action.headers_mut().insert(k.clone(), v.clone());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::PUT, url, &all, empty_body(), &[]).await?;
+        let (etag, version_id) = Self::copy_result(resp).await?;
+        Ok(UpstreamBody { etag, version_id, headers_pending: false })
+    }
+
+    /// UploadPartCopy upstream: part `part_number` of `upload_id` becomes bytes
+    /// `first..=last` of the source (while its ETag is `src_etag`); returns the part's ETag.
+    pub async fn upload_part_copy(
+        &self,
+        (src_local, src_key, src_etag): (&str, &str, &str),
+        (local, key, upload_id, part_number): (&str, &str, &str, u16),
+        (first, last): (u64, u64),
+    ) -> S3Result<String> {
+        let bucket = self.bucket(local)?;
+        let mut headers = self.copy_source(src_local, src_key, src_etag);
+        headers.push(("x-amz-copy-source-range".into(), format!("bytes={first}-{last}")));
+        let mut action = UploadPart::new(&bucket, Some(&self.credentials), key, part_number, upload_id);
         for (k, v) in &headers {
             action.headers_mut().insert(k.clone(), v.clone());
         }
         let url = action.sign(SIGNED_FOR);
         let resp = self.send(Method::PUT, url, &headers, empty_body(), &[]).await?;
-        let version = version_id(resp.headers());
-        let doc = Self::document(resp).await?;
-        // A copy can fail after its 200 has been sent: the error is then the document.
-        if doc.contains("<Error>") {
-            return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
-        }
-        let etag = xml_text(&doc, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
-        let etag = etag.ok_or_else(|| unavailable("answered a copy without an ETag"))?;
-        Ok(Stored { etag, version_id: version })
+        Ok(Self::copy_result(resp).await?.0)
     }
 
     /// Streams `key`'s bytes `range` (inclusive end), only while its ETag is `etag`
@@ -434,7 +501,8 @@ impl Upstream {
         key: &str,
         upload_id: &str,
         parts: &[(u32, String)],
-    ) -> S3Result<Stored> {
+        conditions: Vec<(String, String)>,
+    ) -> S3Result<UpstreamBody> {
         let bucket = self.bucket(local)?;
         let url = CompleteMultipartUpload::new(
             &bucket,
@@ -449,7 +517,7 @@ impl Upstream {
             doc.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>\"{etag}\"</ETag></Part>"));
         }
         doc.push_str("</CompleteMultipartUpload>");
-        let resp = self.send(Method::POST, url, &[], full_body(doc), &[]).await?;
+        let resp = self.send(Method::POST, url, &conditions, full_body(doc), &[]).await?;
         let version = version_id(resp.headers());
         let answer = Self::document(resp).await?;
         if answer.contains("<Error>") {
@@ -457,7 +525,7 @@ impl Upstream {
         }
         let etag = xml_text(&answer, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
         let etag = etag.ok_or_else(|| unavailable("answered a completion without an ETag"))?;
-        Ok(Stored { etag, version_id: version })
+        Ok(UpstreamBody { etag, version_id: version, headers_pending: false })
     }
 
     /// Aborts the upstream upload (one already gone is fine).
@@ -488,8 +556,12 @@ impl Upstream {
     }
 }
 
-fn stored(h: &HeaderMap) -> Stored {
-    Stored { etag: header(h, "etag").map(bare_etag).unwrap_or_default(), version_id: version_id(h) }
+fn stored(h: &HeaderMap) -> UpstreamBody {
+    UpstreamBody {
+        etag: header(h, "etag").map(bare_etag).unwrap_or_default(),
+        version_id: version_id(h),
+        headers_pending: false,
+    }
 }
 
 /// The S3 error an upstream's non-2xx answer means to our client.
@@ -514,6 +586,7 @@ fn error_from_document(status: StatusCode, doc: &str) -> S3Error {
         "InvalidPartOrder" => Some(C::InvalidPartOrder),
         "BadDigest" => Some(C::BadDigest),
         "BucketAlreadyOwnedByYou" => Some(C::BucketAlreadyOwnedByYou),
+        "BucketNotEmpty" => Some(C::BucketNotEmpty),
         _ => None,
     };
     if let Some(c) = passed {

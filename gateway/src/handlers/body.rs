@@ -15,7 +15,10 @@ use super::ReqCtx;
 use crate::auth::{self, ChunkedDecoder, Payload};
 use crate::checksum::{ChecksumAlgo, Hasher, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::BodyRef;
+use crate::storage::meta::{BodyRef, UpstreamBody};
+use crate::upstream::UpBody;
+use futures_util::future::BoxFuture;
+use http_body_util::BodyExt as _;
 
 /// Largest single PutObject or part body: 5 GiB.
 pub const OBJECT_BYTES_MAX: u64 = 5 << 30;
@@ -302,8 +305,27 @@ fn verify_checksums(
     Ok(out)
 }
 
+/// Where `ingest_to` sends a body.
+pub enum Sink {
+    /// The local body store.
+    Local,
+    /// The upstream store (upstream mode). The function starts the upstream request with the
+    /// body's length and a stream of its bytes, and resolves once the upstream has stored it.
+    Upstream(Box<dyn FnOnce(u64, UpBody) -> BoxFuture<'static, S3Result<UpstreamBody>> + Send>),
+}
+
 /// Streams the request body into the body store (PutObject, UploadPart).
 pub async fn ingest(ctx: &ReqCtx, body: Body, extra_algo: Option<ChecksumAlgo>) -> S3Result<Ingested> {
+    ingest_to(ctx, body, extra_algo, Sink::Local).await
+}
+
+/// Streams the request body to `sink`, hashing and verifying it on the way.
+pub async fn ingest_to(
+    ctx: &ReqCtx,
+    body: Body,
+    extra_algo: Option<ChecksumAlgo>,
+    sink: Sink,
+) -> S3Result<Ingested> {
     let expected_md5 = content_md5(ctx)?;
     // Validate client-sent checksum values before reading the body.
     for algo in ALL_ALGOS {
@@ -311,22 +333,120 @@ pub async fn ingest(ctx: &ReqCtx, body: Body, extra_algo: Option<ChecksumAlgo>) 
             algo.decode_value(v)?;
         }
     }
-    let mut hashers: Vec<Hasher> = requested_algos(ctx, extra_algo).into_iter().map(Hasher::new).collect();
+    let hashers: Vec<Hasher> = requested_algos(ctx, extra_algo).into_iter().map(Hasher::new).collect();
     let mut reader = DecodedBody::new(ctx, body, OBJECT_BYTES_MAX, true)?;
-    let mut writer = ctx.store().bodies.writer();
-    let mut md5 = Md5::new();
-    while let Some(chunk) = reader.next_chunk().await? {
-        md5.update(&chunk);
-        for h in &mut hashers {
-            h.update(&chunk);
+    let mut digests = Digests { md5: Md5::new(), hashers, expected_md5 };
+    let start = match sink {
+        Sink::Local => {
+            let mut writer = ctx.store().bodies.writer();
+            while let Some(chunk) = reader.next_chunk().await? {
+                digests.update(&chunk);
+                writer.write(&chunk).await?;
+            }
+            let size = writer.len();
+            let trailers = reader.finish()?;
+            let (md5, checksums) = digests.verify(ctx, &trailers)?;
+            let body = writer.commit().await?;
+            return Ok(Ingested { body, size, md5, checksums });
         }
-        writer.write(&chunk).await?;
+        Sink::Upstream(start) => start,
+    };
+    let len = reader.expected.ok_or_else(|| S3Error::new(S3ErrorCode::MissingContentLength))?;
+    let (tx, rx) = tokio::sync::mpsc::channel(UPSTREAM_CHUNKS_IN_FLIGHT);
+    // An empty body has no last chunk to hold back: its request starts once it is verified.
+    let mut start = Some(start);
+    let mut rx = Some(rx);
+    let mut upload = None;
+    if len > 0 {
+        if let (Some(start), Some(rx)) = (start.take(), rx.take()) {
+            upload = Some(tokio::spawn(start(len, ChannelBody(rx).boxed())));
+        }
     }
-    let size = writer.len();
-    let trailers = reader.finish()?;
-    let md5: [u8; 16] = md5.finalize().into();
-    check_content_md5(expected_md5, md5)?;
-    let checksums = verify_checksums(ctx, hashers, &trailers)?;
-    let body = writer.commit().await?;
-    Ok(Ingested { body, size, md5, checksums })
+    // The last chunk is held back until the whole body is verified: the upstream stores the
+    // object only once it has every byte, so a body that fails a check never reaches it.
+    let mut held: Option<Bytes> = None;
+    let verified: S3Result<_> = async {
+        while let Some(chunk) = reader.next_chunk().await? {
+            digests.update(&chunk);
+            if let Some(previous) = held.replace(chunk) {
+                if tx.send(Ok(previous)).await.is_err() {
+                    // The upstream request ended early; its error is the answer.
+                    return Ok(None);
+                }
+            }
+        }
+        let trailers = reader.finish()?;
+        digests.verify(ctx, &trailers).map(Some)
+    }
+    .await;
+    let digests = match verified {
+        Ok(d) => d,
+        Err(e) => {
+            // Ends the upstream request with an error: the upstream never completes it.
+            let _ = tx.send(Err(std::io::Error::other("the request body failed its checks"))).await;
+            drop(tx);
+            if let Some(task) = upload {
+                let _ = task.await;
+            }
+            return Err(e);
+        }
+    };
+    if let Some(last) = held {
+        let _ = tx.send(Ok(last)).await;
+    }
+    drop(tx);
+    let task = match (upload, start.take(), rx.take()) {
+        (Some(task), _, _) => task,
+        (None, Some(start), Some(rx)) => tokio::spawn(start(len, ChannelBody(rx).boxed())),
+        _ => return Err(S3Error::internal("upstream body", "no upload was started")),
+    };
+    let stored = task.await.map_err(|e| S3Error::internal("upstream upload task", e))??;
+    let (md5, checksums) = digests.ok_or_else(|| S3Error::internal("upstream body", "ended early"))?;
+    Ok(Ingested { body: BodyRef::Upstream(stored), size: len, md5, checksums })
+}
+
+/// Decoded chunks queued towards the upstream at most (each up to a network read).
+const UPSTREAM_CHUNKS_IN_FLIGHT: usize = 4;
+
+/// The request body sent upstream: the chunks `ingest_to` forwards, then the end (or an
+/// error, which aborts the request).
+struct ChannelBody(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx).map(|item| item.map(|r| r.map(http_body::Frame::data)))
+    }
+}
+
+/// The digests of a body being received, and what the client said they should be.
+struct Digests {
+    md5: Md5,
+    hashers: Vec<Hasher>,
+    expected_md5: Option<[u8; 16]>,
+}
+
+impl Digests {
+    fn update(&mut self, chunk: &[u8]) {
+        self.md5.update(chunk);
+        for h in &mut self.hashers {
+            h.update(chunk);
+        }
+    }
+
+    /// The MD5 and the requested checksums, each checked against the client's value.
+    fn verify(
+        self,
+        ctx: &ReqCtx,
+        trailers: &[(String, String)],
+    ) -> S3Result<([u8; 16], Vec<(ChecksumAlgo, Vec<u8>)>)> {
+        let md5: [u8; 16] = self.md5.finalize().into();
+        check_content_md5(self.expected_md5, md5)?;
+        Ok((md5, verify_checksums(ctx, self.hashers, trailers)?))
+    }
 }

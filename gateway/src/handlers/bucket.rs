@@ -93,7 +93,22 @@ pub async fn handle_create_bucket(ctx: &ReqCtx, body: Body) -> S3Result<Response
     let mut batch = Batch::new();
     batch.put_if(schema::bucket(name), meta.encode(), Condition::Absent);
     batch.put(schema::owned_bucket(&ctx.user, name), Vec::new());
+    // Upstream mode: a bucket the upstream already has is attached, and its keys imported
+    // (the import cursor starts empty, in the same batch); any other is created there first.
+    let upstream = super::through::upstream(ctx);
+    let mut attach = false;
+    if let Some(up) = &upstream {
+        if ctx.store().get(schema::bucket(name)).await?.is_none() {
+            attach = up.bucket_exists(name).await?;
+            if attach {
+                batch.put(schema::import_cursor(name), Vec::new());
+            } else {
+                up.create_bucket(name).await?;
+            }
+        }
+    }
     match ctx.store().write_batch(batch).await {
+        Ok(_) if attach => super::through::spawn_import(ctx.store().clone(), name.to_owned()),
         Ok(_) => {}
         Err(e) if e.code == S3ErrorCode::PreconditionFailed => {
             let existing = ctx.store().get(schema::bucket(name)).await?;
@@ -170,9 +185,15 @@ pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
         .get(schema::bucket(name))
         .await?
         .ok_or_else(|| S3Error::new(S3ErrorCode::NoSuchBucket))?;
+    if let Some(up) = super::through::upstream(ctx) {
+        // The upstream's objects are the truth: one the index does not know of yet (a write
+        // that bypassed the gateway) keeps the bucket (BucketNotEmpty).
+        up.delete_bucket(name).await?;
+    }
     let mut batch = Batch::new();
     batch.delete_if(schema::bucket(name), Condition::Version(record.version));
     batch.delete(schema::owned_bucket(&ctx.user, name));
+    batch.delete(schema::import_cursor(name));
     match ctx.store().write_batch(batch).await {
         Ok(_) => {}
         Err(e) if e.code == S3ErrorCode::PreconditionFailed => {

@@ -119,18 +119,7 @@ pub async fn assemble(
     chosen: &[&PartMeta],
     expected: &[(ChecksumAlgo, Vec<u8>)],
 ) -> S3Result<Option<Assembled>> {
-    let composite_algo = match (upload.checksum_algo, upload.checksum_type) {
-        (Some(a), Some(ChecksumType::Composite)) => Some(a),
-        _ => None,
-    };
-    let mut full_algos: Vec<ChecksumAlgo> = Vec::new();
-    if let (Some(a), Some(ChecksumType::FullObject)) = (upload.checksum_algo, upload.checksum_type) {
-        full_algos.push(a);
-    }
-    full_algos.extend(expected.iter().map(|(a, _)| *a).filter(|a| Some(*a) != composite_algo));
-    full_algos.sort();
-    full_algos.dedup();
-    let mut hashers: Vec<Hasher> = full_algos.into_iter().map(Hasher::new).collect();
+    let mut hashers: Vec<Hasher> = full_algos(upload, expected).into_iter().map(Hasher::new).collect();
 
     // Dropping the writer on an early return removes its temporary file.
     let mut writer = ctx.store().bodies.writer();
@@ -166,7 +155,35 @@ pub async fn assemble(
     let size = writer.len();
     let body = writer.commit().await?;
     let full: Vec<(ChecksumAlgo, Vec<u8>)> = hashers.into_iter().map(|h| (h.algo(), h.finish())).collect();
-    let checksums = match (upload.checksum_algo, upload.checksum_type) {
+    let checksums = object_checksums(upload, chosen, &full);
+    Ok(Some(Assembled { body, size, md5_of_md5s: md5_of_md5s.finalize().into(), checksums, full }))
+}
+
+/// The algorithms whose full-object values must be computed over the bytes: the upload's
+/// when FULL_OBJECT, and any the client sent for the whole object (but the composite one).
+fn full_algos(upload: &UploadMeta, expected: &[(ChecksumAlgo, Vec<u8>)]) -> Vec<ChecksumAlgo> {
+    let composite_algo = match (upload.checksum_algo, upload.checksum_type) {
+        (Some(a), Some(ChecksumType::Composite)) => Some(a),
+        _ => None,
+    };
+    let mut algos: Vec<ChecksumAlgo> = Vec::new();
+    if let (Some(a), Some(ChecksumType::FullObject)) = (upload.checksum_algo, upload.checksum_type) {
+        algos.push(a);
+    }
+    algos.extend(expected.iter().map(|(a, _)| *a).filter(|a| Some(*a) != composite_algo));
+    algos.sort();
+    algos.dedup();
+    algos
+}
+
+/// What the object record stores: the composite checksum of the parts' checksums, or the
+/// upload's full-object one from `full`.
+fn object_checksums(
+    upload: &UploadMeta,
+    chosen: &[&PartMeta],
+    full: &[(ChecksumAlgo, Vec<u8>)],
+) -> Vec<(ChecksumAlgo, Vec<u8>)> {
+    match (upload.checksum_algo, upload.checksum_type) {
         (Some(a), Some(ChecksumType::Composite)) => {
             // `choose_parts` checked that every chosen part carries this checksum.
             let digests = chosen.iter().filter_map(|p| p.checksums.iter().find(|(x, _)| *x == a));
@@ -174,8 +191,52 @@ pub async fn assemble(
         }
         (Some(a), Some(ChecksumType::FullObject)) => full.iter().filter(|(x, _)| *x == a).cloned().collect(),
         _ => Vec::new(),
-    };
-    Ok(Some(Assembled { body, size, md5_of_md5s: md5_of_md5s.finalize().into(), checksums, full }))
+    }
+}
+
+/// `assemble` for an upload completed upstream (`stored`: what the upstream reported). The
+/// size, ETag and composite checksums come from the part records; full-object checksums, if
+/// any are wanted, are computed by reading the completed object back.
+pub async fn describe_upstream(
+    up: &crate::upstream::Upstream,
+    bucket: &str,
+    key: &str,
+    stored: crate::storage::meta::UpstreamBody,
+    upload: &UploadMeta,
+    chosen: &[&PartMeta],
+    expected: &[(ChecksumAlgo, Vec<u8>)],
+) -> S3Result<Assembled> {
+    let mut md5_of_md5s = Md5::new();
+    for part in chosen {
+        md5_of_md5s.update(part.md5);
+    }
+    let size = chosen.iter().map(|p| p.size).sum();
+    let mut hashers: Vec<Hasher> = full_algos(upload, expected).into_iter().map(Hasher::new).collect();
+    if !hashers.is_empty() {
+        let mut body = up.get_object(bucket, key, None, &stored.etag).await?;
+        while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+            let frame = frame.map_err(|e| {
+                S3Error::with_message(
+                    S3ErrorCode::ServiceUnavailable,
+                    format!("Reading the completed object back failed: {e}"),
+                )
+            })?;
+            if let Some(data) = frame.data_ref() {
+                for h in &mut hashers {
+                    h.update(data);
+                }
+            }
+        }
+    }
+    let full: Vec<(ChecksumAlgo, Vec<u8>)> = hashers.into_iter().map(|h| (h.algo(), h.finish())).collect();
+    let checksums = object_checksums(upload, chosen, &full);
+    Ok(Assembled {
+        body: BodyRef::Upstream(stored),
+        size,
+        md5_of_md5s: md5_of_md5s.finalize().into(),
+        checksums,
+        full,
+    })
 }
 
 /// Compares the checksums the client sent for the whole object with ours: a composite value

@@ -8,10 +8,10 @@ use percent_encoding::percent_decode_str;
 use super::headers::{object_headers_from_request, storage_class_from_request};
 use super::multipart::{check_part_algos, load_upload_entry, part_number, store_part, upload_id};
 use super::object::{commit_object, load_object, put_condition, ByteRange};
-use super::{check_key, conditional, load_owned_bucket, xml_response, ReqCtx};
+use super::{check_key, conditional, load_owned_bucket, through, xml_response, ReqCtx};
 use crate::checksum::{ChecksumAlgo, ChecksumType, Hasher};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::{BodyRef, ObjectHeaders, ObjectMeta, PartMeta};
+use crate::storage::meta::{BodyRef, ObjectHeaders, ObjectMeta, PartMeta, UpstreamBody};
 use crate::time;
 use crate::xml::response;
 
@@ -156,6 +156,12 @@ async fn copy_object_once(
     };
     let condition = put_condition(ctx)?;
     check_copy_source_size(src.size)?;
+    if let BodyRef::Upstream(src_body) = &src.body {
+        let upstream = Upstream { bucket: &src_bucket, key: &src_key, body: src_body };
+        return copy_object_upstream(ctx, bucket, key, &src, upstream, headers, tags, public_read)
+            .await
+            .map(Some);
+    }
     let algos: Vec<ChecksumAlgo> = src.checksums.iter().map(|(a, _)| *a).collect();
     let full = ByteRange { start: 0, len: src.size };
     let Some((body, md5, checksums)) = copy_body(ctx, &src.body, full, &algos).await? else {
@@ -181,6 +187,71 @@ async fn copy_object_once(
         &meta.etag(),
         &time::iso8601(meta.last_modified_ms),
     ))))
+}
+
+/// A copy source whose body is held upstream.
+struct Upstream<'a> {
+    bucket: &'a str,
+    key: &'a str,
+    body: &'a UpstreamBody,
+}
+
+/// CopyObject in upstream mode: the upstream copies (server-side, only while the source is
+/// the version the index names), with the headers the index decided on; then the record
+/// commits (under the key's lock and an intent; see `through`).
+#[expect(clippy::too_many_arguments, reason = "the parts of one copy, decided by the caller")]
+async fn copy_object_upstream(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    src: &ObjectMeta,
+    source: Upstream<'_>,
+    headers: ObjectHeaders,
+    tags: crate::storage::meta::Tags,
+    public_read: bool,
+) -> S3Result<Response> {
+    let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
+    let mut sent = crate::upstream::object_header_pairs(&headers);
+    for name in ["if-match", "if-none-match"] {
+        if let Some(v) = ctx.header(name) {
+            sent.push((name.to_owned(), v.to_owned()));
+        }
+    }
+    let _order = up.locks.lock(crate::storage::schema::object(bucket, key)).await;
+    through::write_intent(ctx, bucket, key).await?;
+    let result = async {
+        let from = (source.bucket, source.key, source.body.etag.as_str());
+        let stored = up.copy_object(from, bucket, key, sent).await?;
+        let (md5, parts) = through::md5_and_parts(&stored.etag);
+        let meta = ObjectMeta {
+            size: src.size,
+            md5,
+            parts,
+            last_modified_ms: time::now_ms(),
+            headers,
+            // The same bytes: a full-object checksum carries over; a composite one describes
+            // parts the copy does not have.
+            checksums: if src.checksum_type == ChecksumType::FullObject {
+                src.checksums.clone()
+            } else {
+                Vec::new()
+            },
+            body: BodyRef::Upstream(stored),
+            part_sizes: Vec::new(),
+            checksum_type: ChecksumType::FullObject,
+            tags,
+            public_read,
+        };
+        commit_object(ctx, bucket, key, &meta, &super::object::PutCondition::None).await?;
+        Ok(meta)
+    }
+    .await;
+    let meta = through::settle(ctx, bucket, key, result).await?;
+    Ok(xml_response(response::copy_result(
+        "CopyObjectResult",
+        &meta.etag(),
+        &time::iso8601(meta.last_modified_ms),
+    )))
 }
 
 /// `x-amz-copy-source-range: bytes=first-last` (both required, inclusive, within the source).
@@ -214,6 +285,18 @@ pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
     check_part_algos(ctx, &upload)?;
+    if let Some(uid) = &upload.upstream_id {
+        if let Some(algo) = upload.checksum_algo {
+            return Err(S3Error::with_message(
+                S3ErrorCode::NotImplemented,
+                format!(
+                    "UploadPartCopy into an upload with {} checksums is not supported in upstream mode.",
+                    algo.name()
+                ),
+            ));
+        }
+        return upload_part_copy_upstream(ctx, (bucket, key, id, uid), number, &entry.value).await;
+    }
     let algos: Vec<ChecksumAlgo> = upload.checksum_algo.into_iter().collect();
     let mut copied = None;
     for _ in 0..SOURCE_ATTEMPTS_MAX {
@@ -230,6 +313,44 @@ pub async fn handle_upload_part_copy(ctx: &ReqCtx) -> S3Result<Response> {
     let Some((range, (body, md5, checksums))) = copied else { return Err(source_vanished()) };
     let part = PartMeta { size: range.len, md5, last_modified_ms: time::now_ms(), checksums, body };
     store_part(ctx, bucket, key, id, number, &part, &entry.value).await?;
+    Ok(xml_response(response::copy_result(
+        "CopyPartResult",
+        &part.etag(),
+        &time::iso8601(part.last_modified_ms),
+    )))
+}
+
+/// UploadPartCopy into an upload held upstream: the upstream copies the range from the
+/// source it holds. Checksums of the upload's algorithm cannot be computed without the bytes,
+/// so an upload that asked for one refuses copied parts.
+async fn upload_part_copy_upstream(
+    ctx: &ReqCtx,
+    (bucket, key, id, upstream_id): (&str, &str, &str, &str),
+    number: u32,
+    upload_value: &[u8],
+) -> S3Result<Response> {
+    let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
+    let (src_bucket, src_key, src) = load_source(ctx).await?;
+    let range = parse_copy_range(ctx.header("x-amz-copy-source-range"), src.size)?;
+    if range.len > super::body::OBJECT_BYTES_MAX {
+        return Err(S3Error::new(S3ErrorCode::EntityTooLarge));
+    }
+    let BodyRef::Upstream(src_body) = &src.body else {
+        return Err(S3Error::internal("upload part copy", "a source held locally in upstream mode"));
+    };
+    let number16 = u16::try_from(number).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
+    let etag = up
+        .upload_part_copy(
+            (&src_bucket, &src_key, &src_body.etag),
+            (bucket, key, upstream_id, number16),
+            (range.start, range.start + range.len.saturating_sub(1)),
+        )
+        .await?;
+    let (md5, _) = through::md5_and_parts(&etag);
+    let body = BodyRef::Upstream(UpstreamBody { etag, version_id: None, headers_pending: false });
+    let part =
+        PartMeta { size: range.len, md5, last_modified_ms: time::now_ms(), checksums: Vec::new(), body };
+    store_part(ctx, bucket, key, id, number, &part, upload_value).await?;
     Ok(xml_response(response::copy_result(
         "CopyPartResult",
         &part.etag(),

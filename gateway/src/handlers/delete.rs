@@ -6,7 +6,7 @@ use holt_core::{Batch, Condition};
 use http::StatusCode;
 
 use super::body::{read_small, XML_BODY_BYTES_MAX};
-use super::{check_key, empty_response, xml_response, ReqCtx};
+use super::{check_key, empty_response, through, xml_response, ReqCtx};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::meta::ObjectMeta;
 use crate::storage::schema;
@@ -14,8 +14,22 @@ use crate::xml::{request, response};
 
 const DELETE_ATTEMPTS_MAX: usize = 16;
 
-/// Deletes one object (absent is fine) and then reclaims its body.
+/// Deletes one object (absent is fine) and then reclaims its body. In upstream mode the
+/// upstream deletes it first (see `through`).
 pub async fn delete_object_record(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()> {
+    let Some(up) = through::upstream(ctx) else { return delete_indexed(ctx, bucket, key).await };
+    let _order = up.locks.lock(schema::object(bucket, key)).await;
+    through::write_intent(ctx, bucket, key).await?;
+    let result = async {
+        up.delete_object(bucket, key).await?;
+        delete_indexed(ctx, bucket, key).await
+    }
+    .await;
+    through::settle(ctx, bucket, key, result).await
+}
+
+/// Removes the object's record and reclaims its local body.
+async fn delete_indexed(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()> {
     let okey = schema::object(bucket, key);
     for _ in 0..DELETE_ATTEMPTS_MAX {
         let Some(current) = ctx.store().get(okey.clone()).await? else { return Ok(()) };

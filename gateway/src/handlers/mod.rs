@@ -14,6 +14,7 @@ pub mod multipart;
 pub mod object;
 pub mod policy;
 pub mod tagging;
+pub mod through;
 pub mod uploads;
 
 use axum::body::Body;

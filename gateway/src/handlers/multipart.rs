@@ -16,16 +16,16 @@ use axum::response::Response;
 use holt_core::{Batch, BatchOp, Condition, Entry, Version};
 use http::StatusCode;
 
-use super::body::{ingest, read_small_unchecked, requested_algos, COMPLETE_BODY_BYTES_MAX};
+use super::body::{ingest, ingest_to, read_small_unchecked, requested_algos, Sink, COMPLETE_BODY_BYTES_MAX};
 use super::completion;
 use super::headers::object_headers_from_request;
 use super::list::url_encode;
-use super::object::{put_condition, settle_commit, try_commit, Committed};
-use super::{empty_response, set_header, xml_response, ReqCtx};
+use super::object::{put_condition, settle_commit, try_commit, Committed, PutCondition};
+use super::{empty_response, set_header, through, xml_response, ReqCtx};
 use crate::checksum::{encode_value, ChecksumAlgo, ChecksumType, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::routing;
-use crate::storage::meta::{BodyRef, BucketMeta, ObjectMeta, PartMeta, UploadMeta};
+use crate::storage::meta::{BodyRef, BucketMeta, ObjectMeta, PartMeta, UploadMeta, UpstreamBody};
 use crate::storage::schema;
 use crate::time;
 use crate::xml::{request, response};
@@ -147,9 +147,33 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     let (checksum_algo, checksum_type) = requested_checksum(ctx)?;
     let tags = super::tagging::from_header(ctx)?;
     let id = new_upload_id();
-    let meta =
-        UploadMeta { initiated_ms: time::now_ms(), headers, checksum_algo, checksum_type, tags, public_read };
-    let version = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await?;
+    // Upstream mode: the parts go straight to an upload of the upstream's.
+    let upstream = through::upstream(ctx);
+    let upstream_id = match &upstream {
+        Some(up) => {
+            Some(up.create_multipart(bucket, key, crate::upstream::object_header_pairs(&headers)).await?)
+        }
+        None => None,
+    };
+    let meta = UploadMeta {
+        initiated_ms: time::now_ms(),
+        headers,
+        checksum_algo,
+        checksum_type,
+        tags,
+        public_read,
+        upstream_id: upstream_id.clone(),
+    };
+    let recorded = ctx.store().put(schema::upload(bucket, key, &id), meta.encode(), Condition::Absent).await;
+    let version = match recorded {
+        Ok(v) => v,
+        Err(e) => {
+            if let (Some(up), Some(uid)) = (&upstream, &upstream_id) {
+                let _ = up.abort_multipart(bucket, key, uid).await;
+            }
+            return Err(e);
+        }
+    };
     // See `settle_commit`: a concurrent DeleteBucket must not strand the upload, nor may it
     // land in a bucket of the same name created by someone else meanwhile.
     let still_ours = ctx
@@ -160,6 +184,9 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
         .is_some_and(|m| m.owner == ctx.user);
     if !still_ours {
         let _ = ctx.store().delete(schema::upload(bucket, key, &id), Condition::Version(version)).await;
+        if let (Some(up), Some(uid)) = (&upstream, &upstream_id) {
+            let _ = up.abort_multipart(bucket, key, uid).await;
+        }
         return Err(S3Error::new(S3ErrorCode::NoSuchBucket));
     }
     let mut resp = xml_response(response::initiate_multipart_upload(bucket, key, &id));
@@ -266,7 +293,21 @@ pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> 
     ctx.owned_bucket().await?;
     let (upload, entry) = load_upload_entry(ctx, bucket, key, id).await?;
     check_part_algos(ctx, &upload)?;
-    let ingested = ingest(ctx, body, upload.checksum_algo).await?;
+    let ingested = match &upload.upstream_id {
+        None => ingest(ctx, body, upload.checksum_algo).await?,
+        Some(uid) => {
+            let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
+            let number16 = u16::try_from(number).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
+            let (b, k, uid) = (bucket.to_owned(), key.to_owned(), uid.clone());
+            let sink = Sink::Upstream(Box::new(move |len, body| {
+                Box::pin(async move {
+                    let etag = up.upload_part(&b, &k, &uid, number16, len, body).await?;
+                    Ok(UpstreamBody { etag, version_id: None, headers_pending: false })
+                })
+            }));
+            ingest_to(ctx, body, upload.checksum_algo, sink).await?
+        }
+    };
     let part = PartMeta {
         size: ingested.size,
         md5: ingested.md5,
@@ -360,6 +401,20 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
                 Some(_) => continue,
             },
         };
+        if let Some(uid) = upload.upstream_id.clone() {
+            return complete_upstream(
+                ctx,
+                bucket,
+                key,
+                id,
+                &uid,
+                &upload,
+                &listed,
+                &chosen,
+                &expected_object,
+            )
+            .await;
+        }
         let Some(assembled) =
             completion::assemble(ctx, &upload, id, &listed, &chosen, &expected_object).await?
         else {
@@ -444,12 +499,105 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
     Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
 }
 
+/// CompleteMultipartUpload of an upload held upstream: the upstream joins the parts, then the
+/// object record commits with the upload's removal (under the key's lock and an intent, as
+/// every upstream write; see `through`). The upstream's completion cannot be taken back, so
+/// the commit is retried against fresh reads of the upload rather than started over.
+#[expect(clippy::too_many_arguments, reason = "the state of one completion, read by the caller")]
+async fn complete_upstream(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    upstream_id: &str,
+    upload: &UploadMeta,
+    listed: &[crate::xml::request::CompletedPart],
+    chosen: &[&PartMeta],
+    expected: &[(ChecksumAlgo, Vec<u8>)],
+) -> S3Result<Response> {
+    let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
+    let mut parts = Vec::with_capacity(chosen.len());
+    for (l, p) in listed.iter().zip(chosen) {
+        let BodyRef::Upstream(ub) = &p.body else {
+            return Err(S3Error::internal("complete", "a part of an upstream upload is held locally"));
+        };
+        parts.push((l.part_number, ub.etag.clone()));
+    }
+    let mut conditions = Vec::new();
+    for name in ["if-match", "if-none-match"] {
+        if let Some(v) = ctx.header(name) {
+            conditions.push((name.to_owned(), v.to_owned()));
+        }
+    }
+    let _order = up.locks.lock(schema::object(bucket, key)).await;
+    through::write_intent(ctx, bucket, key).await?;
+    let result = async {
+        let stored = up.complete_multipart(bucket, key, upstream_id, &parts, conditions).await?;
+        let described =
+            completion::describe_upstream(&up, bucket, key, stored, upload, chosen, expected).await?;
+        let meta = ObjectMeta {
+            size: described.size,
+            md5: described.md5_of_md5s,
+            parts: chosen.len() as u32,
+            last_modified_ms: time::now_ms(),
+            headers: upload.headers.clone(),
+            checksums: described.checksums,
+            body: described.body,
+            part_sizes: chosen.iter().map(|p| p.size).collect(),
+            checksum_type: upload.checksum_type.unwrap_or(ChecksumType::FullObject),
+            tags: upload.tags.clone(),
+            public_read: upload.public_read,
+        };
+        if let Err(e) = completion::verify_object_checksums(&meta, expected, &described.full) {
+            // Too late to refuse upstream: the object there is not the one the client meant,
+            // so it goes (the settle below removes its record).
+            up.delete_object(bucket, key).await?;
+            return Err(e);
+        }
+        let value = meta.encode();
+        for _ in 0..COMMIT_ATTEMPTS_MAX {
+            let (removal, stored) = match ctx.store().get(schema::upload(bucket, key, id)).await? {
+                Some(now) => {
+                    let stored = load_part_summaries(ctx, id).await?;
+                    (upload_removal(bucket, key, id, now.version, &stored), stored)
+                }
+                None => (Vec::new(), Vec::new()),
+            };
+            match try_commit(ctx, bucket, key, &value, &PutCondition::None, &removal).await? {
+                Committed::Done { old, version } => {
+                    settle_commit(ctx, bucket, key, &meta, Ok((old, version))).await?;
+                    reclaim_part_bodies(ctx, &stored).await;
+                    return Ok(meta);
+                }
+                Committed::Conflict => continue,
+            }
+        }
+        Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
+    }
+    .await;
+    let meta = through::settle(ctx, bucket, key, result).await?;
+    let location = object_url(ctx, bucket, key);
+    let shown: Vec<(ChecksumAlgo, String)> = meta.checksum_values().collect();
+    Ok(xml_response(response::complete_multipart_upload(
+        &location,
+        bucket,
+        key,
+        &meta.etag(),
+        &shown,
+        meta.checksum_type,
+    )))
+}
+
 /// AbortMultipartUpload: removes the upload and its parts in one batch, then their bodies.
 pub async fn handle_abort_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let key = ctx.key()?;
     let id = upload_id(ctx)?;
     ctx.owned_bucket().await?;
+    let upload = load_upload(ctx, bucket, key, id).await?;
+    if let Some(uid) = &upload.upstream_id {
+        through::upstream(ctx).ok_or_else(through::no_upstream)?.abort_multipart(bucket, key, uid).await?;
+    }
     for _ in 0..COMMIT_ATTEMPTS_MAX {
         let (_, entry) = load_upload_entry(ctx, bucket, key, id).await?;
         let parts = load_part_summaries(ctx, id).await?;

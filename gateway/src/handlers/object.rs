@@ -6,8 +6,9 @@ use axum::response::Response;
 use holt_core::{Batch, BatchOp, Condition};
 use http::StatusCode;
 
-use super::body::ingest;
+use super::body::{ingest, ingest_to, Sink};
 use super::headers::{object_headers_from_request, write_object_headers};
+use super::through;
 use super::{conditional, set_header, ReqCtx};
 use crate::checksum::{encode_value, ChecksumType, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
@@ -193,8 +194,45 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let headers = object_headers_from_request(ctx)?;
     let tags = super::tagging::from_header(ctx)?;
     let condition = put_condition(ctx)?;
-    let ingested = ingest(ctx, body, None).await?;
-    let meta = ObjectMeta {
+    let Some(up) = through::upstream(ctx) else {
+        let ingested = ingest(ctx, body, None).await?;
+        let meta = put_meta(ingested, headers, tags, acl);
+        commit_object(ctx, bucket, key, &meta, &condition).await?;
+        return Ok(put_response(&meta));
+    };
+    // Upstream mode: the upstream applies the precondition (it holds the current object);
+    // the key's lock orders the index commit after it (see `through`).
+    let _order = up.locks.lock(schema::object(bucket, key)).await;
+    through::write_intent(ctx, bucket, key).await?;
+    let mut sent = crate::upstream::object_header_pairs(&headers);
+    for name in ["if-match", "if-none-match", "content-md5"] {
+        if let Some(v) = ctx.header(name) {
+            sent.push((name.to_owned(), v.to_owned()));
+        }
+    }
+    let (b, k) = (bucket.to_owned(), key.to_owned());
+    let sink = Sink::Upstream(Box::new(move |len, body| {
+        Box::pin(async move { up.put_object(&b, &k, len, sent, body).await })
+    }));
+    let result = async {
+        let ingested = ingest_to(ctx, body, None, sink).await?;
+        let meta = put_meta(ingested, headers, tags, acl);
+        commit_object(ctx, bucket, key, &meta, &PutCondition::None).await?;
+        Ok(meta)
+    }
+    .await;
+    let meta = through::settle(ctx, bucket, key, result).await?;
+    Ok(put_response(&meta))
+}
+
+/// The record of an object PutObject stores.
+fn put_meta(
+    ingested: super::body::Ingested,
+    headers: crate::storage::meta::ObjectHeaders,
+    tags: crate::storage::meta::Tags,
+    acl: Option<super::acl::Acl>,
+) -> ObjectMeta {
+    ObjectMeta {
         size: ingested.size,
         md5: ingested.md5,
         parts: 0,
@@ -206,14 +244,17 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         checksum_type: ChecksumType::FullObject,
         tags,
         public_read: acl.is_some_and(super::acl::Acl::is_public_read),
-    };
-    commit_object(ctx, bucket, key, &meta, &condition).await?;
+    }
+}
+
+/// PutObject's answer: the ETag and the checksums stored.
+fn put_response(meta: &ObjectMeta) -> Response {
     let mut resp = super::empty_response(StatusCode::OK);
     set_header(&mut resp, "etag", &meta.etag());
     for (algo, value) in &meta.checksums {
         set_header(&mut resp, algo.header(), &encode_value(value));
     }
-    Ok(resp)
+    resp
 }
 
 /// Loads an object's metadata; NoSuchKey if absent.
@@ -283,7 +324,10 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let meta = load_object(ctx, bucket, key).await?;
+        let mut meta = load_object(ctx, bucket, key).await?;
+        if matches!(&meta.body, BodyRef::Upstream(ub) if ub.headers_pending) {
+            meta = through::fill_headers(ctx, bucket, key, meta).await?;
+        }
         match conditional::check_get(&ctx.headers, &meta) {
             Ok(()) => {}
             Err(e) if e.code == S3ErrorCode::NotModified => return Ok(not_modified(ctx, &meta)),
@@ -303,6 +347,21 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
             match slice {
                 Some(bytes) => Response::new(Body::from(bytes.to_vec())),
                 None => return Err(S3Error::internal("inline body", "shorter than its metadata")),
+            }
+        } else if let BodyRef::Upstream(ub) = &meta.body {
+            match through::read_body(ctx, bucket, key, ub, start, len, range.is_none()).await {
+                Ok(body) => Response::new(body),
+                // Replaced or deleted upstream behind the index: repair the record, read again.
+                Err(e)
+                    if matches!(e.code, S3ErrorCode::PreconditionFailed | S3ErrorCode::NoSuchKey)
+                        && attempts < 3 =>
+                {
+                    if let Some(up) = through::upstream(ctx) {
+                        through::repair_key(ctx.store(), &up, bucket, key).await?;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
         } else {
             match ctx.store().bodies.read_range(&meta.body, start, len).await {

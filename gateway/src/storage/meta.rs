@@ -19,6 +19,9 @@ const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
 const FORMAT_V3: u8 = 3;
 const FORMAT_V4: u8 = 4;
+/// Upload records in upstream mode: V4's layout with the ACL byte always present, then the
+/// upstream's upload id.
+const FORMAT_V5: u8 = 5;
 /// The ACL flag byte of V2 bucket and V4 object records: `public-read`.
 const ACL_PUBLIC_READ: u8 = 1;
 
@@ -75,6 +78,9 @@ pub struct UpstreamBody {
     pub etag: String,
     /// The upstream version id, when its bucket is versioned.
     pub version_id: Option<String>,
+    /// The record was made from an upstream listing (an import or a reconciliation), which
+    /// carries no content headers or user metadata: the first GET or HEAD fetches them.
+    pub headers_pending: bool,
 }
 
 impl BodyRef {
@@ -254,6 +260,8 @@ pub struct UploadMeta {
     pub tags: Tags,
     /// Whether the completed object will be public (`x-amz-acl: public-read`).
     pub public_read: bool,
+    /// Upstream mode: the upstream's id of the multipart upload this one stands for.
+    pub upstream_id: Option<String>,
 }
 
 /// The record of one uploaded part (`schema::part`).
@@ -363,6 +371,7 @@ impl Enc {
                 self.0.push(2);
                 self.bytes(up.etag.as_bytes());
                 self.opt_str(&up.version_id);
+                self.0.push(u8::from(up.headers_pending));
             }
         }
     }
@@ -378,7 +387,7 @@ impl<'a> Dec<'a> {
     /// For object and upload records (V1 to V4): the decoder and the version found.
     fn start_object(b: &'a [u8]) -> Option<(Self, u8)> {
         let (&v, rest) = b.split_first()?;
-        (FORMAT_V1..=FORMAT_V4).contains(&v).then_some((Dec(rest), v))
+        (FORMAT_V1..=FORMAT_V5).contains(&v).then_some((Dec(rest), v))
     }
     /// The tags of a V3 record (none before V3).
     fn tags(&mut self, version: u8) -> Option<Tags> {
@@ -519,7 +528,12 @@ impl<'a> Dec<'a> {
     fn upstream_body(&mut self) -> Option<BodyRef> {
         let etag = self.string()?;
         let version_id = self.opt_str()?;
-        Some(BodyRef::Upstream(UpstreamBody { etag, version_id }))
+        let headers_pending = match self.byte()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        Some(BodyRef::Upstream(UpstreamBody { etag, version_id, headers_pending }))
     }
     /// `body`, with an inline body read past but not copied (left empty).
     fn body_summary(&mut self) -> Option<BodyRef> {
@@ -584,6 +598,10 @@ impl ObjectMeta {
     /// Decodes a V1 to V4 record; `None` if the bytes are malformed or have bytes left over.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let (mut d, version) = Dec::start_object(b)?;
+        // V5 is an upload layout only.
+        if version == FORMAT_V5 {
+            return None;
+        }
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let headers = d.headers()?;
         let checksums = d.checksums()?;
@@ -700,10 +718,13 @@ impl BucketMeta {
 }
 
 impl UploadMeta {
-    /// The record's bytes: V4 when the object will be public, else V3 when tagged, else V2.
+    /// The record's bytes: V5 in upstream mode, else V4 when the object will be public, else
+    /// V3 when tagged, else V2.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::new_v2_or_v3(&self.tags);
-        if self.public_read {
+        if self.upstream_id.is_some() {
+            e.0[0] = FORMAT_V5;
+        } else if self.public_read {
             e.0[0] = FORMAT_V4;
         }
         e.u64(self.initiated_ms);
@@ -711,7 +732,10 @@ impl UploadMeta {
         e.0.push(self.checksum_algo.map_or(NO_CODE, ChecksumAlgo::code));
         e.0.push(self.checksum_type.map_or(NO_CODE, ChecksumType::code));
         e.tags(&self.tags);
-        if self.public_read {
+        if self.upstream_id.is_some() {
+            e.0.push(if self.public_read { ACL_PUBLIC_READ } else { 0 });
+            e.opt_str(&self.upstream_id);
+        } else if self.public_read {
             e.0.push(ACL_PUBLIC_READ);
         }
         e.0
@@ -739,9 +763,21 @@ impl UploadMeta {
             return None;
         }
         let tags = d.tags(version)?;
-        // V4 is written only for uploads of public objects.
-        let public_read = version == FORMAT_V4 && acl_flags(d.byte()?)?.then_some(true)?;
-        d.end(UploadMeta { initiated_ms, headers, checksum_algo: algo, checksum_type, tags, public_read })
+        let (public_read, upstream_id) = match version {
+            // V4 is written only for uploads of public objects.
+            FORMAT_V4 => (acl_flags(d.byte()?)?.then_some(true)?, None),
+            FORMAT_V5 => (acl_flags(d.byte()?)?, Some(d.opt_str()??)),
+            _ => (false, None),
+        };
+        d.end(UploadMeta {
+            initiated_ms,
+            headers,
+            checksum_algo: algo,
+            checksum_type,
+            tags,
+            public_read,
+            upstream_id,
+        })
     }
 }
 
@@ -884,11 +920,30 @@ mod tests {
             checksum_type: Some(ChecksumType::Composite),
             tags: vec![("k".into(), "v".into())],
             public_read: false,
+            upstream_id: None,
         };
         assert_eq!(UploadMeta::decode(&u.encode()), Some(u.clone()));
         let public = UploadMeta { public_read: true, ..u.clone() };
         assert_eq!(public.encode()[0], FORMAT_V4);
-        assert_eq!(UploadMeta::decode(&public.encode()), Some(public));
+        assert_eq!(UploadMeta::decode(&public.encode()), Some(public.clone()));
+        for upload in [u.clone(), public] {
+            let through = UploadMeta { upstream_id: Some("up-1".into()), ..upload };
+            assert_eq!(through.encode()[0], FORMAT_V5);
+            assert_eq!(UploadMeta::decode(&through.encode()), Some(through.clone()));
+            assert_eq!(ObjectMeta::decode(&through.encode()), None, "V5 is an upload layout");
+        }
+        let upstream_part = PartMeta {
+            size: 7,
+            md5: [3; 16],
+            last_modified_ms: 2,
+            checksums: vec![],
+            body: BodyRef::Upstream(UpstreamBody {
+                etag: "abc".into(),
+                version_id: Some("v9".into()),
+                headers_pending: true,
+            }),
+        };
+        assert_eq!(PartMeta::decode(&upstream_part.encode()), Some(upstream_part));
         let plain = UploadMeta { checksum_algo: None, checksum_type: None, ..u };
         assert_eq!(UploadMeta::decode(&plain.encode()), Some(plain));
         let p = PartMeta {
@@ -925,6 +980,7 @@ mod tests {
             checksum_type: Some(ChecksumType::FullObject),
             tags: vec![],
             public_read: false,
+            upstream_id: None,
         };
         let mut older = u.encode();
         assert_eq!(older[0], FORMAT_V2, "untagged uploads are written as V2");

@@ -8,6 +8,8 @@
 //! | `O` bucket `\0` key                         | `ObjectMeta`                |
 //! | `U` bucket `\0` key `\0` upload-id          | `UploadMeta`                |
 //! | `P` upload-id `\0` part-number (u32, BE)    | `PartMeta`                  |
+//! | `I` bucket `\0` key                         | empty: an upstream write in progress |
+//! | `X` bucket                                  | import cursor: the last key imported |
 //!
 //! Invariants: bucket names never contain `\0` (they are `[a-z0-9.-]`), access keys never
 //! contain `\0` (refused when configured), and upload ids are exactly `UPLOAD_ID_LEN` hex
@@ -18,6 +20,32 @@
 
 /// Length of an upload id (hex of 16 random bytes).
 pub const UPLOAD_ID_LEN: usize = 32;
+
+/// Upstream mode: the intent record written before an object's upstream write and removed
+/// after its index record commits. One left behind by a crash names a key whose index record
+/// may disagree with the upstream: start-up repairs it.
+pub fn intent(bucket: &str, key: &str) -> Vec<u8> {
+    join(b'I', &[bucket.as_bytes(), key.as_bytes()])
+}
+
+/// Prefix of every intent record.
+pub const INTENTS_PREFIX: &[u8] = b"I";
+
+/// Splits an intent record key into bucket and object key.
+pub fn split_intent(k: &[u8]) -> Option<(&str, &str)> {
+    let rest = k.strip_prefix(INTENTS_PREFIX)?;
+    let at = rest.iter().position(|&b| b == 0)?;
+    Some((std::str::from_utf8(&rest[..at]).ok()?, std::str::from_utf8(&rest[at + 1..]).ok()?))
+}
+
+/// Upstream mode: the import cursor of a bucket being imported (the last upstream key
+/// indexed); removed when the import finishes.
+pub fn import_cursor(bucket: &str) -> Vec<u8> {
+    join(b'X', &[bucket.as_bytes()])
+}
+
+/// Prefix of every import cursor.
+pub const IMPORTS_PREFIX: &[u8] = b"X";
 
 /// Key of the record holding the continuation-token secret, created on first start.
 pub const TOKEN_SECRET: &[u8] = b"Stoken-secret";

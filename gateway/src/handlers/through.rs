@@ -1,0 +1,298 @@
+//! The object handlers' upstream-mode steps: writing a body through to the upstream store,
+//! reading it back, and keeping the index true to the upstream (repairs after a crash or a
+//! write that bypassed the gateway, and imports of buckets that already hold objects).
+//!
+//! A write goes in this order, under the key's lock (`KeyLocks`):
+//! 1. the intent record `schema::intent` is written (with the store's durability);
+//! 2. the body goes upstream, streamed;
+//! 3. the object record commits to the index, and the intent is removed.
+//!
+//! The client hears of success only after 3. A crash between 1 and 3 leaves the intent, and
+//! start-up repairs its key from the upstream (`recover_intents`): whatever the upstream
+//! holds is what the index shows, so an acknowledged write is never missing and no object the
+//! upstream lacks is listed.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use holt_core::Condition;
+use md5::{Digest as _, Md5};
+
+use super::ReqCtx;
+use crate::checksum::ChecksumType;
+use crate::error::{S3Error, S3ErrorCode, S3Result};
+use crate::storage::meta::{BodyRef, ObjectHeaders, ObjectMeta, UpstreamBody};
+use crate::storage::{schema, Store};
+use crate::upstream::{HeadInfo, Upstream};
+
+/// Upstream keys indexed per import page (the most a ListObjectsV2 page holds).
+const IMPORT_BATCH: usize = 1000;
+
+/// The upstream client, in upstream mode.
+pub fn upstream(ctx: &ReqCtx) -> Option<Arc<Upstream>> {
+    ctx.store().upstream.clone()
+}
+
+/// The error for a record held upstream when no upstream is configured (a gateway restarted
+/// without `--upstream` over an index made in upstream mode).
+pub fn no_upstream() -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::ServiceUnavailable,
+        "This record's data is held upstream, and no upstream is configured.",
+    )
+}
+
+/// The MD5 and part count an ETag stands for: `hex` or `hex-N` as S3 and MinIO write them.
+/// An ETag of another shape (some encrypted objects) is kept as the MD5 of its text, so the
+/// index still tells versions apart.
+pub fn md5_and_parts(etag: &str) -> ([u8; 16], u32) {
+    let (hex_part, parts) = match etag.split_once('-') {
+        Some((h, n)) => (h, n.parse::<u32>().ok()),
+        None => (etag, Some(0)),
+    };
+    let mut md5 = [0u8; 16];
+    match (hex::decode_to_slice(hex_part, &mut md5), parts) {
+        (Ok(()), Some(parts)) => (md5, parts),
+        _ => (Md5::digest(etag.as_bytes()).into(), 0),
+    }
+}
+
+/// The object record an upstream HEAD describes.
+pub fn meta_from_head(info: HeadInfo) -> ObjectMeta {
+    let (md5, parts) = md5_and_parts(&info.etag);
+    ObjectMeta {
+        size: info.size,
+        md5,
+        parts,
+        last_modified_ms: info.last_modified_ms,
+        headers: info.headers,
+        checksums: Vec::new(),
+        body: BodyRef::Upstream(UpstreamBody {
+            etag: info.etag,
+            version_id: info.version_id,
+            headers_pending: false,
+        }),
+        part_sizes: Vec::new(),
+        checksum_type: ChecksumType::FullObject,
+        tags: Vec::new(),
+        public_read: false,
+    }
+}
+
+/// The object record an upstream listing entry describes; its headers are fetched on first
+/// read (`headers_pending`).
+fn meta_from_listing(entry: &rusty_s3::actions::list_objects_v2::ListObjectsContent) -> ObjectMeta {
+    let etag = entry.etag.as_deref().unwrap_or("").trim_matches('"').to_owned();
+    let (md5, parts) = md5_and_parts(&etag);
+    let storage_class = entry.storage_class.clone().filter(|c| c != "STANDARD");
+    ObjectMeta {
+        size: entry.size.unwrap_or(0),
+        md5,
+        parts,
+        last_modified_ms: entry.last_modified.as_deref().and_then(crate::time::parse_iso8601).unwrap_or(0),
+        headers: ObjectHeaders { storage_class, ..ObjectHeaders::default() },
+        checksums: Vec::new(),
+        body: BodyRef::Upstream(UpstreamBody { etag, version_id: None, headers_pending: true }),
+        part_sizes: Vec::new(),
+        checksum_type: ChecksumType::FullObject,
+        tags: Vec::new(),
+        public_read: false,
+    }
+}
+
+/// Step 1 of a write: the intent record.
+pub async fn write_intent(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()> {
+    ctx.store().put(schema::intent(bucket, key), Vec::new(), Condition::None).await.map(drop)
+}
+
+/// After step 3 (or a write that failed before reaching the upstream): the intent goes. A
+/// failure here only leaves a repair for the next start.
+pub async fn clear_intent(ctx: &ReqCtx, bucket: &str, key: &str) {
+    if let Err(e) = ctx.store().delete(schema::intent(bucket, key), Condition::None).await {
+        tracing::warn!(error = ?e.code, bucket, key, "intent record left for the next start's repair");
+    }
+}
+
+/// Ends a write begun with `write_intent`. On failure the upstream may or may not hold the
+/// new body (a connection lost after the upload, an index commit that failed): the key is
+/// repaired from the upstream at once. The intent goes unless that repair failed too, in
+/// which case the next start repairs it.
+pub async fn settle<T>(ctx: &ReqCtx, bucket: &str, key: &str, result: S3Result<T>) -> S3Result<T> {
+    if result.is_err() {
+        if let Some(up) = upstream(ctx) {
+            if let Err(e) = repair_key(ctx.store(), &up, bucket, key).await {
+                tracing::warn!(error = ?e.code, bucket, key, "repair after a failed write failed; left for the next start");
+                return result;
+            }
+        }
+    }
+    clear_intent(ctx, bucket, key).await;
+    result
+}
+
+/// Makes the index's record of `bucket/key` what the upstream holds: the HEAD's metadata, or
+/// no record if the upstream has none. A record changed meanwhile by a local write is left
+/// alone (that write ordered itself after the upstream's state through its key lock).
+pub async fn repair_key(store: &Store, up: &Upstream, bucket: &str, key: &str) -> S3Result<()> {
+    let okey = schema::object(bucket, key);
+    let current = store.get(okey.clone()).await?;
+    let condition = current.as_ref().map_or(Condition::Absent, |e| Condition::Version(e.version));
+    let outcome = match up.head_object(bucket, key).await? {
+        Some(info) => {
+            let mut meta = meta_from_head(info);
+            // Tags and the ACL live only in the index: keep them across a repair of the same
+            // body.
+            if let Some(old) = current.as_ref().and_then(|e| ObjectMeta::decode(&e.value)) {
+                if old.md5 == meta.md5 && old.parts == meta.parts {
+                    meta.tags = old.tags;
+                    meta.public_read = old.public_read;
+                    meta.checksums = old.checksums;
+                    meta.checksum_type = old.checksum_type;
+                    meta.part_sizes = old.part_sizes;
+                }
+            }
+            store.put(okey, meta.encode(), condition).await.map(drop)
+        }
+        None if current.is_some() => store.delete(okey, condition).await.map(drop),
+        None => Ok(()),
+    };
+    match outcome {
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => Ok(()),
+        other => other,
+    }
+}
+
+/// Fetches the content headers of a record made from a listing, and records them.
+pub async fn fill_headers(ctx: &ReqCtx, bucket: &str, key: &str, meta: ObjectMeta) -> S3Result<ObjectMeta> {
+    let Some(up) = upstream(ctx) else { return Ok(meta) };
+    repair_key(ctx.store(), &up, bucket, key).await?;
+    super::object::load_object(ctx, bucket, key).await
+}
+
+/// The body `ub` of `bucket/key`, bytes `start..start+len`, streamed from the upstream while
+/// it still is the body the index names (412 PreconditionFailed otherwise: the caller repairs
+/// and reads the record again).
+pub async fn read_body(
+    ctx: &ReqCtx,
+    bucket: &str,
+    key: &str,
+    ub: &UpstreamBody,
+    start: u64,
+    len: u64,
+    whole: bool,
+) -> S3Result<Body> {
+    let up = upstream(ctx).ok_or_else(no_upstream)?;
+    let range = (!whole).then(|| (start, start + len - 1));
+    let body = up.get_object(bucket, key, range, &ub.etag).await?;
+    Ok(Body::new(body))
+}
+
+/// Repairs every key whose write a crash interrupted (see the module's order of steps).
+/// Called at start-up, before requests are served.
+pub async fn recover_intents(store: &Store) -> S3Result<usize> {
+    let Some(up) = store.upstream.clone() else { return Ok(0) };
+    let mut repaired = 0;
+    loop {
+        let page = store.scan(schema::INTENTS_PREFIX.to_vec(), Vec::new(), IMPORT_BATCH).await?;
+        if page.is_empty() {
+            return Ok(repaired);
+        }
+        for (k, _) in page {
+            if let Some((bucket, key)) = schema::split_intent(&k) {
+                repair_key(store, &up, bucket, key).await?;
+                repaired += 1;
+            }
+            store.delete(k, Condition::None).await?;
+        }
+    }
+}
+
+/// Starts indexing the upstream bucket behind `bucket` from where its cursor says (the
+/// beginning for a new import). The import writes each key absent from the index and moves
+/// the cursor after every page, in one batch, so a crash resumes at the last page recorded;
+/// when the listing ends, the cursor goes.
+pub fn spawn_import(store: Store, bucket: String) {
+    tokio::spawn(async move {
+        match import(&store, &bucket).await {
+            Ok(n) => tracing::info!(bucket, imported = n, "import finished"),
+            Err(e) => {
+                tracing::error!(bucket, code = ?e.code, message = %e.message, "import failed; it resumes at the next start")
+            }
+        }
+    });
+}
+
+/// Resumes every import a restart interrupted.
+pub async fn resume_imports(store: &Store) -> S3Result<()> {
+    let cursors = store.scan(schema::IMPORTS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
+    for (k, _) in cursors {
+        if let Ok(bucket) = std::str::from_utf8(&k[schema::IMPORTS_PREFIX.len()..]) {
+            tracing::info!(bucket, "resuming the import");
+            spawn_import(store.clone(), bucket.to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// Whether `bucket` is still being imported (its listings then come from the upstream).
+pub async fn importing(ctx: &ReqCtx, bucket: &str) -> S3Result<bool> {
+    if ctx.store().upstream.is_none() {
+        return Ok(false);
+    }
+    Ok(ctx.store().get(schema::import_cursor(bucket)).await?.is_some())
+}
+
+async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
+    let up = store.upstream.clone().ok_or_else(|| S3Error::internal("import", "no upstream"))?;
+    let cursor_key = schema::import_cursor(bucket);
+    let mut after = match store.get(cursor_key.clone()).await? {
+        Some(e) => String::from_utf8(e.value).map_err(|e| S3Error::internal("import cursor", e))?,
+        None => return Ok(0),
+    };
+    let mut imported = 0u64;
+    loop {
+        let page = up.list_page(bucket, &after).await?;
+        let mut batch = holt_core::Batch::new();
+        for entry in &page.contents {
+            // A key written through the gateway meanwhile has the newer record: only absent
+            // keys are filled in.
+            batch.put_if(
+                schema::object(bucket, &entry.key),
+                meta_from_listing(entry).encode(),
+                Condition::Absent,
+            );
+        }
+        let last = page.contents.last().map(|e| e.key.clone());
+        let done = page.next_continuation_token.is_none() || last.is_none();
+        // Keys a client wrote meanwhile fail their condition; write the others one by one.
+        if !page.contents.is_empty() {
+            if let Err(e) = store.write_batch(batch).await {
+                if e.code != S3ErrorCode::PreconditionFailed {
+                    return Err(e);
+                }
+                for entry in &page.contents {
+                    let value = meta_from_listing(entry).encode();
+                    match store.put(schema::object(bucket, &entry.key), value, Condition::Absent).await {
+                        Ok(_) => {}
+                        Err(e) if e.code == S3ErrorCode::PreconditionFailed => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            imported += page.contents.len() as u64;
+            let mut imports = up.imports.lock();
+            imports.entry(bucket.to_owned()).or_default().0 += page.contents.len() as u64;
+        }
+        match (done, last) {
+            (false, Some(last)) => {
+                store.put(cursor_key.clone(), last.as_bytes().to_vec(), Condition::None).await?;
+                after = last;
+            }
+            _ => {
+                store.delete(cursor_key, Condition::None).await?;
+                up.imports.lock().entry(bucket.to_owned()).or_default().1 = true;
+                return Ok(imported);
+            }
+        }
+    }
+}
