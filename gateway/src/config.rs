@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use serde::Deserialize;
@@ -87,6 +88,14 @@ pub struct Cli {
     /// comma-separated in the environment); other buckets keep their names upstream.
     #[arg(long, env = "HOLT_UPSTREAM_BUCKETS", value_delimiter = ',')]
     pub upstream_bucket: Vec<String>,
+    /// The token the upstream's event notifications carry (`Authorization: Bearer TOKEN`,
+    /// or `?token=` for SNS) when posted to /_holt/events; the endpoint is off when unset.
+    #[arg(long, env = "HOLT_UPSTREAM_EVENTS_TOKEN", hide_env_values = true)]
+    pub upstream_events_token: Option<String>,
+    /// Seconds between reconciliations, which re-list each upstream bucket and repair what
+    /// the index has wrong (default 3600; 0: never).
+    #[arg(long, env = "HOLT_UPSTREAM_RECONCILE_SECS")]
+    pub upstream_reconcile_secs: Option<u64>,
 }
 
 /// The optional TOML file: the same keys, snake_case.
@@ -137,6 +146,10 @@ pub struct FileConfig {
     pub upstream_style: Option<String>,
     /// `--upstream-bucket`, as a table: local name = upstream name.
     pub upstream_buckets: Option<std::collections::HashMap<String, String>>,
+    /// `--upstream-events-token`.
+    pub upstream_events_token: Option<String>,
+    /// `--upstream-reconcile-secs`.
+    pub upstream_reconcile_secs: Option<u64>,
 }
 
 /// How log lines are written to stderr (`--log-format`).
@@ -187,6 +200,10 @@ pub struct Config {
     pub sigv2: bool,
     /// Upstream mode's store; `None`: standalone.
     pub upstream: Option<crate::upstream::UpstreamConfig>,
+    /// See `Cli::upstream_events_token`.
+    pub upstream_events_token: Option<String>,
+    /// Time between reconciliations; `None`: never.
+    pub upstream_reconcile: Option<Duration>,
 }
 
 /// The default size of the blocking pool: 4 threads per core, at least 8. Each thread holds
@@ -298,7 +315,12 @@ impl Config {
             .or(file.domain)
             .map(|d| d.trim_matches('.').to_ascii_lowercase())
             .filter(|d| !d.is_empty());
+        let upstream_events_token = cli.upstream_events_token.clone().or(file.upstream_events_token.clone()).filter(|t| !t.is_empty());
+        let reconcile_secs = cli.upstream_reconcile_secs.or(file.upstream_reconcile_secs).unwrap_or(3600);
+        let upstream_reconcile = (reconcile_secs > 0).then(|| Duration::from_secs(reconcile_secs));
         Ok(Config {
+            upstream_events_token,
+            upstream_reconcile,
             data_dir: cli.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./holt-data")),
             listen,
             listen_tls,

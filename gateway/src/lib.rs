@@ -81,6 +81,9 @@ pub struct Settings {
     /// Whether AWS Signature Version 2 is accepted (`--sigv2`): boto3 and s3cmd presign with
     /// it by default.
     pub sigv2: bool,
+    /// Upstream mode: the token event notifications must carry (`handlers::events`); the
+    /// endpoint is off when unset.
+    pub events_token: Option<String>,
 }
 
 impl Default for Settings {
@@ -96,6 +99,7 @@ impl Default for Settings {
             body_rate_grace: Duration::from_secs(30),
             metrics_token: None,
             sigv2: true,
+            events_token: None,
         }
     }
 }
@@ -571,6 +575,9 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
                 };
                 let mut text = state.0.metrics.render(&state.0.store.stats());
                 state.0.store.worker_times.render(&mut text);
+                if let Some(up) = &state.0.store.upstream {
+                    up.render_metrics(&mut text);
+                }
                 let inflight = state.0.settings.max_inflight.max(1) - state.0.inflight.available_permits();
                 text.push_str(&format!(
                     "# HELP holt_inflight_requests S3 requests being handled.\n\
@@ -588,6 +595,10 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
     }
     if let Err(e) = check_request_head(&parts) {
         return ("Invalid", error_response(e, request_id));
+    }
+    if parts.method == Method::POST && parts.uri.path() == handlers::events::EVENTS_PATH {
+        let token = state.0.settings.events_token.as_deref();
+        return ("UpstreamEvents", handlers::events::handle(&state.0.store, token, &parts, body).await);
     }
     let domain = state.0.settings.domain.as_deref();
     if !auth::has_authentication(&parts) && routing::virtual_host_bucket(&parts.headers, domain).is_none() {

@@ -165,6 +165,9 @@ async fn run(config: Config) -> Result<(), String> {
             gateway::handlers::through::resume_imports(&store)
                 .await
                 .map_err(|e| format!("resuming imports: {:?} {}", e.code, e.message))?;
+            if let Some(every) = config.upstream_reconcile {
+                gateway::handlers::through::spawn_reconciler(store.clone(), every);
+            }
             store
         }
         None => store,
@@ -176,6 +179,7 @@ async fn run(config: Config) -> Result<(), String> {
         max_inflight_per_user: config.max_inflight_per_user,
         metrics_token: config.metrics_token.clone(),
         sigv2: config.sigv2,
+        events_token: config.upstream_events_token.clone(),
         ..Settings::default()
     };
     let state = AppState::new(store, credentials, settings);

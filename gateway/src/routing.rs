@@ -156,6 +156,11 @@ impl Query {
         Ok(Query(out))
     }
 
+    /// Every parameter, decoded, in request order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The decoded value of parameter `name` (`Some("")` for a bare `?name`).
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())

@@ -89,6 +89,10 @@ pub struct Upstream {
     /// Per bucket being imported (or imported since start-up): keys indexed, and whether the
     /// import has finished. For `/metrics` and the log.
     pub imports: parking_lot::Mutex<std::collections::BTreeMap<String, (u64, bool)>>,
+    /// Keys repaired from event notifications.
+    pub events_applied: std::sync::atomic::AtomicU64,
+    /// Records the index changed to follow the upstream (repairs that found a difference).
+    pub repairs: std::sync::atomic::AtomicU64,
 }
 
 /// One lock per object key being written through this gateway. A write holds its key's lock
@@ -220,7 +224,15 @@ impl Upstream {
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(https);
         let credentials = Credentials::new(config.access_key.clone(), config.secret_key.clone());
-        Ok(Upstream { config, credentials, client, locks: KeyLocks::default(), imports: Default::default() })
+        Ok(Upstream {
+            config,
+            credentials,
+            client,
+            locks: KeyLocks::default(),
+            imports: Default::default(),
+            events_applied: Default::default(),
+            repairs: Default::default(),
+        })
     }
 
     /// The configuration the client was built with.
@@ -274,6 +286,44 @@ impl Upstream {
         let body = http_body_util::Limited::new(resp.into_body(), DOCUMENT_MAX);
         let bytes = body.collect().await.map_err(|_| unavailable("sent an unreadable response"))?.to_bytes();
         String::from_utf8(bytes.to_vec()).map_err(|_| unavailable("sent a response that is not UTF-8"))
+    }
+
+    /// GETs an unsigned URL (an SNS subscription confirmation); 2xx is success.
+    pub async fn fetch(&self, url: &str) -> S3Result<()> {
+        let url = url::Url::parse(url).map_err(|e| unavailable(format_args!("bad URL: {e}")))?;
+        self.send(Method::GET, url, &[], empty_body(), &[]).await.map(drop)
+    }
+
+    /// Appends the upstream-mode series to a `/metrics` page.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = write!(
+            out,
+            "# HELP holt_upstream_events_applied_total Keys repaired from upstream event notifications.\n\
+             # TYPE holt_upstream_events_applied_total counter\nholt_upstream_events_applied_total {}\n\
+             # HELP holt_upstream_repairs_total Index records changed to follow the upstream.\n\
+             # TYPE holt_upstream_repairs_total counter\nholt_upstream_repairs_total {}\n",
+            self.events_applied.load(Relaxed),
+            self.repairs.load(Relaxed)
+        );
+        let imports = self.imports.lock();
+        if !imports.is_empty() {
+            out.push_str(
+                "# HELP holt_upstream_import_objects Keys an import has indexed so far.\n\
+                 # TYPE holt_upstream_import_objects gauge\n",
+            );
+            for (bucket, (n, _)) in imports.iter() {
+                let _ = writeln!(out, "holt_upstream_import_objects{{bucket=\"{bucket}\"}} {n}");
+            }
+            out.push_str(
+                "# HELP holt_upstream_import_done Whether the bucket's import has finished.\n\
+                 # TYPE holt_upstream_import_done gauge\n",
+            );
+            for (bucket, (_, done)) in imports.iter() {
+                let _ = writeln!(out, "holt_upstream_import_done{{bucket=\"{bucket}\"}} {}", u8::from(*done));
+            }
+        }
     }
 
     /// Whether the upstream bucket exists (and the gateway may use it).
@@ -538,6 +588,24 @@ impl Upstream {
             Err(e) if e.code == S3ErrorCode::NoSuchUpload => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// A client's ListObjects or ListObjectsV2 (`query`: its parameters), answered by the
+    /// upstream: the document as the upstream wrote it.
+    pub async fn list_passthrough(&self, local: &str, query: &[(&str, &str)]) -> S3Result<Bytes> {
+        let bucket = self.bucket(local)?;
+        let mut action = ListObjectsV2::new(&bucket, Some(&self.credentials));
+        // The action names list-type=2 and encoding-type=url itself: the client's parameters
+        // decide (a V1 listing has no list-type).
+        action.query_mut().remove("list-type");
+        action.query_mut().remove("encoding-type");
+        for (k, v) in query {
+            action.query_mut().insert((*k).to_owned(), (*v).to_owned());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::GET, url, &[], empty_body(), &[]).await?;
+        let body = http_body_util::Limited::new(resp.into_body(), DOCUMENT_MAX);
+        Ok(body.collect().await.map_err(|_| unavailable("sent an unreadable listing"))?.to_bytes())
     }
 
     /// One page (up to 1,000 keys) of the upstream bucket's keys after `start_after`.

@@ -242,6 +242,9 @@ fn page_response(w: XmlWriter, page: Rendered, root: &str) -> Response {
 pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let owner = ctx.owned_bucket().await?.owner;
+    if super::through::importing(ctx, bucket).await? {
+        return super::through::list_from_upstream(ctx, bucket).await;
+    }
     let prefix = ctx.query.get("prefix").unwrap_or("");
     let delimiter = ctx.query.get("delimiter").unwrap_or("");
     let max = parse_max(ctx, "max-keys", MAX_KEYS_LIMIT)?;
@@ -304,6 +307,9 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
 pub async fn handle_list_objects(ctx: &ReqCtx) -> S3Result<Response> {
     let bucket = ctx.bucket()?;
     let owner = ctx.owned_bucket().await?.owner;
+    if super::through::importing(ctx, bucket).await? {
+        return super::through::list_from_upstream(ctx, bucket).await;
+    }
     let prefix = ctx.query.get("prefix").unwrap_or("");
     let delimiter = ctx.query.get("delimiter").unwrap_or("");
     let max = parse_max(ctx, "max-keys", MAX_KEYS_LIMIT)?;

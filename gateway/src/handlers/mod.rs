@@ -8,6 +8,7 @@ pub mod conditional;
 pub mod copy;
 pub mod cors;
 pub mod delete;
+pub mod events;
 pub mod headers;
 pub mod list;
 pub mod multipart;

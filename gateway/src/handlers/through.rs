@@ -151,9 +151,17 @@ pub async fn repair_key(store: &Store, up: &Upstream, bucket: &str, key: &str) -
                     meta.part_sizes = old.part_sizes;
                 }
             }
+            let unchanged = current.as_ref().is_some_and(|e| e.value == meta.encode());
+            if unchanged {
+                return Ok(());
+            }
+            up.repairs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             store.put(okey, meta.encode(), condition).await.map(drop)
         }
-        None if current.is_some() => store.delete(okey, condition).await.map(drop),
+        None if current.is_some() => {
+            up.repairs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            store.delete(okey, condition).await.map(drop)
+        }
         None => Ok(()),
     };
     match outcome {
@@ -242,6 +250,17 @@ pub async fn importing(ctx: &ReqCtx, bucket: &str) -> S3Result<bool> {
     Ok(ctx.store().get(schema::import_cursor(bucket)).await?.is_some())
 }
 
+/// A listing of a bucket still being imported, answered by the upstream (the index does not
+/// hold every key yet).
+pub async fn list_from_upstream(ctx: &ReqCtx, bucket: &str) -> S3Result<axum::response::Response> {
+    let up = upstream(ctx).ok_or_else(no_upstream)?;
+    let query: Vec<(&str, &str)> = ctx.query.pairs().collect();
+    let doc = up.list_passthrough(bucket, &query).await?;
+    let mut resp = axum::response::Response::new(Body::from(doc));
+    super::set_header(&mut resp, "content-type", "application/xml");
+    Ok(resp)
+}
+
 async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     let up = store.upstream.clone().ok_or_else(|| S3Error::internal("import", "no upstream"))?;
     let cursor_key = schema::import_cursor(bucket);
@@ -293,6 +312,92 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
                 up.imports.lock().entry(bucket.to_owned()).or_default().1 = true;
                 return Ok(imported);
             }
+        }
+    }
+}
+
+/// Runs `reconcile` over every bucket each `every`, for as long as the process lives.
+pub fn spawn_reconciler(store: Store, every: std::time::Duration) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            match reconcile(&store).await {
+                Ok(0) => tracing::debug!("reconciliation found nothing to repair"),
+                Ok(n) => tracing::info!(repaired = n, "reconciliation repaired keys that drifted from the upstream"),
+                Err(e) => tracing::warn!(code = ?e.code, message = %e.message, "reconciliation stopped; it runs again next period"),
+            }
+        }
+    });
+}
+
+/// Re-lists each bucket's upstream and repairs every key whose index record disagrees (a
+/// different ETag or size, missing, or no longer upstream): the bound on how stale the index
+/// can get when notifications are lost or not configured. Buckets still being imported are
+/// left to their import. Returns the keys repaired.
+pub async fn reconcile(store: &Store) -> S3Result<u64> {
+    let Some(up) = store.upstream.clone() else { return Ok(0) };
+    let buckets = store.scan(schema::BUCKETS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
+    let mut repaired = 0;
+    for (k, _) in buckets {
+        let Ok(bucket) = std::str::from_utf8(&k[schema::BUCKETS_PREFIX.len()..]) else { continue };
+        if store.get(schema::import_cursor(bucket)).await?.is_some() {
+            continue;
+        }
+        repaired += reconcile_bucket(store, &up, bucket).await?;
+    }
+    Ok(repaired)
+}
+
+/// `reconcile` for one bucket: the upstream's listing and the index are walked side by side,
+/// a page of the upstream at a time against the index records in the same key range.
+pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3Result<u64> {
+    let prefix = schema::objects_prefix(bucket);
+    let mut after = String::new();
+    let mut repaired = 0;
+    loop {
+        let page = up.list_page(bucket, &after).await?;
+        let done = page.next_continuation_token.is_none() || page.contents.is_empty();
+        let upper = if done { None } else { page.contents.last().map(|e| e.key.clone()) };
+        let mut upstream: std::collections::BTreeMap<&str, (String, u64)> = page
+            .contents
+            .iter()
+            .map(|e| (e.key.as_str(), (e.etag.as_deref().unwrap_or("").trim_matches('"').to_owned(), e.size.unwrap_or(0))))
+            .collect();
+        // The index's records in (after, upper].
+        let mut from = if after.is_empty() { Vec::new() } else { schema::object(bucket, &after) };
+        let mut differ = Vec::new();
+        'index: loop {
+            let chunk = store.scan(prefix.clone(), from.clone(), IMPORT_BATCH).await?;
+            for (k, e) in &chunk {
+                let key = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                if upper.as_deref().is_some_and(|u| key.as_str() > u) {
+                    break 'index;
+                }
+                let indexed = ObjectMeta::decode(&e.value).and_then(|m| match m.body {
+                    BodyRef::Upstream(ub) => Some((ub.etag, m.size)),
+                    _ => None,
+                });
+                match (upstream.remove(key.as_str()), indexed) {
+                    (Some(theirs), Some(ours)) if theirs == ours => {}
+                    _ => differ.push(key),
+                }
+            }
+            match chunk.last() {
+                Some((k, _)) if chunk.len() == IMPORT_BATCH => from = k.clone(),
+                _ => break,
+            }
+        }
+        // Upstream keys the index lacks.
+        differ.extend(upstream.into_keys().map(str::to_owned));
+        for key in &differ {
+            repair_key(store, up, bucket, key).await?;
+        }
+        repaired += differ.len() as u64;
+        match upper {
+            Some(u) => after = u,
+            None => return Ok(repaired),
         }
     }
 }
