@@ -68,7 +68,7 @@ pub struct Cli {
     #[arg(long, env = "HOLT_SIGV2")]
     pub sigv2: Option<String>,
     /// Upstream mode: the endpoint of the S3-compatible store that holds the bodies, e.g.
-    /// http://minio:9000 or https://s3.eu-west-1.amazonaws.com. Unset: standalone.
+    /// `http://minio:9000` or `https://s3.eu-west-1.amazonaws.com`. Unset: standalone.
     #[arg(long, env = "HOLT_UPSTREAM")]
     pub upstream: Option<String>,
     /// The region requests to the upstream are signed for (default us-east-1).
@@ -315,7 +315,11 @@ impl Config {
             .or(file.domain)
             .map(|d| d.trim_matches('.').to_ascii_lowercase())
             .filter(|d| !d.is_empty());
-        let upstream_events_token = cli.upstream_events_token.clone().or(file.upstream_events_token.clone()).filter(|t| !t.is_empty());
+        let upstream_events_token = cli
+            .upstream_events_token
+            .clone()
+            .or(file.upstream_events_token.clone())
+            .filter(|t| !t.is_empty());
         let reconcile_secs = cli.upstream_reconcile_secs.or(file.upstream_reconcile_secs).unwrap_or(3600);
         let upstream_reconcile = (reconcile_secs > 0).then(|| Duration::from_secs(reconcile_secs));
         Ok(Config {

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use gateway::checksum::{ChecksumAlgo, ChecksumType};
-use gateway::storage::meta::{BodyRef, BucketMeta, CorsRule, ObjectHeaders, ObjectMeta, PartMeta, UploadMeta};
+use gateway::storage::meta::{
+    BodyRef, BucketMeta, CorsRule, ObjectHeaders, ObjectMeta, PartMeta, UploadMeta, UpstreamBody,
+};
 use holt_fuzz::auth_support::{
     chunked_put, encode_unsigned, seed_signature, Body, ChunkSigner, Req, Signer, REGION, SK, T0_STAMP,
 };
@@ -136,10 +138,27 @@ fn main() {
         public_read: true,
     };
     write("records", "object", &object.encode());
+    let upstream = ObjectMeta {
+        body: BodyRef::Upstream(UpstreamBody {
+            etag: "0a1b2c3d4e5f60718293a4b5c6d7e8f9-2".into(),
+            version_id: Some("v1".into()),
+            headers_pending: true,
+        }),
+        ..object.clone()
+    };
+    write("records", "object-upstream", &upstream.encode());
     write(
         "records",
         "bucket",
-        &BucketMeta { owner: "me".into(), created_ms: 5, location: Some("eu".into()), cors: vec![], policy: None, public_read: false }.encode(),
+        &BucketMeta {
+            owner: "me".into(),
+            created_ms: 5,
+            location: Some("eu".into()),
+            cors: vec![],
+            policy: None,
+            public_read: false,
+        }
+        .encode(),
     );
     let rule = CorsRule {
         id: Some("r".into()),
@@ -169,8 +188,11 @@ fn main() {
         checksum_type: Some(ChecksumType::FullObject),
         tags: vec![("k".into(), "v".into())],
         public_read: true,
+        upstream_id: None,
     };
     write("records", "upload", &upload.encode());
+    let through = UploadMeta { upstream_id: Some("2~upstream-upload-id".into()), ..upload };
+    write("records", "upload-upstream", &through.encode());
     let part = PartMeta {
         size: 5,
         md5: [1; 16],

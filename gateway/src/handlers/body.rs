@@ -236,7 +236,7 @@ pub struct Ingested {
     pub md5: [u8; 16],
     /// Raw digests of every requested algorithm, each verified against the value the client
     /// sent, if any.
-    pub checksums: Vec<(ChecksumAlgo, Vec<u8>)>,
+    pub checksums: Checksums,
 }
 
 /// The `Content-MD5` header, decoded. Malformed → 400 InvalidDigest.
@@ -282,7 +282,7 @@ fn verify_checksums(
     ctx: &ReqCtx,
     hashers: Vec<Hasher>,
     trailers: &[(String, String)],
-) -> S3Result<Vec<(ChecksumAlgo, Vec<u8>)>> {
+) -> S3Result<Checksums> {
     let mut out = Vec::with_capacity(hashers.len());
     for h in hashers {
         let algo = h.algo();
@@ -424,6 +424,9 @@ impl http_body::Body for ChannelBody {
     }
 }
 
+/// Checksums of a body: each algorithm with its raw digest.
+pub type Checksums = Vec<(ChecksumAlgo, Vec<u8>)>;
+
 /// The digests of a body being received, and what the client said they should be.
 struct Digests {
     md5: Md5,
@@ -440,11 +443,7 @@ impl Digests {
     }
 
     /// The MD5 and the requested checksums, each checked against the client's value.
-    fn verify(
-        self,
-        ctx: &ReqCtx,
-        trailers: &[(String, String)],
-    ) -> S3Result<([u8; 16], Vec<(ChecksumAlgo, Vec<u8>)>)> {
+    fn verify(self, ctx: &ReqCtx, trailers: &[(String, String)]) -> S3Result<([u8; 16], Checksums)> {
         let md5: [u8; 16] = self.md5.finalize().into();
         check_content_md5(self.expected_md5, md5)?;
         Ok((md5, verify_checksums(ctx, self.hashers, trailers)?))

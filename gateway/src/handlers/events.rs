@@ -34,8 +34,10 @@ const EVENT_KEYS_MAX: usize = 10_000;
 /// opened. `Err` for a document that is not one.
 pub fn keys_of(doc: &serde_json::Value) -> Result<Vec<(String, String)>, &'static str> {
     if doc.get("Type").and_then(|t| t.as_str()) == Some("Notification") {
-        let message = doc.get("Message").and_then(|m| m.as_str()).ok_or("an SNS notification without a Message")?;
-        let inner: serde_json::Value = serde_json::from_str(message).map_err(|_| "an SNS Message that is not JSON")?;
+        let message =
+            doc.get("Message").and_then(|m| m.as_str()).ok_or("an SNS notification without a Message")?;
+        let inner: serde_json::Value =
+            serde_json::from_str(message).map_err(|_| "an SNS Message that is not JSON")?;
         return keys_of(&inner);
     }
     // S3's test event when a configuration is saved: nothing to apply.
@@ -46,7 +48,8 @@ pub fn keys_of(doc: &serde_json::Value) -> Result<Vec<(String, String)>, &'stati
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let s3 = r.get("s3").ok_or("a record without s3")?;
-        let bucket = s3.pointer("/bucket/name").and_then(|b| b.as_str()).ok_or("a record without a bucket")?;
+        let bucket =
+            s3.pointer("/bucket/name").and_then(|b| b.as_str()).ok_or("a record without a bucket")?;
         let key = s3.pointer("/object/key").and_then(|k| k.as_str()).ok_or("a record without a key")?;
         // Keys are URL-encoded in notifications, with '+' for a space.
         let spaced = key.replace('+', " ");
@@ -60,8 +63,11 @@ pub fn keys_of(doc: &serde_json::Value) -> Result<Vec<(String, String)>, &'stati
 /// name unless that name is mapped elsewhere.
 fn local_buckets(up: &Upstream, upstream_bucket: &str) -> Vec<String> {
     let map = &up.config().buckets;
-    let mut out: Vec<String> =
-        map.iter().filter(|(_, remote)| remote.as_str() == upstream_bucket).map(|(local, _)| local.clone()).collect();
+    let mut out: Vec<String> = map
+        .iter()
+        .filter(|(_, remote)| remote.as_str() == upstream_bucket)
+        .map(|(local, _)| local.clone())
+        .collect();
     if !map.contains_key(upstream_bucket) {
         out.push(upstream_bucket.to_owned());
     }
@@ -73,7 +79,12 @@ fn answer(status: StatusCode, text: &str) -> Response {
 }
 
 /// Handles one POST to `EVENTS_PATH`.
-pub async fn handle(store: &Store, token: Option<&str>, parts: &http::request::Parts, body: Body) -> Response {
+pub async fn handle(
+    store: &Store,
+    token: Option<&str>,
+    parts: &http::request::Parts,
+    body: Body,
+) -> Response {
     use subtle::ConstantTimeEq;
     let (Some(up), Some(expected)) = (store.upstream.clone(), token) else {
         return answer(StatusCode::NOT_FOUND, "event notifications are off (no --upstream-events-token)");
@@ -86,16 +97,19 @@ pub async fn handle(store: &Store, token: Option<&str>, parts: &http::request::P
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, t)| t.trim().to_owned());
     let in_query = parts.uri.query().and_then(|q| {
-        q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(|t| percent_decode_str(t).decode_utf8_lossy().into_owned())
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("token="))
+            .map(|t| percent_decode_str(t).decode_utf8_lossy().into_owned())
     });
     let sent = bearer.or(in_query).unwrap_or_default();
     if !bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
         return answer(StatusCode::UNAUTHORIZED, "a valid events token is required");
     }
-    let bytes = match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, EVENTS_BODY_MAX)).await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return answer(StatusCode::PAYLOAD_TOO_LARGE, "the notification is larger than 1 MiB"),
-    };
+    let bytes =
+        match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, EVENTS_BODY_MAX)).await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return answer(StatusCode::PAYLOAD_TOO_LARGE, "the notification is larger than 1 MiB"),
+        };
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return answer(StatusCode::BAD_REQUEST, "the notification is not JSON");
     };
@@ -137,7 +151,9 @@ async fn confirm_subscription(up: &Upstream, doc: &serde_json::Value) -> Respons
     let Some(url) = doc.get("SubscribeURL").and_then(|u| u.as_str()) else {
         return answer(StatusCode::BAD_REQUEST, "a SubscriptionConfirmation without a SubscribeURL");
     };
-    let Ok(parsed) = url::Url::parse(url) else { return answer(StatusCode::BAD_REQUEST, "a bad SubscribeURL") };
+    let Ok(parsed) = url::Url::parse(url) else {
+        return answer(StatusCode::BAD_REQUEST, "a bad SubscribeURL");
+    };
     let host_ok = parsed.host_str().is_some_and(|h| h.starts_with("sns.") && h.ends_with(".amazonaws.com"));
     if parsed.scheme() != "https" || !host_ok {
         return answer(StatusCode::BAD_REQUEST, "the SubscribeURL is not an SNS address");
