@@ -251,14 +251,131 @@ pub async fn importing(ctx: &ReqCtx, bucket: &str) -> S3Result<bool> {
 }
 
 /// A listing of a bucket still being imported, answered by the upstream (the index does not
-/// hold every key yet).
+/// hold every key yet). A ListObjectsV2 page carries a continuation token of ours, sealing its
+/// last entry as the index's own pages do, so a listing that goes on after the import has
+/// finished resumes from the index at the right key (and one that goes on before, from the
+/// upstream with `start-after`).
 pub async fn list_from_upstream(ctx: &ReqCtx, bucket: &str) -> S3Result<axum::response::Response> {
+    use crate::storage::token::{TokenKind, TokenScope};
     let up = upstream(ctx).ok_or_else(no_upstream)?;
-    let query: Vec<(&str, &str)> = ctx.query.pairs().collect();
+    let v2 = ctx.query.get("list-type") == Some("2");
+    let scope = TokenScope {
+        kind: TokenKind::ListObjectsV2,
+        bucket,
+        prefix: ctx.query.get("prefix").unwrap_or("").as_bytes(),
+        delimiter: ctx.query.get("delimiter").unwrap_or("").as_bytes(),
+        url_encoding: super::list::parse_encoding(ctx)?,
+    };
+    let token_in = ctx.query.get("continuation-token").filter(|t| v2 && !t.is_empty());
+    let resume = match token_in {
+        Some(t) => Some(
+            String::from_utf8(ctx.store().tokens.decode(&scope, t)?)
+                .map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?,
+        ),
+        None => None,
+    };
+    let mut query: Vec<(&str, &str)> = ctx
+        .query
+        .pairs()
+        .filter(|(k, _)| resume.is_none() || !matches!(*k, "continuation-token" | "start-after"))
+        .collect();
+    if let Some(r) = &resume {
+        query.push(("start-after", r));
+    }
     let doc = up.list_passthrough(bucket, &query).await?;
+    let doc = if v2 {
+        let text = String::from_utf8(doc.to_vec())
+            .map_err(|_| S3Error::internal("upstream listing", "not UTF-8"))?;
+        let next = last_listed(&text).map(|last| ctx.store().tokens.encode(&scope, last.as_bytes()));
+        let mut text = replace_element(&text, "NextContinuationToken", next.as_deref());
+        if resume.is_some() {
+            text = replace_element(&text, "ContinuationToken", token_in);
+            text =
+                replace_element(&text, "StartAfter", ctx.query.get("start-after").filter(|s| !s.is_empty()));
+        }
+        bytes::Bytes::from(text)
+    } else {
+        doc
+    };
     let mut resp = axum::response::Response::new(Body::from(doc));
     super::set_header(&mut resp, "content-type", "application/xml");
     Ok(resp)
+}
+
+/// The last key or common prefix a truncated ListObjectsV2 page lists (decoded), or `None`
+/// for a page that is not truncated.
+fn last_listed(doc: &str) -> Option<String> {
+    if !doc.contains("<IsTruncated>true</IsTruncated>") {
+        return None;
+    }
+    let url = doc.contains("<EncodingType>url</EncodingType>");
+    let last_of = |open: &str| -> Option<String> {
+        let at = doc.rfind(open)? + open.len();
+        let end = doc[at..].find('<')? + at;
+        let text = xml_unescape(&doc[at..end]);
+        Some(if url {
+            percent_encoding::percent_decode_str(&text.replace('+', " ")).decode_utf8_lossy().into_owned()
+        } else {
+            text
+        })
+    };
+    let key = last_of("<Key>");
+    let prefix = last_of("<CommonPrefixes><Prefix>");
+    key.into_iter().chain(prefix).max()
+}
+
+/// `doc` with the text of its first `<name>` element replaced by `value`, or the element
+/// removed for `None` (added before `</ListBucketResult>` if absent and `value` is given).
+fn replace_element(doc: &str, name: &str, value: Option<&str>) -> String {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    let element = value
+        .map(|v| {
+            let mut escaped = Vec::new();
+            crate::xml::escape_into(&mut escaped, v);
+            format!("{open}{}{close}", String::from_utf8_lossy(&escaped))
+        })
+        .unwrap_or_default();
+    if let Some(start) = doc.find(&open) {
+        if let Some(len) = doc[start..].find(&close) {
+            let end = start + len + close.len();
+            return format!("{}{element}{}", &doc[..start], &doc[end..]);
+        }
+    }
+    match (value, doc.rfind("</ListBucketResult>")) {
+        (Some(_), Some(at)) => format!("{}{element}{}", &doc[..at], &doc[at..]),
+        _ => doc.to_owned(),
+    }
+}
+
+/// The text of an XML character-data run: the five named entities and numeric references.
+fn xml_unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let Some(end) = tail.find(';') else { break };
+        let entity = &tail[1..end];
+        let ch = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ => entity
+                .strip_prefix("#x")
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .or_else(|| entity.strip_prefix('#').and_then(|d| d.parse().ok()))
+                .and_then(char::from_u32),
+        };
+        match ch {
+            Some(c) => out.push(c),
+            None => out.push_str(&tail[..=end]),
+        }
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
@@ -325,8 +442,13 @@ pub fn spawn_reconciler(store: Store, every: std::time::Duration) {
             ticks.tick().await;
             match reconcile(&store).await {
                 Ok(0) => tracing::debug!("reconciliation found nothing to repair"),
-                Ok(n) => tracing::info!(repaired = n, "reconciliation repaired keys that drifted from the upstream"),
-                Err(e) => tracing::warn!(code = ?e.code, message = %e.message, "reconciliation stopped; it runs again next period"),
+                Ok(n) => tracing::info!(
+                    repaired = n,
+                    "reconciliation repaired keys that drifted from the upstream"
+                ),
+                Err(e) => {
+                    tracing::warn!(code = ?e.code, message = %e.message, "reconciliation stopped; it runs again next period")
+                }
             }
         }
     });
@@ -363,7 +485,12 @@ pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3R
         let mut upstream: std::collections::BTreeMap<&str, (String, u64)> = page
             .contents
             .iter()
-            .map(|e| (e.key.as_str(), (e.etag.as_deref().unwrap_or("").trim_matches('"').to_owned(), e.size.unwrap_or(0))))
+            .map(|e| {
+                (
+                    e.key.as_str(),
+                    (e.etag.as_deref().unwrap_or("").trim_matches('"').to_owned(), e.size.unwrap_or(0)),
+                )
+            })
             .collect();
         // The index's records in (after, upper].
         let mut from = if after.is_empty() { Vec::new() } else { schema::object(bucket, &after) };
@@ -399,5 +526,40 @@ pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3R
             Some(u) => after = u,
             None => return Ok(repaired),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_passed_through_resume_at_their_last_entry() {
+        let doc = "<ListBucketResult><Name>b</Name><Prefix></Prefix><IsTruncated>true</IsTruncated>\
+                   <Contents><Key>a&amp;b</Key></Contents><Contents><Key>c</Key></Contents>\
+                   <CommonPrefixes><Prefix>d/</Prefix></CommonPrefixes>\
+                   <NextContinuationToken>theirs</NextContinuationToken></ListBucketResult>";
+        assert_eq!(last_listed(doc).as_deref(), Some("d/"));
+        assert_eq!(last_listed(&doc.replace("true", "false")), None);
+        let url = "<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>\
+                   <Contents><Key>a+b%2Bc</Key></Contents></ListBucketResult>";
+        assert_eq!(last_listed(url).as_deref(), Some("a b+c"));
+        let ours = replace_element(doc, "NextContinuationToken", Some("ours"));
+        assert!(
+            ours.contains("<NextContinuationToken>ours</NextContinuationToken>") && !ours.contains("theirs")
+        );
+        let none = replace_element(doc, "NextContinuationToken", None);
+        assert!(!none.contains("ContinuationToken"));
+        assert_eq!(xml_unescape("x&lt;&#65;&#x42;&unknown;"), "x<AB&unknown;");
+    }
+
+    #[test]
+    fn etags_stand_for_md5_and_parts() {
+        let (md5, parts) = md5_and_parts("3cee2b9176b56e17908c46ad6d464be2-3");
+        assert_eq!((hex::encode(md5), parts), ("3cee2b9176b56e17908c46ad6d464be2".to_owned(), 3));
+        assert_eq!(md5_and_parts("b1946ac92492d2347c6235b4d2611184").1, 0);
+        // Another shape is kept apart from every MD5 by hashing its text.
+        let (other, parts) = md5_and_parts("not-an-md5");
+        assert_eq!((other, parts), (<[u8; 16]>::from(Md5::digest(b"not-an-md5")), 0));
     }
 }
