@@ -397,6 +397,9 @@ impl AppState {
     pub async fn close(self) -> Result<(), String> {
         let deadline = Instant::now() + ENGINE_RELEASE_WAIT;
         self.0.store.stop_reclaimer().await;
+        if let Some(up) = &self.0.store.upstream {
+            up.stop_background();
+        }
         let still_held = |store: Store| async move {
             store.sync().await.map_err(|e| format!("syncing the log at shutdown: {e}"))?;
             Err("requests still hold the engine at shutdown: log synced, engine not closed".to_owned())

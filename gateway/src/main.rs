@@ -156,11 +156,20 @@ async fn run(config: Config) -> Result<(), String> {
                 .map_err(|e| format!("the upstream client (root certificates): {e}"))?;
             let store = store.with_upstream(client);
             // Keys whose writes a crash interrupted first, then the imports it interrupted.
-            let repaired = gateway::handlers::through::recover_intents(&store)
+            let recovered = gateway::handlers::through::recover_intents(&store)
                 .await
                 .map_err(|e| format!("repairing interrupted upstream writes: {:?} {}", e.code, e.message))?;
-            if repaired > 0 {
-                tracing::info!(repaired, "repaired keys whose upstream writes were interrupted");
+            if recovered.repaired > 0 {
+                tracing::info!(recovered.repaired, "repaired keys whose upstream writes were interrupted");
+            }
+            if recovered.left > 0 {
+                // Serving anyway: listings and HEAD answer from the index while the upstream
+                // is away; these keys are repaired as soon as it answers.
+                tracing::warn!(
+                    recovered.left,
+                    "keys whose upstream writes were interrupted wait for the upstream"
+                );
+                gateway::handlers::through::spawn_intent_retries(store.clone());
             }
             gateway::handlers::through::resume_imports(&store)
                 .await

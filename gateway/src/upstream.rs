@@ -93,6 +93,9 @@ pub struct Upstream {
     pub events_applied: std::sync::atomic::AtomicU64,
     /// Records the index changed to follow the upstream (repairs that found a difference).
     pub repairs: std::sync::atomic::AtomicU64,
+    /// Imports and the reconciler: stopped at shutdown, so the engine can close (an import
+    /// resumes from its cursor at the next start).
+    background: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// One lock per object key being written through this gateway. A write holds its key's lock
@@ -147,11 +150,42 @@ fn unavailable(what: impl std::fmt::Display) -> S3Error {
 }
 
 /// The text of the first `<tag>…</tag>` in `doc` (error documents and small results).
-fn xml_text<'a>(doc: &'a str, tag: &str) -> Option<&'a str> {
+fn xml_text(doc: &str, tag: &str) -> Option<String> {
     let open = format!("<{tag}>");
     let start = doc.find(&open)? + open.len();
     let end = doc[start..].find("</")? + start;
-    Some(&doc[start..end])
+    Some(xml_unescape(&doc[start..end]))
+}
+
+/// The text of an XML character-data run: the five named entities and numeric references.
+pub(crate) fn xml_unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let Some(end) = tail.find(';') else { break };
+        let entity = &tail[1..end];
+        let ch = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ => entity
+                .strip_prefix("#x")
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .or_else(|| entity.strip_prefix('#').and_then(|d| d.parse().ok()))
+                .and_then(char::from_u32),
+        };
+        match ch {
+            Some(c) => out.push(c),
+            None => out.push_str(&tail[..=end]),
+        }
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Unquotes an ETag header value.
@@ -211,6 +245,20 @@ fn object_headers_from(h: &HeaderMap) -> ObjectHeaders {
 }
 
 impl Upstream {
+    /// Keeps `task` to be stopped by [`Upstream::stop_background`].
+    pub fn track(&self, task: tokio::task::AbortHandle) {
+        let mut tasks = self.background.lock();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
+    /// Stops every tracked background task (at shutdown).
+    pub fn stop_background(&self) {
+        for task in self.background.lock().drain(..) {
+            task.abort();
+        }
+    }
+
     /// A client for `config`'s endpoint; nothing is sent until the first call.
     pub fn new(config: UpstreamConfig) -> std::io::Result<Upstream> {
         let mut http = HttpConnector::new();
@@ -232,6 +280,7 @@ impl Upstream {
             imports: Default::default(),
             events_applied: Default::default(),
             repairs: Default::default(),
+            background: Default::default(),
         })
     }
 
@@ -374,6 +423,7 @@ impl Upstream {
         headers: Vec<(String, String)>,
         body: UpBody,
     ) -> S3Result<UpstreamBody> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
         for (k, v) in &headers {
@@ -408,7 +458,7 @@ impl Upstream {
         if doc.contains("<Error>") {
             return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
         }
-        let etag = xml_text(&doc, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
+        let etag = xml_text(&doc, "ETag").map(|e| bare_etag(&e));
         Ok((etag.ok_or_else(|| unavailable("answered a copy without an ETag"))?, version))
     }
 
@@ -422,6 +472,8 @@ impl Upstream {
         key: &str,
         headers: Vec<(String, String)>,
     ) -> S3Result<UpstreamBody> {
+        addressable(src_key)?;
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut all = self.copy_source(src_local, src_key, src_etag);
         all.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
@@ -444,6 +496,8 @@ impl Upstream {
         (local, key, upload_id, part_number): (&str, &str, &str, u16),
         (first, last): (u64, u64),
     ) -> S3Result<String> {
+        addressable(src_key)?;
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut headers = self.copy_source(src_local, src_key, src_etag);
         headers.push(("x-amz-copy-source-range".into(), format!("bytes={first}-{last}")));
@@ -465,6 +519,7 @@ impl Upstream {
         range: Option<(u64, u64)>,
         etag: &str,
     ) -> S3Result<Incoming> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let url = GetObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
         let mut headers = vec![("if-match".to_owned(), format!("\"{etag}\""))];
@@ -476,10 +531,16 @@ impl Upstream {
 
     /// HEAD of `key`; `None` if the upstream has no such object.
     pub async fn head_object(&self, local: &str, key: &str) -> S3Result<Option<HeadInfo>> {
+        if addressable(key).is_err() {
+            return Ok(None);
+        }
         let bucket = self.bucket(local)?;
         let url = HeadObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let resp = self.send(Method::HEAD, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await?;
-        if resp.status() == StatusCode::NOT_FOUND {
+        // 400: the upstream refuses the name itself (MinIO refuses `a//b`), so nothing is
+        // stored under it; a write it refused leaves nothing to repair.
+        let absent = [StatusCode::NOT_FOUND, StatusCode::BAD_REQUEST];
+        let resp = self.send(Method::HEAD, url, &[], empty_body(), &absent).await?;
+        if absent.contains(&resp.status()) {
             return Ok(None);
         }
         let h = resp.headers();
@@ -499,9 +560,23 @@ impl Upstream {
 
     /// Deletes `key` upstream (a missing key is not an error, as in S3).
     pub async fn delete_object(&self, local: &str, key: &str) -> S3Result<()> {
+        if addressable(key).is_err() {
+            return Ok(());
+        }
         let bucket = self.bucket(local)?;
         let url = DeleteObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        self.send(Method::DELETE, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await.map(drop)
+        let accept = [StatusCode::NOT_FOUND, StatusCode::BAD_REQUEST];
+        let resp = self.send(Method::DELETE, url, &[], empty_body(), &accept).await?;
+        if resp.status() != StatusCode::BAD_REQUEST {
+            return Ok(());
+        }
+        // A name the upstream refuses holds no object: deleting it deletes nothing, as for
+        // any absent key. Any other 400 is an error.
+        let doc = Self::document(resp).await?;
+        match xml_text(&doc, "Code").as_deref() {
+            Some(NAME_REFUSED) => Ok(()),
+            _ => Err(error_from_document(StatusCode::BAD_REQUEST, &doc)),
+        }
     }
 
     /// Starts a multipart upload of `key` upstream; returns its upload id.
@@ -511,6 +586,7 @@ impl Upstream {
         key: &str,
         headers: Vec<(String, String)>,
     ) -> S3Result<String> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut action = CreateMultipartUpload::new(&bucket, Some(&self.credentials), key);
         for (k, v) in &headers {
@@ -520,7 +596,6 @@ impl Upstream {
         let resp = self.send(Method::POST, url, &headers, empty_body(), &[]).await?;
         let doc = Self::document(resp).await?;
         xml_text(&doc, "UploadId")
-            .map(str::to_owned)
             .ok_or_else(|| unavailable("answered CreateMultipartUpload without an UploadId"))
     }
 
@@ -534,6 +609,7 @@ impl Upstream {
         len: u64,
         body: UpBody,
     ) -> S3Result<String> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let url =
             UploadPart::new(&bucket, Some(&self.credentials), key, part_number, upload_id).sign(SIGNED_FOR);
@@ -553,6 +629,7 @@ impl Upstream {
         parts: &[(u32, String)],
         conditions: Vec<(String, String)>,
     ) -> S3Result<UpstreamBody> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let url = CompleteMultipartUpload::new(
             &bucket,
@@ -573,13 +650,14 @@ impl Upstream {
         if answer.contains("<Error>") {
             return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &answer));
         }
-        let etag = xml_text(&answer, "ETag").map(|e| bare_etag(&e.replace("&quot;", "\"")));
+        let etag = xml_text(&answer, "ETag").map(|e| bare_etag(&e));
         let etag = etag.ok_or_else(|| unavailable("answered a completion without an ETag"))?;
         Ok(UpstreamBody { etag, version_id: version, headers_pending: false })
     }
 
     /// Aborts the upstream upload (one already gone is fine).
     pub async fn abort_multipart(&self, local: &str, key: &str, upload_id: &str) -> S3Result<()> {
+        addressable(key)?;
         let bucket = self.bucket(local)?;
         let url =
             AbortMultipartUpload::new(&bucket, Some(&self.credentials), key, upload_id).sign(SIGNED_FOR);
@@ -640,10 +718,27 @@ async fn status_error(resp: http::Response<Incoming>) -> S3Error {
     error_from_document(status, &doc)
 }
 
+/// Whether `key` can be sent upstream in a request path. A `.` or `..` path segment cannot:
+/// URL normalisation resolves it (`a/../../b/k` would address bucket `b`), so such keys are
+/// refused here and, where they come from an upstream listing, treated as absent. (S3 allows
+/// them; MinIO and Ceph refuse them anyway.)
+pub fn addressable(key: &str) -> S3Result<()> {
+    if key.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "In upstream mode a key cannot have `.` or `..` path segments: the upstream request could not name it.",
+        ));
+    }
+    Ok(())
+}
+
+/// The code MinIO answers for an object name it cannot store (`a//b`, `.` or `..` segments).
+const NAME_REFUSED: &str = "XMinioInvalidObjectName";
+
 fn error_from_document(status: StatusCode, doc: &str) -> S3Error {
     use S3ErrorCode as C;
-    let code = xml_text(doc, "Code").unwrap_or("");
-    let passed = match code {
+    let code = xml_text(doc, "Code").unwrap_or_default();
+    let passed = match code.as_str() {
         "NoSuchKey" => Some(C::NoSuchKey),
         "NoSuchUpload" => Some(C::NoSuchUpload),
         "PreconditionFailed" => Some(C::PreconditionFailed),

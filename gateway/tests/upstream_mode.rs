@@ -179,7 +179,43 @@ async fn objects_are_written_through_and_served_from_the_index() {
     assert_eq!(p.front.a(Method::DELETE, "/photos/copy.jpg", b"").await.status, StatusCode::NO_CONTENT);
     assert_eq!(p.upstream.a(Method::HEAD, "/photos/copy.jpg", b"").await.status, StatusCode::NOT_FOUND);
     assert_eq!(keys(&p.front, "photos").await, vec!["2026/a b.jpg".to_owned()]);
+    // DeleteObjects: every key deleted upstream too, a missing one reported deleted.
+    for i in 0..3 {
+        assert_eq!(p.front.put("photos", &format!("batch/{i}"), b"x").await.status, StatusCode::OK);
+    }
+    let doc = "<Delete><Object><Key>batch/0</Key></Object><Object><Key>batch/1</Key></Object>\
+               <Object><Key>batch/2</Key></Object><Object><Key>batch/none</Key></Object></Delete>";
+    let deleted = p.front.a(Method::POST, "/photos?delete", doc.as_bytes()).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text());
+    assert_eq!(
+        deleted.xml_all("Key"),
+        ["batch/0", "batch/1", "batch/2", "batch/none"].map(str::to_owned).to_vec()
+    );
+    for i in 0..3 {
+        let there = p.upstream.a(Method::HEAD, &format!("/photos/batch/{i}"), b"").await;
+        assert_eq!(there.status, StatusCode::NOT_FOUND, "batch/{i} is still upstream");
+    }
+    assert_eq!(keys(&p.front, "photos").await, vec!["2026/a b.jpg".to_owned()]);
     // No intent is left behind.
+    assert!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_key_with_dot_segments_cannot_reach_another_upstream_bucket() {
+    let p = pair().await;
+    p.front.create_bucket("mine").await;
+    // Another upstream bucket the gateway's upstream identity can write.
+    assert_eq!(p.upstream.a(Method::PUT, "/theirs", b"").await.status, StatusCode::OK);
+    for key in ["a/../../theirs/planted", "dots/../up/./here", "./x", "x/.."] {
+        let path = format!("/mine/{key}");
+        p.front.a(Method::PUT, &path, b"payload").await.assert_error(400, "InvalidRequest");
+        assert_eq!(p.front.a(Method::HEAD, &path, b"").await.status, StatusCode::NOT_FOUND);
+        assert_eq!(p.front.a(Method::DELETE, &path, b"").await.status, StatusCode::NO_CONTENT);
+    }
+    // Nothing landed upstream, under either bucket, nor in the index; no intent is left.
+    assert_eq!(keys(&p.upstream, "theirs").await, Vec::<String>::new());
+    assert_eq!(keys(&p.upstream, "mine").await, Vec::<String>::new());
+    assert_eq!(keys(&p.front, "mine").await, Vec::<String>::new());
     assert!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().is_empty());
 }
 
@@ -404,7 +440,8 @@ async fn intents_left_by_a_crash_are_repaired_at_start() {
             .await
             .unwrap();
     }
-    assert_eq!(through::recover_intents(s).await.unwrap(), 2);
+    let recovered = through::recover_intents(s).await.unwrap();
+    assert_eq!((recovered.repaired, recovered.left), (2, 0));
     assert_eq!(keys(&p.front, "crash").await, vec!["acknowledged-upstream".to_owned()]);
     assert!(s.scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().is_empty());
 }
@@ -426,5 +463,9 @@ async fn an_unreachable_upstream_fails_writes_with_503_and_reads_keep_answering(
     p.front.a(Method::DELETE, "/down/k", b"").await.assert_error(503, "ServiceUnavailable");
     assert_eq!(keys(&p.front, "down").await, vec!["k".to_owned()]);
     // The failed writes left intents for the next start (they could not be repaired).
+    assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 2);
+    // A start with the upstream still down keeps them for later instead of refusing to start.
+    let recovered = through::recover_intents(store(&p.front)).await.unwrap();
+    assert_eq!((recovered.repaired, recovered.left), (0, 2));
     assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 2);
 }

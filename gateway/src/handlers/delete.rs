@@ -13,6 +13,8 @@ use crate::storage::schema;
 use crate::xml::{request, response};
 
 const DELETE_ATTEMPTS_MAX: usize = 16;
+/// DeleteObjects in upstream mode: upstream deletes in flight at once for one request.
+const UPSTREAM_DELETES_AT_ONCE: usize = 16;
 
 /// Deletes one object (absent is fine) and then reclaims its body. In upstream mode the
 /// upstream deletes it first (see `through`).
@@ -80,6 +82,43 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
     let req = ctx.state.0.run_heavy(&ctx.user, heavy, move || request::parse_delete(&body)).await?;
     let mut deleted: Vec<&str> = Vec::new();
     let mut failures: Vec<(String, S3Error)> = Vec::new();
+    if through::upstream(ctx).is_some() {
+        // Each key deleted upstream first, under its lock and intent, a few at a time.
+        use futures_util::stream::{self, StreamExt};
+        let mut done: Vec<String> = Vec::new();
+        let mut valid: Vec<String> = Vec::new();
+        for obj in &req.objects {
+            match check_key(&obj.key) {
+                Err(e) => failures.push((obj.key.clone(), e)),
+                Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => {
+                    done.push(obj.key.clone())
+                }
+                Ok(()) => valid.push(obj.key.clone()),
+            }
+        }
+        let outcomes: Vec<(String, S3Result<()>)> = stream::iter(valid)
+            .map(|key: String| async move {
+                let outcome = delete_object_record(ctx, bucket, &key).await;
+                (key, outcome)
+            })
+            .buffer_unordered(UPSTREAM_DELETES_AT_ONCE)
+            .collect()
+            .await;
+        for (key, outcome) in outcomes {
+            match outcome {
+                Ok(()) => done.push(key),
+                Err(e) => failures.push((key, e)),
+            }
+        }
+        done.sort_unstable();
+        failures.sort_by(|a, b| a.0.cmp(&b.0));
+        let shown: Vec<&str> = if req.quiet { Vec::new() } else { done.iter().map(String::as_str).collect() };
+        let errors: Vec<response::DeleteError<'_>> = failures
+            .iter()
+            .map(|(k, e)| response::DeleteError { key: k, code: e.code.as_str(), message: &e.message })
+            .collect();
+        return Ok(xml_response(response::delete_result(&shown, &errors)));
+    }
     // Fast path: one atomic batch deleting every named object at the version just read (one
     // log record and one fsync for up to 1000 keys). If any object changed in between, or the
     // batch fails, fall back to deleting key by key.

@@ -197,30 +197,79 @@ pub async fn read_body(
 
 /// Repairs every key whose write a crash interrupted (see the module's order of steps).
 /// Called at start-up, before requests are served.
-pub async fn recover_intents(store: &Store) -> S3Result<usize> {
-    let Some(up) = store.upstream.clone() else { return Ok(0) };
-    let mut repaired = 0;
+pub async fn recover_intents(store: &Store) -> S3Result<Recovered> {
+    let Some(up) = store.upstream.clone() else { return Ok(Recovered::default()) };
+    let mut done = Recovered::default();
+    let mut after = Vec::new();
     loop {
-        let page = store.scan(schema::INTENTS_PREFIX.to_vec(), Vec::new(), IMPORT_BATCH).await?;
-        if page.is_empty() {
-            return Ok(repaired);
-        }
+        let page = store.scan(schema::INTENTS_PREFIX.to_vec(), after.clone(), IMPORT_BATCH).await?;
+        let Some((last, _)) = page.last() else { return Ok(done) };
+        after = last.clone();
         for (k, _) in page {
-            if let Some((bucket, key)) = schema::split_intent(&k) {
-                repair_key(store, &up, bucket, key).await?;
-                repaired += 1;
+            let Some((bucket, key)) = schema::split_intent(&k) else {
+                store.delete(k, Condition::None).await?;
+                continue;
+            };
+            match repair_key(store, &up, bucket, key).await {
+                Ok(_) => {
+                    store.delete(k, Condition::None).await?;
+                    done.repaired += 1;
+                }
+                // Left for the next pass: the upstream may be down for now.
+                Err(e) => {
+                    tracing::warn!(code = ?e.code, message = %e.message, bucket, key, "an interrupted write could not be repaired yet");
+                    done.left += 1;
+                }
             }
-            store.delete(k, Condition::None).await?;
         }
     }
 }
 
+/// What [`recover_intents`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Recovered {
+    /// Keys repaired (their intents cleared).
+    pub repaired: usize,
+    /// Keys whose repair failed (the upstream unreachable): their intents stay.
+    pub left: usize,
+}
+
+/// How often [`spawn_intent_retries`] tries again.
+const INTENT_RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Retries the intents start-up could not repair until none is left.
+pub fn spawn_intent_retries(store: Store) {
+    let Some(up) = store.upstream.clone() else { return };
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(INTENT_RETRY_EVERY).await;
+            match recover_intents(&store).await {
+                Ok(r) if r.left == 0 => {
+                    tracing::info!(repaired = r.repaired, "every interrupted upstream write is repaired");
+                    return;
+                }
+                Ok(r) => tracing::warn!(
+                    repaired = r.repaired,
+                    left = r.left,
+                    "interrupted upstream writes still unrepaired"
+                ),
+                Err(e) => {
+                    tracing::warn!(code = ?e.code, message = %e.message, "retrying interrupted upstream writes failed")
+                }
+            }
+        }
+    });
+    up.track(task.abort_handle());
+}
+
 /// Starts indexing the upstream bucket behind `bucket` from where its cursor says (the
-/// beginning for a new import). The import writes each key absent from the index and moves
-/// the cursor after every page, in one batch, so a crash resumes at the last page recorded;
-/// when the listing ends, the cursor goes.
+/// beginning for a new import). The import writes each key absent from the index, then moves
+/// the cursor past the page, so a crash resumes after the last page recorded (a page written
+/// but not recorded is listed again, harmlessly: only absent keys are written); when the
+/// listing ends, the cursor goes. Progress: a log line every 10 s and `/metrics`.
 pub fn spawn_import(store: Store, bucket: String) {
-    tokio::spawn(async move {
+    let Some(up) = store.upstream.clone() else { return };
+    let task = tokio::spawn(async move {
         match import(&store, &bucket).await {
             Ok(n) => tracing::info!(bucket, imported = n, "import finished"),
             Err(e) => {
@@ -228,6 +277,7 @@ pub fn spawn_import(store: Store, bucket: String) {
             }
         }
     });
+    up.track(task.abort_handle());
 }
 
 /// Resumes every import a restart interrupted.
@@ -312,7 +362,7 @@ fn last_listed(doc: &str) -> Option<String> {
     let last_of = |open: &str| -> Option<String> {
         let at = doc.rfind(open)? + open.len();
         let end = doc[at..].find('<')? + at;
-        let text = xml_unescape(&doc[at..end]);
+        let text = crate::upstream::xml_unescape(&doc[at..end]);
         Some(if url {
             percent_encoding::percent_decode_str(&text.replace('+', " ")).decode_utf8_lossy().into_owned()
         } else {
@@ -347,36 +397,8 @@ fn replace_element(doc: &str, name: &str, value: Option<&str>) -> String {
     }
 }
 
-/// The text of an XML character-data run: the five named entities and numeric references.
-fn xml_unescape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('&') {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at..];
-        let Some(end) = tail.find(';') else { break };
-        let entity = &tail[1..end];
-        let ch = match entity {
-            "amp" => Some('&'),
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            _ => entity
-                .strip_prefix("#x")
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .or_else(|| entity.strip_prefix('#').and_then(|d| d.parse().ok()))
-                .and_then(char::from_u32),
-        };
-        match ch {
-            Some(c) => out.push(c),
-            None => out.push_str(&tail[..=end]),
-        }
-        rest = &tail[end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
+/// How often a running import logs its progress (also in `/metrics`).
+const IMPORT_PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     let up = store.upstream.clone().ok_or_else(|| S3Error::internal("import", "no upstream"))?;
@@ -386,10 +408,20 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         None => return Ok(0),
     };
     let mut imported = 0u64;
+    let started = std::time::Instant::now();
+    let mut reported = started;
     loop {
+        if reported.elapsed() >= IMPORT_PROGRESS_EVERY {
+            reported = std::time::Instant::now();
+            let rate = imported as f64 / started.elapsed().as_secs_f64().max(0.001);
+            tracing::info!(bucket, imported, after = %after, per_second = rate as u64, "importing");
+        }
         let page = up.list_page(bucket, &after).await?;
         let mut batch = holt_core::Batch::new();
-        for entry in &page.contents {
+        // Keys the gateway cannot address upstream are not indexed (see `addressable`).
+        let entries: Vec<_> =
+            page.contents.iter().filter(|e| crate::upstream::addressable(&e.key).is_ok()).collect();
+        for entry in &entries {
             // A key written through the gateway meanwhile has the newer record: only absent
             // keys are filled in.
             batch.put_if(
@@ -402,11 +434,12 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         let done = page.next_continuation_token.is_none() || last.is_none();
         // Keys a client wrote meanwhile fail their condition; write the others one by one.
         if !page.contents.is_empty() {
-            if let Err(e) = store.write_batch(batch).await {
+            let written = if entries.is_empty() { Ok(()) } else { store.write_batch(batch).await.map(drop) };
+            if let Err(e) = written {
                 if e.code != S3ErrorCode::PreconditionFailed {
                     return Err(e);
                 }
-                for entry in &page.contents {
+                for entry in &entries {
                     let value = meta_from_listing(entry).encode();
                     match store.put(schema::object(bucket, &entry.key), value, Condition::Absent).await {
                         Ok(_) => {}
@@ -435,7 +468,8 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
 
 /// Runs `reconcile` over every bucket each `every`, for as long as the process lives.
 pub fn spawn_reconciler(store: Store, every: std::time::Duration) {
-    tokio::spawn(async move {
+    let Some(up) = store.upstream.clone() else { return };
+    let task = tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
         ticks.tick().await;
         loop {
@@ -452,6 +486,7 @@ pub fn spawn_reconciler(store: Store, every: std::time::Duration) {
             }
         }
     });
+    up.track(task.abort_handle());
 }
 
 /// Re-lists each bucket's upstream and repairs every key whose index record disagrees (a
@@ -485,6 +520,8 @@ pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3R
         let mut upstream: std::collections::BTreeMap<&str, (String, u64)> = page
             .contents
             .iter()
+            // Keys the gateway cannot address upstream are not indexed (see `addressable`).
+            .filter(|e| crate::upstream::addressable(&e.key).is_ok())
             .map(|e| {
                 (
                     e.key.as_str(),
@@ -550,7 +587,7 @@ mod tests {
         );
         let none = replace_element(doc, "NextContinuationToken", None);
         assert!(!none.contains("ContinuationToken"));
-        assert_eq!(xml_unescape("x&lt;&#65;&#x42;&unknown;"), "x<AB&unknown;");
+        assert_eq!(crate::upstream::xml_unescape("x&lt;&#65;&#x42;&unknown;"), "x<AB&unknown;");
     }
 
     #[test]
