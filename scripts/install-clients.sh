@@ -2,7 +2,7 @@
 # Install the S3 clients the compat suite drives, into a cache directory, idempotently.
 #
 #   Python venv   $CACHE/venv      awscli (v1), boto3, s3cmd, selenium  (PyPI, pinned)
-#   Go binaries   $CACHE/bin       mc, k6                     (Go module proxy, pinned, go install)
+#   Go binaries   $CACHE/bin       mc, k6, minio              (Go module proxy, pinned, go install)
 #   Debian apt    system           rclone, curl, xfsprogs     (apt-get, only when missing)
 #                                  podman, podman-compose, runc, debootstrap (the container phase)
 #                                  chromium, chromium-driver (browser tests; .debs kept in $CACHE)
@@ -22,7 +22,7 @@ Installs the S3 clients used by the compat tests and scripts/load.sh into \$HOLT
 (default: .cache/ in the repository). Safe to re-run: cached pieces are skipped.
 
   venv ($HOLT_CACHE_DIR/venv): awscli, boto3, s3cmd, selenium pinned from PyPI
-  bin  ($HOLT_CACHE_DIR/bin):  mc and k6 built with 'go install' from the Go module proxy
+  bin  ($HOLT_CACHE_DIR/bin):  mc, k6 and minio built with 'go install' from the Go module proxy
   apt:                         rclone, curl, xfsprogs (needs root or passwordless sudo);
                                podman, podman-compose, runc, debootstrap (with their
                                recommended packages: podman's networking comes with them);
@@ -51,6 +51,9 @@ PY_PINS="awscli==1.46.2 boto3==1.44.5 botocore==1.44.5 s3cmd==2.4.0 selenium==4.
 # pseudo-version (the last mc commit the proxy resolves as latest; builds with Go >= 1.23).
 MC_MODULE="github.com/minio/mc@v0.0.0-20250313080218-cf909e1063a9"
 K6_MODULE="go.k6.io/k6@v1.8.1"
+# The MinIO server the upstream-mode scenarios put the gateway in front of (also a pseudo-version:
+# MinIO's RELEASE.* tags are not semver). About 3 minutes to build on a cold Go cache.
+MINIO_MODULE="github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
 APT_PACKAGES="rclone curl xfsprogs"
 
 mkdir -p "$HOLT_CACHE_DIR/bin"
@@ -169,5 +172,6 @@ install_browser
 install_python_clients
 go_install_pinned mc "$MC_MODULE"
 go_install_pinned k6 "$K6_MODULE"
+go_install_pinned minio "$MINIO_MODULE"
 
 holt_log "clients ready in $HOLT_CACHE_DIR ($(($(date +%s) - started_s)) s)"

@@ -12,7 +12,8 @@ usage() {
 Usage: scripts/test.sh [--quick] [--help]
 
 Runs, in order, each phase at its CI size:
-  install      scripts/install-clients.sh (aws-cli, boto3, s3cmd, mc, k6, rclone, curl, xfsprogs)
+  install      scripts/install-clients.sh (aws-cli, boto3, s3cmd, mc, k6, minio, rclone, curl,
+               xfsprogs, chromium)
   fmt          cargo fmt --all -- --check
   clippy       cargo clippy --workspace --all-targets --locked -- -D warnings
   doc          cargo doc --no-deps --workspace --locked with RUSTDOCFLAGS=-D warnings (the
@@ -31,7 +32,10 @@ Runs, in order, each phase at its CI size:
   crash-soak   scripts/crash-soak.sh 200   (SIGKILL rounds; if the script exists)
   power-cut    scripts/power-cut.sh 200    (loop-mounted XFS rounds; if the script exists; under
                CI=true a round that cannot run fails the phase)
-  compat       cargo test -p s3-compat-tests (real clients against a real holt-gateway)
+  compat       cargo test -p s3-compat-tests (real clients against a real holt-gateway;
+               tests/upstream_minio.rs puts it in front of MinIO, one node and two)
+  compat-upstream  the client scenarios again with HOLT_COMPAT_UPSTREAM=minio: every gateway
+               in front of its own MinIO (--upstream)
   container    scripts/container.sh (docker/Dockerfile built with podman from local base
                images, docker/compose.yaml run with podman-compose, aws-cli and boto3
                through the published port, restart on the named volume, SIGTERM)
@@ -187,9 +191,18 @@ if [ "$quick" -eq 0 ]; then
     holt_export_client_env
     run_phase compat-build check 1200 cargo build --locked -p gateway --bin holt-gateway
     run_phase compat cargo 1800 cargo test --locked --no-fail-fast -p s3-compat-tests
+    # The client scenarios again, each gateway in front of its own MinIO. Not the attack test
+    # (it measures the gateway's own admission control) nor upstream_minio (already run).
+    upstream_tests=()
+    for t in aws_cli boto3 mc rclone s3cmd k6 tagging acl persistence sigv2 https browser_cors browser_console; do
+        upstream_tests+=(--test "$t")
+    done
+    run_phase compat-upstream cargo 1800 env HOLT_COMPAT_UPSTREAM=minio \
+        cargo test --locked --no-fail-fast -p s3-compat-tests "${upstream_tests[@]}"
     run_phase container plain 1800 scripts/container.sh
 else
     skip_phase compat "--quick"
+    skip_phase compat-upstream "--quick"
     skip_phase container "--quick"
 fi
 

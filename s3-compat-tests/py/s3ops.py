@@ -20,6 +20,11 @@ Operations:
   presign    {"method", "params", "expires"} -> {"url"}
   seed       {"bucket", "keys": [...], "threads": N}: PUT each key with body = key bytes
   verify     {"bucket", "expected": {key: md5hex}} -> {"checked", "missing", "mismatched"}
+  inventory  {"bucket", "prefix"} -> {"objects": [[key, etag, size], ...]}: every object
+             listed (ListObjectsV2, pages of 1000)
+  snowball   {"bucket", "prefix", "count"}: one PUT of a tar holding `count` objects named
+             PREFIX{i%50:02}/{i%7}/obj-{i:06} with body = name, which MinIO extracts
+             (x-amz-meta-snowball-auto-extract); only MinIO understands it
   load       {"bucket", "prefix", "count", "threads", "size"}: PUT keys until done or the
              server goes away; prints one line "ACK <key> <md5>" per acknowledged PUT (flushed
              before the next request is sent) and a final JSON line
@@ -28,8 +33,10 @@ Operations:
 import base64
 import datetime
 import hashlib
+import io
 import json
 import sys
+import tarfile
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -150,6 +157,37 @@ def op_verify(s3, args):
     return {"checked": len(args["expected"]), "missing": missing, "mismatched": mismatched}
 
 
+def op_inventory(s3, args):
+    objects = []
+    paginator = s3.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=args["bucket"], Prefix=args.get("prefix", "")):
+        for o in page.get("Contents", []):
+            objects.append([o["Key"], o["ETag"], o["Size"]])
+    return {"objects": objects}
+
+
+def snowball_key(prefix, i):
+    return "%s%02d/%d/obj-%06d" % (prefix, i % 50, i % 7, i)
+
+
+def op_snowball(s3, args):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(args["count"]):
+            name = snowball_key(args.get("prefix", ""), i)
+            body = name.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    s3.put_object(
+        Bucket=args["bucket"],
+        Key="snowball.tar",
+        Body=buf.getvalue(),
+        Metadata={"snowball-auto-extract": "true"},
+    )
+    return {"created": args["count"]}
+
+
 def op_load(endpoint, args):
     # No retries: a request that fails because the server died must not be re-sent to the
     # restarted server and acknowledged later.
@@ -190,6 +228,8 @@ def op_load(endpoint, args):
 
 OPS = {
     "call": op_call,
+    "inventory": op_inventory,
+    "snowball": op_snowball,
     "upload": op_upload,
     "download": op_download,
     "paginate": op_paginate,

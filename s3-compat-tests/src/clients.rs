@@ -137,6 +137,11 @@ impl Boto3 {
         Boto3 { python: Tool::Python.path(), endpoint: gw.endpoint(), user, ca: gw.ca_file() }
     }
 
+    /// boto3 pointed at any S3 endpoint (a MinIO the gateway fronts, to look behind it).
+    pub fn at(endpoint: &str, user: User) -> Boto3 {
+        Boto3 { python: Tool::Python.path(), endpoint: endpoint.to_owned(), user, ca: None }
+    }
+
     /// `s3ops.py OP ARGS`; see the script's docstring for the operations.
     pub fn op(&self, op: &str, args: &Value) -> Cmd {
         self.script("py/s3ops.py", op, args)

@@ -102,14 +102,41 @@ pub fn key_of_len(prefix: &str, len: usize) -> String {
     key
 }
 
-/// The longest legal key: 1024 bytes.
+/// The longest legal key: 1024 bytes, `long/` then segments of 200 `k`s (file-backed stores
+/// such as MinIO refuse a path segment over 255 bytes; S3 has no such rule).
 pub fn longest_key() -> String {
-    key_of_len("long/", 1024)
+    segmented_key(1024)
 }
 
 /// A key of 1025 bytes, one past S3's limit, which the gateway must refuse.
 pub fn too_long_key() -> String {
-    key_of_len("long/", 1025)
+    segmented_key(1025)
+}
+
+fn segmented_key(len: usize) -> String {
+    let mut key = String::from("long/");
+    while key.len() < len {
+        // A `/` after every 200 `k`s, never as the last byte (that would be a folder marker).
+        let boundary = (key.len() - 5) % 201 == 200 && key.len() + 1 < len;
+        key.push(if boundary { '/' } else { 'k' });
+    }
+    key
+}
+
+/// Whether MinIO refuses `key` as an object name (it keeps objects as files): a leading `/`,
+/// an empty, `.` or `..` path segment, a segment over 255 bytes, or a NUL.
+pub fn minio_refuses(key: &str) -> bool {
+    key.starts_with('/')
+        || key.contains("//")
+        || key.contains('\0')
+        || key.split(['/', '\\']).any(|seg| matches!(seg.trim(), "." | "..") || seg.len() > 255)
+}
+
+/// [`TRICKY_KEYS`] the gateway's deployment can store: all of them standalone; in front of
+/// MinIO, those MinIO accepts (`tests/upstream_minio.rs` checks the others are refused with
+/// 400 and leave nothing behind).
+pub fn tricky_keys(gw: &crate::gateway::Gateway) -> Vec<&'static str> {
+    TRICKY_KEYS.iter().copied().filter(|k| gw.upstream().is_none() || !minio_refuses(k)).collect()
 }
 
 /// Keys for the pagination tests: `count` keys spread over a few prefixes so both recursive and
@@ -166,8 +193,22 @@ mod tests {
     fn key_lengths_straddle_the_limit() {
         assert_eq!(longest_key().len(), 1024);
         assert_eq!(too_long_key().len(), 1025);
+        for key in [longest_key(), too_long_key()] {
+            assert!(!key.ends_with('/') && key.split('/').all(|seg| !seg.is_empty() && seg.len() <= 255));
+        }
+        assert!(!minio_refuses(&longest_key()));
         // Multi-byte keys are measured in UTF-8 bytes.
         assert!(TRICKY_KEYS.iter().any(|k| k.len() > k.chars().count()));
+    }
+
+    #[test]
+    fn minio_refuses_what_a_file_system_cannot_name() {
+        for bad in ["double//slash/x", "dots/../up/./here", "/lead", "a/./b", &"k".repeat(256)] {
+            assert!(minio_refuses(bad), "{bad}");
+        }
+        for good in ["with space/file name.txt", "a.b/..c/d..", "marker-dir/", &"k".repeat(255)] {
+            assert!(!minio_refuses(good), "{good}");
+        }
     }
 
     #[test]

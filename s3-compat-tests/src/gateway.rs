@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::minio::Minio;
 use crate::tools::workspace_root;
 
 /// The first user: owns every bucket the scenarios create.
@@ -26,6 +27,9 @@ pub const USER2_ACCESS_KEY: &str = "AKIAHOLTCOMPAT2";
 pub const USER2_SECRET_KEY: &str = "compat-secret-two-fedcba9876543210";
 /// The region every gateway is started with (`--region`) and every client signs for.
 pub const REGION: &str = "us-east-1";
+/// Set to `minio` to run every scenario with the gateway in front of its own single-node MinIO
+/// (`--upstream`): the same clients and assertions, with bodies and writes upstream.
+pub const UPSTREAM_ENV: &str = "HOLT_COMPAT_UPSTREAM";
 
 /// How long a gateway may take to print its start-up line (it replays its WAL first).
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -48,6 +52,9 @@ pub struct Gateway {
     extra_args: Vec<String>,
     /// Serving HTTPS only, with a certificate from a test CA (`Gateway::start_tls`).
     tls: Option<TestCa>,
+    /// The MinIO this gateway fronts when the suite runs in upstream mode (dropped after the
+    /// gateway: fields drop after `Drop::drop` has killed the process).
+    upstream: Option<Minio>,
 }
 
 /// A certificate authority made for one gateway, and the files the gateway and the clients
@@ -132,13 +139,19 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("[{label}] cannot write {}: {e}", credentials_path.display()));
         fs::create_dir_all(root.path().join("work"))
             .unwrap_or_else(|e| panic!("[{label}] cannot create the work dir: {e}"));
+        let mut extra_args: Vec<String> = extra_args.iter().map(|a| (*a).to_owned()).collect();
+        let upstream = upstream_mode(label, &extra_args);
+        if let Some(minio) = &upstream {
+            extra_args.extend(minio.upstream_args());
+        }
         let mut gateway = Gateway {
             root,
             child: None,
             addr: String::new(),
             label: label.to_string(),
-            extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
+            extra_args,
             tls: None,
+            upstream,
         };
         if tls {
             gateway.tls = Some(TestCa::new(gateway.root.path()));
@@ -152,6 +165,11 @@ impl Gateway {
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The MinIO this gateway fronts, when the suite runs in upstream mode ([`UPSTREAM_ENV`]).
+    pub fn upstream(&self) -> Option<&Minio> {
+        self.upstream.as_ref()
     }
 
     /// The CA certificate clients must trust, for a gateway serving HTTPS.
@@ -376,6 +394,16 @@ impl Gateway {
                 );
             }
         }
+    }
+}
+
+/// A single-node MinIO for this gateway to front when [`UPSTREAM_ENV`] asks for it, unless the
+/// test configures an upstream of its own.
+fn upstream_mode(label: &str, extra_args: &[String]) -> Option<Minio> {
+    match std::env::var(UPSTREAM_ENV).as_deref() {
+        Ok("minio") if !extra_args.iter().any(|a| a == "--upstream") => Some(Minio::start(label)),
+        Ok("minio") | Ok("") | Err(_) => None,
+        Ok(other) => panic!("{UPSTREAM_ENV}={other}: the only upstream the suite runs is `minio`"),
     }
 }
 

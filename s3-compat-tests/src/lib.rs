@@ -13,6 +13,8 @@
 //!   client, the step and the output.
 //! - [`data`]: deterministic payloads, MD5s, and the keys that break naive servers.
 //! - [`clients`]: per-client configuration (aws-cli, boto3, s3cmd, mc, rclone, k6).
+//! - [`minio`]: MinIO servers (one node, or two nodes with two drives each) for the gateway's
+//!   upstream mode; `HOLT_COMPAT_UPSTREAM=minio` runs every scenario in front of one.
 //!
 //! ```no_run
 //! use s3_compat_tests::{clients::Aws, gateway::Gateway};
@@ -27,4 +29,5 @@ pub mod clients;
 pub mod data;
 pub mod exec;
 pub mod gateway;
+pub mod minio;
 pub mod tools;

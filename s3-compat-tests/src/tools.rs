@@ -1,7 +1,7 @@
 //! Where the client binaries are.
 //!
 //! `scripts/test.sh` exports `HOLT_AWS`, `HOLT_PYTHON`, `HOLT_S3CMD`, `HOLT_MC`, `HOLT_RCLONE`,
-//! `HOLT_K6`, `HOLT_CURL`, `HOLT_CHROMIUM` and `HOLT_CHROMEDRIVER`. Without them, the cache written by `scripts/install-clients.sh`
+//! `HOLT_K6`, `HOLT_CURL`, `HOLT_CHROMIUM`, `HOLT_CHROMEDRIVER` and `HOLT_MINIO`. Without them, the cache written by `scripts/install-clients.sh`
 //! (`$HOLT_CACHE_DIR`, default `<workspace>/.cache`) is used, then `PATH` for system packages.
 //! A client that cannot be found FAILS the test with the command that installs it: a missing
 //! client must never look like a passing scenario.
@@ -29,6 +29,8 @@ pub enum Tool {
     Chromium,
     /// The chromedriver that matches it (Debian's `chromium-driver`), which selenium drives.
     Chromedriver,
+    /// The MinIO server the upstream-mode scenarios put the gateway in front of.
+    Minio,
 }
 
 impl Tool {
@@ -44,6 +46,7 @@ impl Tool {
             Tool::Curl => "curl",
             Tool::Chromium => "chromium",
             Tool::Chromedriver => "chromedriver",
+            Tool::Minio => "minio",
         }
     }
 
@@ -58,6 +61,7 @@ impl Tool {
             Tool::Curl => "HOLT_CURL",
             Tool::Chromium => "HOLT_CHROMIUM",
             Tool::Chromedriver => "HOLT_CHROMEDRIVER",
+            Tool::Minio => "HOLT_MINIO",
         }
     }
 
@@ -73,6 +77,7 @@ impl Tool {
             Tool::Curl => (None, "curl"),
             Tool::Chromium => (None, "chromium"),
             Tool::Chromedriver => (None, "chromedriver"),
+            Tool::Minio => (Some("bin/minio"), "minio"),
         }
     }
 
@@ -81,7 +86,9 @@ impl Tool {
             Tool::Aws | Tool::Python | Tool::S3cmd => {
                 "run scripts/install-clients.sh (Python venv with awscli, boto3, s3cmd from PyPI)"
             }
-            Tool::Mc | Tool::K6 => "run scripts/install-clients.sh (go install of mc and k6, needs Go)",
+            Tool::Mc | Tool::K6 | Tool::Minio => {
+                "run scripts/install-clients.sh (go install of mc, k6 and minio, needs Go)"
+            }
             Tool::Rclone => "run scripts/install-clients.sh or `apt-get install -y rclone`",
             Tool::Curl => "`apt-get install -y curl`",
             Tool::Chromium | Tool::Chromedriver => {

@@ -9,7 +9,7 @@
 use s3_compat_tests::clients::{boto3_error_code, check_presigned_get, curl_get, Boto3};
 use s3_compat_tests::data::{
     longest_key, md5_hex, multipart_etag, pagination_keys, payload, read_file, run_seed, same_bytes, sorted,
-    too_long_key, write_file, DIR_MARKER_KEY, TREE_KEYS, TRICKY_KEYS,
+    too_long_key, tricky_keys, write_file, DIR_MARKER_KEY, TREE_KEYS,
 };
 use s3_compat_tests::gateway::Gateway;
 use serde_json::{json, Value};
@@ -370,9 +370,13 @@ fn boto3_bulk_delete_of_a_large_prefix_leaves_no_empty_common_prefix() {
         under.check_eq(strings(&under.json()["keys"]), Vec::<String>::new(), "keys under gone/");
     }
     // The test is about frames the deletes emptied: there must have been some, and they went.
+    // In upstream mode the bodies are upstream and 1,500 small records share a frame or two,
+    // so only the listings above apply.
     let metrics = format!("frames before {frames_before}, after {frames_after}");
-    assert!(frames_before >= 4, "the objects under gone/ should fill frames of their own: {metrics}");
-    assert!(frames_after < frames_before, "the emptied frames should be gone: {metrics}");
+    if gw.upstream().is_none() {
+        assert!(frames_before >= 4, "the objects under gone/ should fill frames of their own: {metrics}");
+        assert!(frames_after < frames_before, "the emptied frames should be gone: {metrics}");
+    }
     println!("engine {metrics}");
 }
 
@@ -416,7 +420,7 @@ fn boto3_tricky_keys_and_key_length() {
     let gw = Gateway::start("boto3-keys");
     let b = Boto3::new(&gw);
     create_bucket(&b);
-    let mut keys: Vec<String> = TRICKY_KEYS.iter().map(|k| k.to_string()).collect();
+    let mut keys: Vec<String> = tricky_keys(&gw).iter().map(|k| k.to_string()).collect();
     let long = longest_key();
     keys.push(long.clone());
     b.op("seed", &json!({ "bucket": BUCKET, "keys": keys, "threads": 4 })).run("put tricky keys").ok();

@@ -7,7 +7,7 @@
 //! reads the per-check summary so a failure names the checks that failed.
 
 use s3_compat_tests::clients::{curl_get, K6};
-use s3_compat_tests::data::{read_file, TRICKY_KEYS};
+use s3_compat_tests::data::{read_file, tricky_keys};
 use s3_compat_tests::exec::Outcome;
 use s3_compat_tests::gateway::Gateway;
 use serde_json::Value;
@@ -36,7 +36,7 @@ fn summary(k6: &K6, out: &Outcome) -> Value {
 fn k6_raw_sigv4_scenario() {
     let gw = Gateway::start("k6");
     let k6 = K6::new(&gw);
-    let tricky = serde_json::to_string(TRICKY_KEYS).unwrap_or_default();
+    let tricky = serde_json::to_string(&tricky_keys(&gw)).unwrap_or_default();
     let main = k6
         .run_script("compat.js", &[("BUCKET", BUCKET), ("PHASE", "main"), ("TRICKY_KEYS_JSON", &tricky)])
         .run("compat scenario (main phase)");

@@ -9,7 +9,8 @@
 //!   threads, PutObject of 1 KiB bodies, retries off). Every PUT that got a 200 before the kill
 //!   is listed and readable with its exact body after restart; nothing appears that was never
 //!   written; at most the in-flight PUTs (one per thread) may additionally exist, and then only
-//!   with their exact body; the gateway accepts writes afterwards.
+//!   with their exact body; the gateway accepts writes afterwards. In upstream mode
+//!   (`HOLT_COMPAT_UPSTREAM=minio`) the restarted index lists exactly the keys MinIO holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -17,10 +18,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use s3_compat_tests::clients::{Aws, Boto3};
-use s3_compat_tests::data::{md5_hex, pagination_keys, sorted, DIR_MARKER_KEY, TREE_KEYS, TRICKY_KEYS};
+use s3_compat_tests::clients::{Aws, Boto3, User};
+use s3_compat_tests::data::{md5_hex, pagination_keys, sorted, tricky_keys, DIR_MARKER_KEY, TREE_KEYS};
 use s3_compat_tests::exec::describe_key_difference;
 use s3_compat_tests::gateway::Gateway;
+use s3_compat_tests::minio::{MINIO_ACCESS_KEY, MINIO_SECRET_KEY};
 use serde_json::{json, Value};
 
 const BUCKET: &str = "persist-bucket";
@@ -133,7 +135,7 @@ fn listings_survive_clean_restarts() {
     b.call("create_bucket", json!({ "Bucket": BUCKET })).run("create bucket").ok();
     let mut keys: Vec<String> = pagination_keys(1050);
     keys.extend(TREE_KEYS.iter().map(|k| k.to_string()));
-    keys.extend(TRICKY_KEYS.iter().map(|k| k.to_string()));
+    keys.extend(tricky_keys(&gw).iter().map(|k| k.to_string()));
     b.op("seed", &json!({ "bucket": BUCKET, "keys": keys, "threads": 16 })).run("seed 1065 keys").ok();
     b.call("put_object", json!({ "Bucket": BUCKET, "Key": DIR_MARKER_KEY, "Body": "" }))
         .run("put dir marker")
@@ -254,6 +256,21 @@ fn acknowledged_uploads_survive_sigkill_under_load() {
         expected.insert(key.to_string(), md5_hex(key.as_bytes()));
     }
     verify_bodies(&gw, &expected, "after SIGKILL");
+    // In front of an upstream, the restarted index must hold exactly what the upstream holds:
+    // a PUT the upstream took before the kill is listed, and nothing else is.
+    if let Some(minio) = gw.upstream() {
+        let behind = Boto3::at(&minio.endpoint(), User::Keys(MINIO_ACCESS_KEY, MINIO_SECRET_KEY));
+        let upstream = behind
+            .op("paginate", &json!({ "method": "list_objects_v2", "kwargs": { "Bucket": BUCKET, "Prefix": "load/" }, "page_size": 1000 }))
+            .run("list load/ in MinIO after SIGKILL")
+            .ok();
+        let upstream_keys: BTreeSet<String> = strings(&upstream.json()["keys"]).into_iter().collect();
+        let differ: Vec<&String> = upstream_keys.symmetric_difference(&listed_keys).take(10).collect();
+        upstream.check(
+            differ.is_empty(),
+            &format!("the gateway's index and MinIO differ after SIGKILL: {differ:?}"),
+        );
+    }
     println!("{} acknowledged, {} listed, {} in-flight extras", acked.len(), listed_keys.len(), extra.len());
 
     // The restarted gateway takes writes.

@@ -39,6 +39,7 @@ holt_export_client_env() {
     export HOLT_S3CMD="${HOLT_S3CMD:-$HOLT_CACHE_DIR/venv/bin/s3cmd}"
     export HOLT_MC="${HOLT_MC:-$HOLT_CACHE_DIR/bin/mc}"
     export HOLT_K6="${HOLT_K6:-$HOLT_CACHE_DIR/bin/k6}"
+    export HOLT_MINIO="${HOLT_MINIO:-$HOLT_CACHE_DIR/bin/minio}"
     if [ -z "${HOLT_RCLONE:-}" ]; then
         HOLT_RCLONE="$(command -v rclone || echo "$HOLT_CACHE_DIR/bin/rclone")"
     fi

@@ -1,0 +1,393 @@
+//! The gateway in front of a real MinIO (`--upstream`): what only upstream mode has.
+//!
+//! Invariants:
+//! - Writes made directly to MinIO, around the gateway, reach the gateway's listings and HEAD
+//!   through MinIO's notification webhook (reconciliation off, so nothing else could explain
+//!   them) within [`NOTIFICATION_BOUND`], and through periodic reconciliation alone within one
+//!   period plus one pass ([`RECONCILE_BOUND`]).
+//! - Attaching an existing bucket of 100,000 objects imports it; a SIGKILL halfway through
+//!   loses nothing: the restarted gateway resumes from its cursor (it lists less than the
+//!   whole bucket again) and ends with exactly MinIO's listing.
+//! - With MinIO distributed over two nodes of two drives each and one node stopped, listings
+//!   and HEAD keep answering from the index and GETs from the surviving drives (read quorum
+//!   2 of 4), while a PUT that cannot reach MinIO's write quorum gets 503 and is neither
+//!   listed by the gateway nor present in MinIO.
+//!
+//! - A key MinIO cannot store (`a//b`) is refused with 400 `InvalidRequest` naming MinIO's
+//!   code, one with `.` or `..` segments by the gateway itself before any upstream request;
+//!   either is absent to HEAD, deletes as absent keys do, writes nothing to MinIO under any
+//!   name, and leaves no intent for the next start.
+//!
+//! The other scenarios run in upstream mode too with `HOLT_COMPAT_UPSTREAM=minio`
+//! (`scripts/test.sh`, phase compat-upstream).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use s3_compat_tests::clients::{boto3_error_code, Boto3, User};
+use s3_compat_tests::data::{md5_hex, minio_refuses, TRICKY_KEYS};
+use s3_compat_tests::gateway::Gateway;
+use s3_compat_tests::minio::{Layout, Minio, MINIO_ACCESS_KEY, MINIO_SECRET_KEY, WEBHOOK_ARN};
+use serde_json::{json, Value};
+
+/// The documented bound for a write made directly to MinIO to reach the gateway through a
+/// notification (docs/operations.md): delivery is immediate, this leaves room for a loaded
+/// CI machine.
+const NOTIFICATION_BOUND: Duration = Duration::from_secs(15);
+/// `--upstream-reconcile-secs` in the reconciliation scenario.
+const RECONCILE_SECS: u64 = 2;
+/// One period, one pass over a small bucket, and room for a loaded machine.
+const RECONCILE_BOUND: Duration = Duration::from_secs(RECONCILE_SECS + 15);
+const EVENTS_TOKEN: &str = "compat-events-token";
+const IMPORT_OBJECTS: u64 = 100_000;
+
+fn direct(minio: &Minio) -> Boto3 {
+    Boto3::at(&minio.endpoint(), User::Keys(MINIO_ACCESS_KEY, MINIO_SECRET_KEY))
+}
+
+fn gateway_in_front(label: &str, minio: &Minio, more: &[&str]) -> Gateway {
+    let mut args = minio.upstream_args();
+    args.extend(more.iter().map(|a| (*a).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Gateway::start_with_args(label, &args)
+}
+
+/// Every object of `bucket` as `key etag size` lines, as `client` lists it.
+fn inventory(client: &Boto3, bucket: &str, what: &str) -> Vec<String> {
+    let out = client.op("inventory", &json!({ "bucket": bucket })).run(what).ok();
+    out.json()["objects"]
+        .as_array()
+        .map(|objects| {
+            objects
+                .iter()
+                .map(|o| format!("{} {} {}", o[0].as_str().unwrap_or(""), o[1].as_str().unwrap_or(""), o[2]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls until the gateway lists `bucket` exactly as MinIO does; returns how long it took.
+fn converge(gw: &Gateway, minio: &Minio, bucket: &str, bound: Duration, how: &str) -> Duration {
+    let started = Instant::now();
+    let (through, behind) = (Boto3::new(gw), direct(minio));
+    loop {
+        let want = inventory(&behind, bucket, "list MinIO directly");
+        let have = inventory(&through, bucket, "list through the gateway");
+        if have == want {
+            return started.elapsed();
+        }
+        if started.elapsed() > bound {
+            let missing: Vec<&String> = want.iter().filter(|w| !have.contains(w)).take(5).collect();
+            let extra: Vec<&String> = have.iter().filter(|h| !want.contains(h)).take(5).collect();
+            panic!(
+                "[{}] the gateway's listing did not converge on MinIO's through {how} within {bound:?}: \
+                 missing {missing:?}, extra {extra:?}\n--- gateway log ---\n{}",
+                gw.label(),
+                gw.log_tail(3000)
+            );
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Writes around the gateway: new keys, an overwrite with another size, a deletion of a key
+/// the gateway wrote. Returns the overwritten key and its new body.
+fn write_around(gw: &Gateway, minio: &Minio, bucket: &str) -> (&'static str, String) {
+    let through = Boto3::new(gw);
+    through
+        .call("put_object", json!({ "Bucket": bucket, "Key": "via-gateway/doomed", "Body": "bye" }))
+        .run("put through the gateway")
+        .ok();
+    through
+        .call("put_object", json!({ "Bucket": bucket, "Key": "direct/k00", "Body": "old" }))
+        .run("put the key MinIO will overwrite")
+        .ok();
+    let behind = direct(minio);
+    let keys: Vec<String> = (1..=30).map(|i| format!("direct/k{i:02}")).collect();
+    behind
+        .op("seed", &json!({ "bucket": bucket, "keys": keys, "threads": 4 }))
+        .run("put directly to MinIO")
+        .ok();
+    let body = "x".repeat(5000);
+    behind
+        .call("put_object", json!({ "Bucket": bucket, "Key": "direct/k00", "Body": body }))
+        .run("overwrite directly in MinIO")
+        .ok();
+    behind
+        .call("delete_object", json!({ "Bucket": bucket, "Key": "via-gateway/doomed" }))
+        .run("delete directly in MinIO")
+        .ok();
+    ("direct/k00", body)
+}
+
+#[test]
+fn direct_writes_arrive_through_minio_notifications() {
+    let label = "upstream-notify";
+    let bucket = "notified";
+    let mut minio = Minio::new(label, Layout::Single);
+    // Reconciliation off: only a notification can bring MinIO's changes to the index.
+    let gw = gateway_in_front(
+        label,
+        &minio,
+        &["--upstream-events-token", EVENTS_TOKEN, "--upstream-reconcile-secs", "0"],
+    );
+    minio.notify_webhook(&format!("{}/_holt/events", gw.endpoint()), EVENTS_TOKEN);
+    minio.run();
+    Boto3::new(&gw)
+        .call("create_bucket", json!({ "Bucket": bucket }))
+        .run("create bucket through the gateway")
+        .ok();
+    let notification = json!({ "QueueConfigurations": [
+        { "QueueArn": WEBHOOK_ARN, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"] }
+    ] });
+    direct(&minio)
+        .call(
+            "put_bucket_notification_configuration",
+            json!({ "Bucket": bucket, "NotificationConfiguration": notification }),
+        )
+        .run("point MinIO's notifications at the gateway")
+        .ok();
+
+    let (key, body) = write_around(&gw, &minio, bucket);
+    let took = converge(&gw, &minio, bucket, NOTIFICATION_BOUND, "notifications");
+    println!("notifications: the gateway matched MinIO {:.2}s after the direct writes", took.as_secs_f64());
+    let head = Boto3::new(&gw).call("head_object", json!({ "Bucket": bucket, "Key": key })).run("head").ok();
+    head.check_eq(head.json()["ContentLength"].as_u64(), Some(body.len() as u64), "size after the overwrite");
+    head.check_eq(
+        head.json()["ETag"].as_str().map(str::to_owned),
+        Some(format!("\"{}\"", md5_hex(body.as_bytes()))),
+        "ETag after the overwrite",
+    );
+}
+
+#[test]
+fn direct_writes_arrive_through_reconciliation() {
+    let label = "upstream-reconcile";
+    let bucket = "reconciled";
+    let minio = Minio::start(label);
+    let gw = gateway_in_front(label, &minio, &["--upstream-reconcile-secs", &RECONCILE_SECS.to_string()]);
+    Boto3::new(&gw)
+        .call("create_bucket", json!({ "Bucket": bucket }))
+        .run("create bucket through the gateway")
+        .ok();
+    write_around(&gw, &minio, bucket);
+    let took = converge(&gw, &minio, bucket, RECONCILE_BOUND, "reconciliation");
+    println!(
+        "reconciliation every {RECONCILE_SECS}s: the gateway matched MinIO after {:.2}s",
+        took.as_secs_f64()
+    );
+}
+
+/// `name{labels}` from the gateway's `/metrics`, or `None` when the series is absent.
+fn metric(gw: &Gateway, series: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect(gw.addr()).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {}\r\n\r\n", gw.addr()).ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn import_of_100k_objects_resumes_after_sigkill() {
+    let label = "upstream-import";
+    let bucket = "imported";
+    let minio = Minio::start(label);
+    let behind = direct(&minio);
+    behind.call("create_bucket", json!({ "Bucket": bucket })).run("create the bucket in MinIO").ok();
+    let seeded = Instant::now();
+    behind
+        .op("snowball", &json!({ "bucket": bucket, "prefix": "imp/", "count": IMPORT_OBJECTS }))
+        .timeout(Duration::from_secs(600))
+        .run("write 100,000 objects to MinIO (one extracted tar)")
+        .ok();
+    behind.call("delete_object", json!({ "Bucket": bucket, "Key": "snowball.tar" })).run("drop the tar").ok();
+    let want = inventory(&behind, bucket, "list MinIO");
+    assert_eq!(
+        want.len() as u64,
+        IMPORT_OBJECTS,
+        "[{label}] MinIO holds {} objects after the seeding",
+        want.len()
+    );
+    println!("seeded {IMPORT_OBJECTS} objects in MinIO in {:.1}s", seeded.elapsed().as_secs_f64());
+
+    let mut gw = gateway_in_front(label, &minio, &["--upstream-reconcile-secs", "0"]);
+    let started = Instant::now();
+    Boto3::new(&gw).call("create_bucket", json!({ "Bucket": bucket })).run("attach the bucket").ok();
+    let objects = format!("holt_upstream_import_objects{{bucket=\"{bucket}\"}}");
+    let done = format!("holt_upstream_import_done{{bucket=\"{bucket}\"}}");
+    let mut at_kill = 0.0;
+    while at_kill < IMPORT_OBJECTS as f64 / 2.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "[{label}] the import reached {at_kill} objects in 300s\n--- gateway log ---\n{}",
+            gw.log_tail(3000)
+        );
+        // A listing while the import runs comes from MinIO, and is complete.
+        at_kill = metric(&gw, &objects).unwrap_or(0.0);
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(metric(&gw, &done), Some(0.0), "[{label}] the import must still be running at the kill");
+    gw.kill9();
+    println!(
+        "SIGKILL with {at_kill} of {IMPORT_OBJECTS} imported after {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    gw.start_again();
+    let resumed = Instant::now();
+    while metric(&gw, &done) != Some(1.0) {
+        assert!(
+            resumed.elapsed() < Duration::from_secs(300),
+            "[{label}] the resumed import did not finish in 300s\n--- gateway log ---\n{}",
+            gw.log_tail(3000)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let second = metric(&gw, &objects).unwrap_or(f64::NAN);
+    println!("resumed import: {second} more objects in {:.1}s", resumed.elapsed().as_secs_f64());
+    // The cursor moves after each page of 1,000 is written: at most that page is listed again.
+    assert!(
+        second <= IMPORT_OBJECTS as f64 - at_kill + 1000.0,
+        "[{label}] the restarted import listed {second} objects: it started over instead of resuming \
+         after {at_kill}"
+    );
+    let have = inventory(&Boto3::new(&gw), bucket, "list through the gateway");
+    if let Some(why) = s3_compat_tests::exec::describe_key_difference(&have, &want) {
+        panic!("[{label}] the imported listing differs from MinIO's: {why}");
+    }
+    // Headers of an imported object are fetched on first read.
+    let key = "imp/07/0/obj-000007";
+    let get =
+        Boto3::new(&gw).call("get_object", json!({ "Bucket": bucket, "Key": key })).run("get imported").ok();
+    get.check_eq(
+        get.json()["Body_md5"].as_str().map(str::to_owned),
+        Some(md5_hex(key.as_bytes())),
+        "imported body",
+    );
+    let top = Boto3::new(&gw)
+        .call("list_objects_v2", json!({ "Bucket": bucket, "Prefix": "imp/", "Delimiter": "/" }))
+        .run("delimiter listing of the imported bucket")
+        .ok();
+    top.check_eq(
+        top.json()["CommonPrefixes"].as_array().map(Vec::len),
+        Some(50),
+        "common prefixes under imp/",
+    );
+}
+
+#[test]
+fn distributed_minio_with_a_node_down() {
+    let label = "upstream-distributed";
+    let bucket = "erasure";
+    let mut minio = Minio::new(label, Layout::TwoNodes);
+    minio.run();
+    let gw = gateway_in_front(label, &minio, &["--upstream-reconcile-secs", "0"]);
+    let through = Boto3::new(&gw);
+    through.call("create_bucket", json!({ "Bucket": bucket })).run("create bucket").ok();
+    let keys: Vec<String> = (0..40).map(|i| format!("d{}/k{i:02}", i % 4)).collect();
+    through
+        .op("seed", &json!({ "bucket": bucket, "keys": keys, "threads": 4 }))
+        .run("seed through the gateway")
+        .ok();
+    let before = inventory(&through, bucket, "list before the node stops");
+
+    minio.stop_node(1);
+    let after = inventory(&through, bucket, "list with a node down");
+    if let Some(why) = s3_compat_tests::exec::describe_key_difference(&after, &before) {
+        panic!("[{label}] the listing changed when a MinIO node stopped: {why}");
+    }
+    let rollup = through
+        .call("list_objects_v2", json!({ "Bucket": bucket, "Delimiter": "/" }))
+        .run("delimiter listing with a node down")
+        .ok();
+    rollup.check_eq(rollup.json()["CommonPrefixes"].as_array().map(Vec::len), Some(4), "common prefixes");
+    let head =
+        through.call("head_object", json!({ "Bucket": bucket, "Key": "d1/k01" })).run("head, node down").ok();
+    head.check_eq(
+        head.json()["ContentLength"].as_u64(),
+        Some("d1/k01".len() as u64),
+        "HEAD size with a node down",
+    );
+    let expected: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.clone(), Value::from(md5_hex(k.as_bytes())))).collect();
+    let verify = through
+        .op("verify", &json!({ "bucket": bucket, "expected": expected, "threads": 4 }))
+        .run("GET every object with a node down")
+        .ok();
+    verify.check_eq(
+        verify.json()["missing"].as_array().map(Vec::len),
+        Some(0),
+        "GETs refused with 2 of 4 drives",
+    );
+    verify.check_eq(verify.json()["mismatched"].as_array().map(Vec::len), Some(0), "GETs with wrong bodies");
+
+    // Below write quorum: refused with 503, never acknowledged, never listed.
+    let put = through
+        .call("put_object", json!({ "Bucket": bucket, "Key": "below-quorum", "Body": "lost?" }))
+        .timeout(Duration::from_secs(180))
+        .run("put with a node down");
+    put.check_eq(boto3_error_code(&put).as_str(), "ServiceUnavailable", "PUT below MinIO's write quorum");
+    put.check_eq(put.json()["error"]["HTTPStatusCode"].as_u64(), Some(503), "status of that PUT");
+    let listed = inventory(&through, bucket, "list after the refused PUT");
+    listed.iter().for_each(|l| assert!(!l.starts_with("below-quorum "), "[{label}] a refused PUT is listed"));
+
+    minio.run();
+    let behind = inventory(&direct(&minio), bucket, "list MinIO with both nodes up");
+    if let Some(why) = s3_compat_tests::exec::describe_key_difference(&behind, &before) {
+        panic!("[{label}] MinIO's listing after the node came back differs from before: {why}");
+    }
+    through
+        .call("put_object", json!({ "Bucket": bucket, "Key": "back", "Body": "quorum again" }))
+        .run("put with both nodes up")
+        .ok();
+}
+
+#[test]
+fn keys_minio_cannot_store_are_refused_and_leave_nothing_behind() {
+    let label = "upstream-refused-keys";
+    let bucket = "refused";
+    let minio = Minio::start(label);
+    let gw = gateway_in_front(label, &minio, &[]);
+    let through = Boto3::new(&gw);
+    through.call("create_bucket", json!({ "Bucket": bucket })).run("create bucket").ok();
+    let refused: Vec<&str> = TRICKY_KEYS.iter().copied().filter(|k| minio_refuses(k)).collect();
+    assert!(!refused.is_empty(), "[{label}] the tricky keys include names MinIO refuses");
+    for key in &refused {
+        let put = through
+            .call("put_object", json!({ "Bucket": bucket, "Key": key, "Body": "x" }))
+            .run(&format!("put {key:?}"));
+        put.check_eq(boto3_error_code(&put).as_str(), "InvalidRequest", "code for a name MinIO refuses");
+        put.check_eq(put.json()["error"]["HTTPStatusCode"].as_u64(), Some(400), "status for that name");
+        // `.` and `..` segments are refused by the gateway itself (URL normalisation would
+        // resolve them upstream: `dots/../up/./here` would write `up/here`); the rest by MinIO.
+        let dots = key.split('/').any(|s| s == "." || s == "..");
+        let why = if dots { "path segments" } else { "XMinioInvalidObjectName" };
+        put.check(
+            put.json()["error"]["Message"].as_str().unwrap_or("").contains(why),
+            &format!("the message says why ({why})"),
+        );
+        let head = through
+            .call("head_object", json!({ "Bucket": bucket, "Key": key }))
+            .run(&format!("head {key:?}"));
+        head.check_eq(boto3_error_code(&head).as_str(), "404", "HEAD of a refused name");
+        through
+            .call("delete_object", json!({ "Bucket": bucket, "Key": key }))
+            .run(&format!("delete {key:?} (absent, so 204)"))
+            .ok();
+    }
+    let listed = inventory(&through, bucket, "list after the refusals");
+    assert!(listed.is_empty(), "[{label}] refused names are listed: {listed:?}");
+    let behind = inventory(&direct(&minio), bucket, "list MinIO after the refusals");
+    assert!(behind.is_empty(), "[{label}] a refused write reached MinIO under another name: {behind:?}");
+    // The refusals left no intent behind: a restart has nothing to repair and logs nothing.
+    let mut gw = gw;
+    gw.restart();
+    assert!(
+        !gw.log_tail(20_000).contains("repaired keys whose upstream writes were interrupted"),
+        "[{label}] a refused write left an intent\n{}",
+        gw.log_tail(3000)
+    );
+}
