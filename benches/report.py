@@ -46,7 +46,7 @@ def fmt(x):
 def gateway_tables(rows):
     """Markdown: per operation and connection count, each server's req/s, p50, p99, RSS, and
     holt-gateway's ratio to MinIO and to the bare axum ceiling."""
-    runs = [r for r in rows if r.get("op") != "prepare"]
+    runs = [r for r in rows if r.get("op") not in ("prepare", "import")]
     if not runs:
         return "Not measured in this run (see notes).\n"
     by = defaultdict(list)
@@ -98,6 +98,25 @@ def gateway_sections(results_dir):
         failures = read(os.path.join(results_dir, f"gateway-failures-{n}.md")).strip()
         if failures:
             parts.append("Failures recorded by this run:\n\n" + failures + "\n")
+    return "\n".join(parts)
+
+
+def upstream_section(results_dir):
+    """The gateway in front of MinIO (upstream-raw.jsonl): the same table, MinIO direct beside
+    the gateway, and the import time."""
+    rows = jsonl(os.path.join(results_dir, "upstream-raw.jsonl"))
+    notes = read(os.path.join(results_dir, "upstream-notes.md")).strip()
+    if not rows:
+        return (notes + "\n" if notes else "") + "Not measured.\n"
+    parts = [gateway_tables(rows)]
+    for r in rows:
+        if r.get("op") == "import":
+            n = r.get("objects", 0)
+            parts.append(f"Import (CreateBucket of the loaded bucket through the gateway until "
+                         f"`holt_upstream_import_done`): {n:,} objects in {r['seconds']:.1f} s "
+                         f"({n / max(r['seconds'], 1e-9):,.0f} objects/s).\n")
+    if notes:
+        parts.append("Failures recorded by this run:\n\n" + notes + "\n")
     return "\n".join(parts)
 
 
@@ -227,6 +246,14 @@ repetitions. Ratios are taken inside the same run.
 
 {read(os.path.join(r, "gateway-notes.md"))}
 {gateway_sections(r)}
+
+## Upstream mode (the gateway in front of MinIO)
+
+"minio" is MinIO answered directly; "holt-gateway" is the gateway started with `--upstream`
+in front of that MinIO, over the same objects (listings and HEAD from its index, GET and PUT
+through to MinIO).
+
+{upstream_section(r)}
 
 ## Raw numbers
 

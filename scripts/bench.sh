@@ -25,6 +25,11 @@ usage: scripts/bench.sh [options]
                     (paired_get: cold with the page cache dropped and a 16 MiB budget, and
                     with the files in the page cache and a budget of 1/8 of the data)
   --skip-beyond     do not run the beyond-memory section
+  --upstream-objects N  objects in MinIO for the upstream-mode section (default 1000000): MinIO
+                    loaded directly, the gateway started with --upstream in front of it and
+                    the bucket attached (import time measured), then head, list (1,000-entry
+                    delimiter pages), get and put against MinIO and through the gateway
+  --skip-upstream   do not run the upstream-mode section
   --no-build        use the binaries already built
   -h, --help        this text
 
@@ -48,6 +53,8 @@ GW_REPS=3
 BUILD=1
 BEYOND="10000000"
 RUN_BEYOND=1
+UPSTREAM_OBJECTS=1000000
+RUN_UPSTREAM=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --keys) KEYS="$2"; shift 2 ;;
@@ -61,6 +68,8 @@ while [[ $# -gt 0 ]]; do
         --gw-reps) GW_REPS="$2"; shift 2 ;;
         --beyond) BEYOND="$2"; shift 2 ;;
         --skip-beyond) RUN_BEYOND=0; shift ;;
+        --upstream-objects) UPSTREAM_OBJECTS="$2"; shift 2 ;;
+        --skip-upstream) RUN_UPSTREAM=0; shift ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -146,6 +155,13 @@ if [[ $RUN_BEYOND -eq 1 ]]; then
     done
 fi
 
+# MinIO, the pinned build scripts/install-clients.sh makes (the compat suite's), else go install.
+MINIO_BIN="$ROOT/.cache/bin/minio"
+if [[ ! -x "$MINIO_BIN" ]] && command -v go >/dev/null && [[ $RUN_GATEWAY -eq 1 || $RUN_UPSTREAM -eq 1 ]]; then
+    log "building MinIO (scripts/install-clients.sh)"
+    nice -n 19 "$ROOT/scripts/install-clients.sh" >&2 || log "MinIO did not build"
+fi
+
 # --- gateway comparison -----------------------------------------------------------------
 # Each server is started on a free loopback port, loaded with the same objects through the S3
 # API, then measured at 1/16/64 connections per operation; it is stopped afterwards.
@@ -215,14 +231,6 @@ if [[ $RUN_GATEWAY -eq 1 ]]; then
         echo "- holt-gateway binary not available: gateway not measured" >> "$GW_NOTES"
     fi
 
-    # MinIO, built from source with the Go toolchain (pinned module version).
-    MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
-    MINIO_BIN="$(go env GOPATH 2>/dev/null)/bin/minio"
-    if [[ ! -x "$MINIO_BIN" ]] && command -v go >/dev/null; then
-        log "building MinIO $MINIO_VERSION with $(go version)"
-        nice -n 19 go install "github.com/minio/minio@$MINIO_VERSION" \
-            || echo "- MinIO $MINIO_VERSION did not build with $(go version)" >> "$GW_NOTES"
-    fi
     if [[ -x "$MINIO_BIN" ]]; then
         rm -rf "$DATA_DIR/minio"; mkdir -p "$DATA_DIR/minio"
         PORT=$((20000 + RANDOM % 20000))
@@ -279,6 +287,84 @@ PY
     else
         rm -f "$OUT/gateway-failures-$OBJECTS.md"
     fi
+fi
+
+# --- upstream mode: the gateway in front of MinIO ------------------------------------------
+# MinIO is loaded directly; the gateway attaches the bucket (the import is timed from
+# CreateBucket to holt_upstream_import_done), then each operation runs against MinIO and
+# through the gateway in turn, same keys, same pool.
+if [[ $RUN_UPSTREAM -eq 1 ]]; then
+    UP_RAW="$RUN_DIR/upstream.jsonl"
+    UP_NOTES="$RUN_DIR/upstream-notes.md"
+    : > "$UP_RAW"; : > "$UP_NOTES"
+    GW_BIN="$ROOT/target/release/holt-gateway"
+    if [[ $BUILD -eq 1 ]]; then
+        (cd "$ROOT" && nice -n 19 cargo build --release -p gateway) || echo "- holt-gateway did not build" >> "$UP_NOTES"
+    fi
+    if [[ -x "$MINIO_BIN" && -x "$GW_BIN" ]]; then
+        tag_up() { sed "s/^{/{\"objects\":$UPSTREAM_OBJECTS,\"server\":\"$1\",/"; }
+        rm -rf "$DATA_DIR/upstream"; mkdir -p "$DATA_DIR/upstream/minio"
+        PORT=$((20000 + RANDOM % 20000))
+        MINIO_ROOT_USER=benchadmin MINIO_ROOT_PASSWORD=bench-secret-key MINIO_BROWSER=off \
+            "$MINIO_BIN" server "$DATA_DIR/upstream/minio" --address "127.0.0.1:$PORT" \
+            > "$RUN_DIR/upstream-minio.log" 2>&1 &
+        MINIO_PID=$!
+        if wait_for_line "$RUN_DIR/upstream-minio.log" "API:" 60; then
+            sleep 1
+            MINIO_EP="http://127.0.0.1:$PORT"
+            log "upstream: loading $UPSTREAM_OBJECTS objects into MinIO"
+            "$BIN/s3load" --endpoint "$MINIO_EP" --bucket bench --op prepare --objects "$UPSTREAM_OBJECTS" \
+                --connections 64 --access-key benchadmin --secret-key bench-secret-key | tag_up minio >> "$UP_RAW"
+            "$GW_BIN" --data-dir "$DATA_DIR/upstream/gateway" --listen 127.0.0.1:0 --durability sync \
+                --upstream "$MINIO_EP" --upstream-access-key benchadmin --upstream-secret-key bench-secret-key \
+                --upstream-reconcile-secs 0 > "$RUN_DIR/upstream-gateway.log" 2>&1 &
+            GW_PID=$!
+            if wait_for_line "$RUN_DIR/upstream-gateway.log" "listening on http://" 30; then
+                GW_EP=$(grep -o 'listening on http://[0-9.:]*' "$RUN_DIR/upstream-gateway.log" | head -1 | sed 's/listening on //')
+                t0=$(date +%s%N)
+                "$BIN/s3load" --endpoint "$GW_EP" --bucket bench --op prepare --objects 0 \
+                    --access-key holtadmin --secret-key holtadmin-secret-key > /dev/null
+                for ((i = 0; i < 7200; i++)); do
+                    curl -s "$GW_EP/metrics" | grep -q '^holt_upstream_import_done{bucket="bench"} 1' && break
+                    sleep 0.5
+                done
+                ms=$((($(date +%s%N) - t0) / 1000000))
+                secs=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
+                echo "{\"op\":\"import\",\"seconds\":$secs}" | tag_up holt-gateway >> "$UP_RAW"
+                log "upstream: imported in $secs s"
+                read_pool=$((UPSTREAM_OBJECTS < 100000 ? UPSTREAM_OBJECTS : 100000))
+                for ((rep = 1; rep <= GW_REPS; rep++)); do
+                    for op in head list get put; do
+                        case $op in head | get) pool=$read_pool ;; *) pool=2000 ;; esac
+                        for c in 1 16 64; do
+                            for target in minio holt-gateway; do
+                                if [[ $target == minio ]]; then
+                                    ep=$MINIO_EP; pid=$MINIO_PID; ak=benchadmin; sk=bench-secret-key
+                                else
+                                    ep=$GW_EP; pid=$GW_PID; ak=holtadmin; sk=holtadmin-secret-key
+                                fi
+                                "$BIN/s3load" --endpoint "$ep" --bucket bench --op "$op" --connections "$c" \
+                                    --duration-s "$GW_SECONDS" --objects "$UPSTREAM_OBJECTS" --pool "$pool" \
+                                    --server-pid "$pid" --access-key "$ak" --secret-key "$sk" | tag_up "$target" >> "$UP_RAW" \
+                                    || echo "- upstream $target $op x$c (repetition $rep): s3load failed" >> "$UP_NOTES"
+                            done
+                        done
+                    done
+                done
+            else
+                echo "- the gateway did not start in front of MinIO (benches/target/bench-run/upstream-gateway.log)" >> "$UP_NOTES"
+            fi
+            stop_pid "$GW_PID"
+        else
+            echo "- MinIO did not start (benches/target/bench-run/upstream-minio.log)" >> "$UP_NOTES"
+        fi
+        stop_pid "$MINIO_PID"
+        rm -rf "$DATA_DIR/upstream"
+    else
+        echo "- MinIO or the gateway binary not available: upstream mode not measured" >> "$UP_NOTES"
+    fi
+    cp "$UP_RAW" "$OUT/upstream-raw.jsonl"
+    cp "$UP_NOTES" "$OUT/upstream-notes.md"
 fi
 
 # --- report -----------------------------------------------------------------------------
