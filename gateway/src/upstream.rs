@@ -88,7 +88,7 @@ pub struct Upstream {
     pub locks: KeyLocks,
     /// Per bucket being imported (or imported since start-up): keys indexed, and whether the
     /// import has finished. For `/metrics` and the log.
-    pub imports: parking_lot::Mutex<std::collections::BTreeMap<String, (u64, bool)>>,
+    pub imports: parking_lot::Mutex<std::collections::BTreeMap<String, ImportStats>>,
     /// Keys repaired from event notifications.
     pub events_applied: std::sync::atomic::AtomicU64,
     /// Records the index changed to follow the upstream (repairs that found a difference).
@@ -96,6 +96,19 @@ pub struct Upstream {
     /// Imports and the reconciler: stopped at shutdown, so the engine can close (an import
     /// resumes from its cursor at the next start).
     background: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+/// The progress of one bucket's import since start-up, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ImportStats {
+    /// Keys listed and indexed so far.
+    pub objects: u64,
+    /// Top-level prefixes this run of the import lists (after a restart, those left).
+    pub prefixes: u64,
+    /// Of those, the prefixes listed to their end.
+    pub prefixes_done: u64,
+    /// The import has finished.
+    pub done: bool,
 }
 
 /// One lock per object key being written through this gateway. A write holds its key's lock
@@ -357,20 +370,26 @@ impl Upstream {
             self.repairs.load(Relaxed)
         );
         let imports = self.imports.lock();
-        if !imports.is_empty() {
-            out.push_str(
-                "# HELP holt_upstream_import_objects Keys an import has indexed so far.\n\
-                 # TYPE holt_upstream_import_objects gauge\n",
-            );
-            for (bucket, (n, _)) in imports.iter() {
-                let _ = writeln!(out, "holt_upstream_import_objects{{bucket=\"{bucket}\"}} {n}");
-            }
-            out.push_str(
-                "# HELP holt_upstream_import_done Whether the bucket's import has finished.\n\
-                 # TYPE holt_upstream_import_done gauge\n",
-            );
-            for (bucket, (_, done)) in imports.iter() {
-                let _ = writeln!(out, "holt_upstream_import_done{{bucket=\"{bucket}\"}} {}", u8::from(*done));
+        if imports.is_empty() {
+            return;
+        }
+        type Series = (&'static str, &'static str, fn(&ImportStats) -> u64);
+        let series: [Series; 4] = [
+            ("holt_upstream_import_objects", "Keys an import has indexed so far.", |s| s.objects),
+            (
+                "holt_upstream_import_prefixes",
+                "Top-level prefixes this run of the import lists (after a restart, those left).",
+                |s| s.prefixes,
+            ),
+            ("holt_upstream_import_prefixes_done", "Of those, the prefixes listed to their end.", |s| {
+                s.prefixes_done
+            }),
+            ("holt_upstream_import_done", "Whether the bucket's import has finished.", |s| u64::from(s.done)),
+        ];
+        for (name, help, value) in series {
+            let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+            for (bucket, stats) in imports.iter() {
+                let _ = writeln!(out, "{name}{{bucket=\"{bucket}\"}} {}", value(stats));
             }
         }
     }
@@ -686,12 +705,25 @@ impl Upstream {
         Ok(body.collect().await.map_err(|_| unavailable("sent an unreadable listing"))?.to_bytes())
     }
 
-    /// One page (up to 1,000 keys) of the upstream bucket's keys after `start_after`.
-    pub async fn list_page(&self, local: &str, start_after: &str) -> S3Result<ListObjectsV2Response> {
+    /// One page (up to 1,000 entries) of the upstream bucket's keys under `prefix` after
+    /// `start_after`, rolled up at `delimiter` if given.
+    pub async fn list_page(
+        &self,
+        local: &str,
+        prefix: &str,
+        start_after: &str,
+        delimiter: Option<&str>,
+    ) -> S3Result<ListObjectsV2Response> {
         let bucket = self.bucket(local)?;
         let mut action = ListObjectsV2::new(&bucket, Some(&self.credentials));
+        if !prefix.is_empty() {
+            action.with_prefix(prefix.to_owned());
+        }
         if !start_after.is_empty() {
             action.with_start_after(start_after.to_owned());
+        }
+        if let Some(d) = delimiter {
+            action.with_delimiter(d.to_owned());
         }
         action.with_max_keys(1000);
         let url = action.sign(SIGNED_FOR);

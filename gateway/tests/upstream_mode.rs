@@ -376,6 +376,10 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
             )
             .await;
     }
+    // Top-level keys beside the prefixes.
+    for key in ["top-a", "top-b"] {
+        p.upstream.put("legacy", key, b"t").await;
+    }
     let theirs = keys(&p.upstream, "legacy").await;
     p.front.create_bucket("legacy").await;
     // Listings are correct from the first moment: the upstream answers until the import is
@@ -390,7 +394,8 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
     // Headers come with the first read of an imported record.
     let head = p.front.a(Method::HEAD, "/legacy/d3/o00003", b"").await;
     assert_eq!(head.header("content-type"), Some("text/x-test"));
-    // A crash halfway: the index holds the first 1,000 keys and the cursor says where it was.
+    // A crash halfway: discovery done, the index holds the top-level keys and the first
+    // 1,000 keys under prefixes, and each unfinished prefix's cursor says where it was.
     let front = front_of(p.addr);
     let s = store(&front);
     let mut batch = holt_core::Batch::new();
@@ -398,14 +403,29 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
         gateway::storage::schema::bucket("legacy"),
         store(&p.front).get(gateway::storage::schema::bucket("legacy")).await.unwrap().unwrap().value,
     );
-    for entry in store(&p.front)
-        .scan(gateway::storage::schema::objects_prefix("legacy"), Vec::new(), 1000)
-        .await
-        .unwrap()
-    {
-        batch.put(entry.0, entry.1.value);
+    let written: Vec<&String> = theirs
+        .iter()
+        .filter(|k| k.contains('/'))
+        .take(1000)
+        .chain(theirs.iter().filter(|k| !k.contains('/')))
+        .collect();
+    for key in &written {
+        let record = gateway::storage::schema::object("legacy", key);
+        batch.put(record.clone(), store(&p.front).get(record).await.unwrap().unwrap().value);
     }
-    batch.put(gateway::storage::schema::import_cursor("legacy"), theirs[999].as_bytes().to_vec());
+    batch.put(gateway::storage::schema::import_cursor("legacy"), b"P".to_vec());
+    let mut unfinished = 0;
+    for d in 0..7 {
+        let prefix = format!("d{d}/");
+        let under = theirs.iter().filter(|k| k.starts_with(&prefix)).count();
+        let done: Vec<&&String> = written.iter().filter(|k| k.starts_with(&prefix)).collect();
+        if done.len() < under {
+            let cursor = done.last().map(|k| k.as_bytes().to_vec()).unwrap_or_default();
+            batch.put(gateway::storage::schema::import_prefix_cursor("legacy", &prefix), cursor);
+            unfinished += 1;
+        }
+    }
+    assert!(unfinished >= 2, "the simulated crash leaves prefixes to import");
     s.write_batch(batch).await.unwrap();
     // While the cursor stands, listings come from the upstream, whole and in pages.
     assert_eq!(keys(&front, "legacy").await, theirs);
@@ -419,6 +439,9 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(keys(&front, "legacy").await, theirs);
+    let cursors =
+        s.scan(gateway::storage::schema::import_prefix_cursors("legacy"), Vec::new(), 10).await.unwrap();
+    assert!(cursors.is_empty(), "prefix cursors left after the import: {}", cursors.len());
     // The token of a page the upstream answered resumes in the index after the import.
     across.extend(keys_from(&front, "legacy", Some(token)).await);
     assert!(across == theirs, "{} keys across the import's end, {} upstream", across.len(), theirs.len());

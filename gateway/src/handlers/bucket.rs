@@ -194,6 +194,10 @@ pub async fn handle_delete_bucket(ctx: &ReqCtx) -> S3Result<Response> {
     batch.delete_if(schema::bucket(name), Condition::Version(record.version));
     batch.delete(schema::owned_bucket(&ctx.user, name));
     batch.delete(schema::import_cursor(name));
+    // An import still running stops at its next page once its record is gone.
+    for (k, _) in ctx.store().scan(schema::import_prefix_cursors(name), Vec::new(), 100_000).await? {
+        batch.delete(k);
+    }
     match ctx.store().write_batch(batch).await {
         Ok(_) => {}
         Err(e) if e.code == S3ErrorCode::PreconditionFailed => {

@@ -262,11 +262,10 @@ pub fn spawn_intent_retries(store: Store) {
     up.track(task.abort_handle());
 }
 
-/// Starts indexing the upstream bucket behind `bucket` from where its cursor says (the
-/// beginning for a new import). The import writes each key absent from the index, then moves
-/// the cursor past the page, so a crash resumes after the last page recorded (a page written
-/// but not recorded is listed again, harmlessly: only absent keys are written); when the
-/// listing ends, the cursor goes. Progress: a log line every 10 s and `/metrics`.
+/// Starts indexing the upstream bucket behind `bucket` from where its import records say (the
+/// beginning for a new import): see [`import`]. Every page's keys are written with the
+/// position after them, in one batch, so a crash resumes after the last page written.
+/// Progress: a log line every 10 s and `/metrics`.
 pub fn spawn_import(store: Store, bucket: String) {
     let Some(up) = store.upstream.clone() else { return };
     let task = tokio::spawn(async move {
@@ -284,6 +283,10 @@ pub fn spawn_import(store: Store, bucket: String) {
 pub async fn resume_imports(store: &Store) -> S3Result<()> {
     let cursors = store.scan(schema::IMPORTS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
     for (k, _) in cursors {
+        // Import records only: a prefix cursor has a NUL after the bucket name.
+        if k.contains(&0) {
+            continue;
+        }
         if let Ok(bucket) = std::str::from_utf8(&k[schema::IMPORTS_PREFIX.len()..]) {
             tracing::info!(bucket, "resuming the import");
             spawn_import(store.clone(), bucket.to_owned());
@@ -399,71 +402,183 @@ fn replace_element(doc: &str, name: &str, value: Option<&str>) -> String {
 
 /// How often a running import logs its progress (also in `/metrics`).
 const IMPORT_PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// Top-level prefixes an import lists at once.
+const IMPORT_WORKERS: usize = 4;
 
+/// One import's shared progress, for the log.
+struct ImportProgress {
+    started: std::time::Instant,
+    imported: std::sync::atomic::AtomicU64,
+    reported: parking_lot::Mutex<std::time::Instant>,
+}
+
+impl ImportProgress {
+    fn add(&self, up: &Upstream, bucket: &str, n: u64) {
+        let total = self.imported.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+        up.imports.lock().entry(bucket.to_owned()).or_default().objects += n;
+        let mut reported = self.reported.lock();
+        if reported.elapsed() >= IMPORT_PROGRESS_EVERY {
+            *reported = std::time::Instant::now();
+            let rate = total as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+            tracing::info!(bucket, imported = total, per_second = rate as u64, "importing");
+        }
+    }
+}
+
+/// Imports `bucket` in two phases, each resumable. Discovery lists the top level with the
+/// delimiter `/`: its keys are indexed and each common prefix gets a cursor record, in the
+/// same batch as the import record's position. Then [`IMPORT_WORKERS`] tasks list the
+/// prefixes, each page's keys written in one batch with the prefix's cursor (deleted with
+/// its last page). The import record goes when no prefix is left.
 async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     let up = store.upstream.clone().ok_or_else(|| S3Error::internal("import", "no upstream"))?;
-    let cursor_key = schema::import_cursor(bucket);
-    let mut after = match store.get(cursor_key.clone()).await? {
-        Some(e) => String::from_utf8(e.value).map_err(|e| S3Error::internal("import cursor", e))?,
-        None => return Ok(0),
+    let record = schema::import_cursor(bucket);
+    let progress = ImportProgress {
+        started: std::time::Instant::now(),
+        imported: Default::default(),
+        reported: parking_lot::Mutex::new(std::time::Instant::now()),
     };
-    let mut imported = 0u64;
-    let started = std::time::Instant::now();
-    let mut reported = started;
     loop {
-        if reported.elapsed() >= IMPORT_PROGRESS_EVERY {
-            reported = std::time::Instant::now();
-            let rate = imported as f64 / started.elapsed().as_secs_f64().max(0.001);
-            tracing::info!(bucket, imported, after = %after, per_second = rate as u64, "importing");
+        // Discovery, page by page, from where the record says.
+        let Some(state) = store.get(record.clone()).await? else { return Ok(0) };
+        if state.value.first() == Some(&b'P') {
+            break;
         }
-        let page = up.list_page(bucket, &after).await?;
-        let mut batch = holt_core::Batch::new();
-        // Keys the gateway cannot address upstream are not indexed (see `addressable`).
-        let entries: Vec<_> =
-            page.contents.iter().filter(|e| crate::upstream::addressable(&e.key).is_ok()).collect();
-        for entry in &entries {
-            // A key written through the gateway meanwhile has the newer record: only absent
-            // keys are filled in.
-            batch.put_if(
-                schema::object(bucket, &entry.key),
-                meta_from_listing(entry).encode(),
-                Condition::Absent,
-            );
-        }
-        let last = page.contents.last().map(|e| e.key.clone());
-        let done = page.next_continuation_token.is_none() || last.is_none();
-        // Keys a client wrote meanwhile fail their condition; write the others one by one.
-        if !page.contents.is_empty() {
-            let written = if entries.is_empty() { Ok(()) } else { store.write_batch(batch).await.map(drop) };
-            if let Err(e) = written {
-                if e.code != S3ErrorCode::PreconditionFailed {
-                    return Err(e);
-                }
-                for entry in &entries {
-                    let value = meta_from_listing(entry).encode();
-                    match store.put(schema::object(bucket, &entry.key), value, Condition::Absent).await {
-                        Ok(_) => {}
-                        Err(e) if e.code == S3ErrorCode::PreconditionFailed => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-            imported += page.contents.len() as u64;
-            let mut imports = up.imports.lock();
-            imports.entry(bucket.to_owned()).or_default().0 += page.contents.len() as u64;
-        }
-        match (done, last) {
-            (false, Some(last)) => {
-                store.put(cursor_key.clone(), last.as_bytes().to_vec(), Condition::None).await?;
-                after = last;
-            }
-            _ => {
-                store.delete(cursor_key, Condition::None).await?;
-                up.imports.lock().entry(bucket.to_owned()).or_default().1 = true;
-                return Ok(imported);
+        let after = String::from_utf8(state.value.get(1..).unwrap_or_default().to_vec())
+            .map_err(|e| S3Error::internal("import record", e))?;
+        let page = up.list_page(bucket, "", &after, Some("/")).await?;
+        let prefixes: Vec<&str> =
+            page.common_prefixes.iter().map(|p| p.prefix.as_str()).filter(|p| addressable_key(p)).collect();
+        let last = page
+            .contents
+            .last()
+            .map(|e| e.key.as_str())
+            .into_iter()
+            .chain(page.common_prefixes.last().map(|p| p.prefix.as_str()))
+            .max()
+            .map(str::to_owned);
+        let next = match (&page.next_continuation_token, last) {
+            (Some(_), Some(last)) => [b"D".as_slice(), last.as_bytes()].concat(),
+            _ => b"P".to_vec(),
+        };
+        let cursors: Vec<(Vec<u8>, Vec<u8>)> =
+            prefixes.iter().map(|p| (schema::import_prefix_cursor(bucket, p), Vec::new())).collect();
+        let n = write_listed(store, bucket, &page.contents, cursors, (record.clone(), Some(next))).await?;
+        progress.add(&up, bucket, n);
+    }
+    // The prefixes, a few at a time, each to its end.
+    let mut pending = Vec::new();
+    let mut from = Vec::new();
+    let cursors_prefix = schema::import_prefix_cursors(bucket);
+    loop {
+        let chunk = store.scan(cursors_prefix.clone(), from.clone(), IMPORT_BATCH).await?;
+        let Some((last, _)) = chunk.last() else { break };
+        from = last.clone();
+        for (k, _) in &chunk {
+            if let Ok(prefix) = std::str::from_utf8(&k[cursors_prefix.len()..]) {
+                pending.push(prefix.to_owned());
             }
         }
     }
+    up.imports.lock().entry(bucket.to_owned()).or_default().prefixes = pending.len() as u64;
+    let queue = parking_lot::Mutex::new(pending.into_iter());
+    let worker = || async {
+        loop {
+            let next = queue.lock().next();
+            let Some(prefix) = next else { return Ok::<(), S3Error>(()) };
+            import_prefix(store, &up, bucket, &prefix, &progress).await?;
+            up.imports.lock().entry(bucket.to_owned()).or_default().prefixes_done += 1;
+        }
+    };
+    let outcomes = futures_util::future::join_all((0..IMPORT_WORKERS).map(|_| worker())).await;
+    outcomes.into_iter().collect::<S3Result<Vec<()>>>()?;
+    if store.get(record.clone()).await?.is_some() {
+        store.delete(record, Condition::None).await?;
+        up.imports.lock().entry(bucket.to_owned()).or_default().done = true;
+    }
+    Ok(progress.imported.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Imports every key under one top-level `prefix`, from its cursor to the end.
+async fn import_prefix(
+    store: &Store,
+    up: &Upstream,
+    bucket: &str,
+    prefix: &str,
+    progress: &ImportProgress,
+) -> S3Result<()> {
+    let cursor = schema::import_prefix_cursor(bucket, prefix);
+    loop {
+        // Gone: the prefix is done, or the bucket was deleted meanwhile.
+        let Some(state) = store.get(cursor.clone()).await? else { return Ok(()) };
+        if store.get(schema::import_cursor(bucket)).await?.is_none() {
+            return Ok(());
+        }
+        let after = String::from_utf8(state.value).map_err(|e| S3Error::internal("import cursor", e))?;
+        let page = up.list_page(bucket, prefix, &after, None).await?;
+        let last = page.contents.last().map(|e| e.key.as_bytes().to_vec());
+        let next = match (&page.next_continuation_token, last) {
+            (Some(_), Some(last)) => Some(last),
+            _ => None,
+        };
+        let done = next.is_none();
+        let n = write_listed(store, bucket, &page.contents, Vec::new(), (cursor.clone(), next)).await?;
+        progress.add(up, bucket, n);
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+fn addressable_key(key: &str) -> bool {
+    crate::upstream::addressable(key).is_ok()
+}
+
+/// Indexes the keys of one listed page that are absent from the index (a client's newer write
+/// wins), creates the `cursors` that are absent, and sets `position` (deletes it for `None`),
+/// in one batch; if a key or cursor exists already, the same one by one, the position last.
+/// Returns the keys listed.
+async fn write_listed(
+    store: &Store,
+    bucket: &str,
+    listed: &[rusty_s3::actions::list_objects_v2::ListObjectsContent],
+    cursors: Vec<(Vec<u8>, Vec<u8>)>,
+    (position, value): (Vec<u8>, Option<Vec<u8>>),
+) -> S3Result<u64> {
+    // Keys the gateway cannot address upstream are not indexed (see `addressable`).
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = listed
+        .iter()
+        .filter(|e| addressable_key(&e.key))
+        .map(|e| (schema::object(bucket, &e.key), meta_from_listing(e).encode()))
+        .chain(cursors)
+        .collect();
+    let set_position = |batch: &mut holt_core::Batch| {
+        match &value {
+            Some(v) => batch.put(position.clone(), v.clone()),
+            None => batch.delete(position.clone()),
+        };
+    };
+    let mut batch = holt_core::Batch::new();
+    for (k, v) in &entries {
+        batch.put_if(k.clone(), v.clone(), Condition::Absent);
+    }
+    set_position(&mut batch);
+    match store.write_batch(batch).await {
+        Ok(_) => return Ok(listed.len() as u64),
+        Err(e) if e.code == S3ErrorCode::PreconditionFailed => {}
+        Err(e) => return Err(e),
+    }
+    for (k, v) in entries {
+        match store.put(k, v, Condition::Absent).await {
+            Ok(_) => {}
+            Err(e) if e.code == S3ErrorCode::PreconditionFailed => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut batch = holt_core::Batch::new();
+    set_position(&mut batch);
+    store.write_batch(batch).await?;
+    Ok(listed.len() as u64)
 }
 
 /// Runs `reconcile` over every bucket each `every`, for as long as the process lives.
@@ -514,7 +629,7 @@ pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3R
     let mut after = String::new();
     let mut repaired = 0;
     loop {
-        let page = up.list_page(bucket, &after).await?;
+        let page = up.list_page(bucket, "", &after, None).await?;
         let done = page.next_continuation_token.is_none() || page.contents.is_empty();
         let upper = if done { None } else { page.contents.last().map(|e| e.key.clone()) };
         let mut upstream: std::collections::BTreeMap<&str, (String, u64)> = page

@@ -38,13 +38,26 @@ pub fn split_intent(k: &[u8]) -> Option<(&str, &str)> {
     Some((std::str::from_utf8(&rest[..at]).ok()?, std::str::from_utf8(&rest[at + 1..]).ok()?))
 }
 
-/// Upstream mode: the import cursor of a bucket being imported (the last upstream key
-/// indexed); removed when the import finishes.
+/// Upstream mode: the import record of a bucket being imported; removed when the import
+/// finishes. Its value is `D` and the last entry of the top-level listing recorded while the
+/// import discovers the bucket's top-level keys and prefixes, `P` once it has (see
+/// `handlers::through::import`).
 pub fn import_cursor(bucket: &str) -> Vec<u8> {
     join(b'X', &[bucket.as_bytes()])
 }
 
-/// Prefix of every import cursor.
+/// Upstream mode: the cursor of one top-level prefix of a bucket being imported (the last key
+/// under it indexed, empty before the first page); removed when the prefix is done.
+pub fn import_prefix_cursor(bucket: &str, prefix: &str) -> Vec<u8> {
+    join(b'X', &[bucket.as_bytes(), prefix.as_bytes()])
+}
+
+/// Prefix of every [`import_prefix_cursor`] of `bucket`.
+pub fn import_prefix_cursors(bucket: &str) -> Vec<u8> {
+    join(b'X', &[bucket.as_bytes(), b""])
+}
+
+/// Prefix of every import record and prefix cursor.
 pub const IMPORTS_PREFIX: &[u8] = b"X";
 
 /// Key of the record holding the continuation-token secret, created on first start.
