@@ -263,7 +263,7 @@ pub fn spawn_intent_retries(store: Store) {
 }
 
 /// Starts indexing the upstream bucket behind `bucket` from where its import records say (the
-/// beginning for a new import): see [`import`]. Every page's keys are written with the
+/// beginning for a new import): see `import`. Every page's keys are written with the
 /// position after them, in one batch, so a crash resumes after the last page written.
 /// Progress: a log line every 10 s and `/metrics`.
 pub fn spawn_import(store: Store, bucket: String) {
