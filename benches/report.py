@@ -259,7 +259,8 @@ through to MinIO).
 
 One JSON object per engine process: [results/engines-raw.jsonl](results/engines-raw.jsonl);
 side by side: [results/paired-list-raw.jsonl](results/paired-list-raw.jsonl); gateway, one
-object per load point: [results/gateway-raw.jsonl](results/gateway-raw.jsonl). The raw data of
+object per load point: [results/gateway-raw.jsonl](results/gateway-raw.jsonl); upstream mode:
+[results/upstream-raw.jsonl](results/upstream-raw.jsonl). The raw data of
 the other runs quoted above is in one folder per run under [results/](results/), named by
 date.
 """
