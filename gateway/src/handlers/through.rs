@@ -210,6 +210,12 @@ pub async fn recover_intents(store: &Store) -> S3Result<Recovered> {
                 store.delete(k, Condition::None).await?;
                 continue;
             };
+            // Under the key's lock, and only if the intent is still there: when retried while
+            // serving, a write of the key may be in flight, and it settles its own intent.
+            let _order = up.locks.lock(schema::object(bucket, key)).await;
+            if store.get(k.clone()).await?.is_none() {
+                continue;
+            }
             match repair_key(store, &up, bucket, key).await {
                 Ok(_) => {
                     store.delete(k, Condition::None).await?;
