@@ -442,7 +442,7 @@ impl Upstream {
         headers: Vec<(String, String)>,
         body: UpBody,
     ) -> S3Result<UpstreamBody> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
         for (k, v) in &headers {
@@ -491,8 +491,8 @@ impl Upstream {
         key: &str,
         headers: Vec<(String, String)>,
     ) -> S3Result<UpstreamBody> {
-        addressable(src_key)?;
-        addressable(key)?;
+        require_addressable(src_key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut all = self.copy_source(src_local, src_key, src_etag);
         all.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
@@ -515,8 +515,8 @@ impl Upstream {
         (local, key, upload_id, part_number): (&str, &str, &str, u16),
         (first, last): (u64, u64),
     ) -> S3Result<String> {
-        addressable(src_key)?;
-        addressable(key)?;
+        require_addressable(src_key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut headers = self.copy_source(src_local, src_key, src_etag);
         headers.push(("x-amz-copy-source-range".into(), format!("bytes={first}-{last}")));
@@ -538,7 +538,7 @@ impl Upstream {
         range: Option<(u64, u64)>,
         etag: &str,
     ) -> S3Result<Incoming> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let url = GetObject::new(&bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
         let mut headers = vec![("if-match".to_owned(), format!("\"{etag}\""))];
@@ -550,7 +550,7 @@ impl Upstream {
 
     /// HEAD of `key`; `None` if the upstream has no such object.
     pub async fn head_object(&self, local: &str, key: &str) -> S3Result<Option<HeadInfo>> {
-        if addressable(key).is_err() {
+        if !addressable(key) {
             return Ok(None);
         }
         let bucket = self.bucket(local)?;
@@ -579,7 +579,7 @@ impl Upstream {
 
     /// Deletes `key` upstream (a missing key is not an error, as in S3).
     pub async fn delete_object(&self, local: &str, key: &str) -> S3Result<()> {
-        if addressable(key).is_err() {
+        if !addressable(key) {
             return Ok(());
         }
         let bucket = self.bucket(local)?;
@@ -605,7 +605,7 @@ impl Upstream {
         key: &str,
         headers: Vec<(String, String)>,
     ) -> S3Result<String> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let mut action = CreateMultipartUpload::new(&bucket, Some(&self.credentials), key);
         for (k, v) in &headers {
@@ -628,7 +628,7 @@ impl Upstream {
         len: u64,
         body: UpBody,
     ) -> S3Result<String> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let url =
             UploadPart::new(&bucket, Some(&self.credentials), key, part_number, upload_id).sign(SIGNED_FOR);
@@ -648,7 +648,7 @@ impl Upstream {
         parts: &[(u32, String)],
         conditions: Vec<(String, String)>,
     ) -> S3Result<UpstreamBody> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let url = CompleteMultipartUpload::new(
             &bucket,
@@ -676,7 +676,7 @@ impl Upstream {
 
     /// Aborts the upstream upload (one already gone is fine).
     pub async fn abort_multipart(&self, local: &str, key: &str, upload_id: &str) -> S3Result<()> {
-        addressable(key)?;
+        require_addressable(key)?;
         let bucket = self.bucket(local)?;
         let url =
             AbortMultipartUpload::new(&bucket, Some(&self.credentials), key, upload_id).sign(SIGNED_FOR);
@@ -752,16 +752,21 @@ async fn status_error(resp: http::Response<Incoming>) -> S3Error {
 
 /// Whether `key` can be sent upstream in a request path. A `.` or `..` path segment cannot:
 /// URL normalisation resolves it (`a/../../b/k` would address bucket `b`), so such keys are
-/// refused here and, where they come from an upstream listing, treated as absent. (S3 allows
-/// them; MinIO and Ceph refuse them anyway.)
-pub fn addressable(key: &str) -> S3Result<()> {
-    if key.split('/').any(|segment| segment == "." || segment == "..") {
-        return Err(S3Error::with_message(
-            S3ErrorCode::InvalidRequest,
-            "In upstream mode a key cannot have `.` or `..` path segments: the upstream request could not name it.",
-        ));
+/// refused (`require_addressable`) and, where they come from an upstream listing, treated
+/// as absent. (S3 allows them; MinIO and Ceph refuse them anyway.)
+pub fn addressable(key: &str) -> bool {
+    !key.split('/').any(|segment| segment == "." || segment == "..")
+}
+
+/// [`addressable`], or the client's error.
+fn require_addressable(key: &str) -> S3Result<()> {
+    if addressable(key) {
+        return Ok(());
     }
-    Ok(())
+    Err(S3Error::with_message(
+        S3ErrorCode::InvalidRequest,
+        "In upstream mode a key cannot have `.` or `..` path segments: the upstream request could not name it.",
+    ))
 }
 
 /// The code MinIO answers for an object name it cannot store (`a//b`, `.` or `..` segments).

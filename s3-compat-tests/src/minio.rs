@@ -230,7 +230,11 @@ impl Minio {
                     }
                 }
             }
-            if self.nodes.iter().filter(|n| n.child.is_some()).all(|n| http_status(n.port, path) == Some(200))
+            if self
+                .nodes
+                .iter()
+                .filter(|n| n.child.is_some())
+                .all(|n| http_get(&format!("127.0.0.1:{}", n.port), path).map(|r| r.0) == Some(200))
             {
                 return;
             }
@@ -253,12 +257,15 @@ impl Drop for Minio {
     }
 }
 
-/// The status code of `GET path` on a loopback port, or `None` when nothing answers.
-pub fn http_status(port: u16, path: &str) -> Option<u16> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+/// `GET path` on `addr` (HTTP/1.0, no client needed): the status code and the body, or `None`
+/// when nothing answers.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let status = text.get(9..12)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    Some((status, body))
 }

@@ -23,8 +23,6 @@
 //! The other scenarios run in upstream mode too with `HOLT_COMPAT_UPSTREAM=minio`
 //! (`scripts/test.sh`, phase compat-upstream).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,7 +30,7 @@ use s3_compat_tests::clients::{boto3_error_code, Boto3, User};
 use s3_compat_tests::data::{md5_hex, minio_refuses, TRICKY_KEYS};
 use s3_compat_tests::exec::Cmd;
 use s3_compat_tests::gateway::Gateway;
-use s3_compat_tests::minio::{Layout, Minio, MINIO_ACCESS_KEY, MINIO_SECRET_KEY, WEBHOOK_ARN};
+use s3_compat_tests::minio::{http_get, Layout, Minio, MINIO_ACCESS_KEY, MINIO_SECRET_KEY, WEBHOOK_ARN};
 use s3_compat_tests::tools::workspace_root;
 use serde_json::{json, Value};
 
@@ -186,11 +184,7 @@ fn direct_writes_arrive_through_reconciliation() {
 
 /// `name{labels}` from the gateway's `/metrics`, or `None` when the series is absent.
 fn metric(gw: &Gateway, series: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(gw.addr()).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {}\r\n\r\n", gw.addr()).ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
+    let (_, text) = http_get(gw.addr(), "/metrics")?;
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 

@@ -65,6 +65,41 @@ pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
+/// DeleteObjects without an upstream. Fast path: one atomic batch deleting every named object
+/// at the version just read (one log record and one fsync for up to 1000 keys). If any object
+/// changed in between, or the batch fails, it falls back to deleting key by key.
+async fn delete_indexed_all<'k>(
+    ctx: &ReqCtx,
+    bucket: &str,
+    valid: Vec<&'k str>,
+    deleted: &mut Vec<&'k str>,
+    failures: &mut Vec<(String, S3Error)>,
+) -> S3Result<()> {
+    let mut batch = Batch::new();
+    let mut reclaim = Vec::new();
+    for key in &valid {
+        if let Some(current) = ctx.store().get(schema::object(bucket, key)).await? {
+            batch.delete_if(schema::object(bucket, key), Condition::Version(current.version));
+            if let Some(meta) = ObjectMeta::decode(&current.value) {
+                reclaim.push(meta.body);
+            }
+        }
+    }
+    let batch_ok = batch.is_empty() || ctx.store().write_batch(batch).await.is_ok();
+    if batch_ok {
+        ctx.store().reclaim_all(&reclaim).await;
+        deleted.extend(valid);
+        return Ok(());
+    }
+    for key in valid {
+        match delete_object_record(ctx, bucket, key).await {
+            Ok(()) => deleted.push(key),
+            Err(e) => failures.push((key.to_owned(), e)),
+        }
+    }
+    Ok(())
+}
+
 /// DeleteObjects: deletes up to 1000 keys named in the XML body, reporting each key as
 /// deleted or failed (only failures in quiet mode).
 pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
@@ -82,76 +117,32 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
     let req = ctx.state.0.run_heavy(&ctx.user, heavy, move || request::parse_delete(&body)).await?;
     let mut deleted: Vec<&str> = Vec::new();
     let mut failures: Vec<(String, S3Error)> = Vec::new();
-    if through::upstream(ctx).is_some() {
-        // Each key deleted upstream first, under its lock and intent, a few at a time.
-        use futures_util::stream::{self, StreamExt};
-        let mut done: Vec<String> = Vec::new();
-        let mut valid: Vec<String> = Vec::new();
-        for obj in &req.objects {
-            match check_key(&obj.key) {
-                Err(e) => failures.push((obj.key.clone(), e)),
-                Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => {
-                    done.push(obj.key.clone())
-                }
-                Ok(()) => valid.push(obj.key.clone()),
-            }
-        }
-        let outcomes: Vec<(String, S3Result<()>)> = stream::iter(valid)
-            .map(|key: String| async move {
-                let outcome = delete_object_record(ctx, bucket, &key).await;
-                (key, outcome)
-            })
-            .buffer_unordered(UPSTREAM_DELETES_AT_ONCE)
-            .collect()
-            .await;
-        for (key, outcome) in outcomes {
-            match outcome {
-                Ok(()) => done.push(key),
-                Err(e) => failures.push((key, e)),
-            }
-        }
-        done.sort_unstable();
-        failures.sort_by(|a, b| a.0.cmp(&b.0));
-        let shown: Vec<&str> = if req.quiet { Vec::new() } else { done.iter().map(String::as_str).collect() };
-        let errors: Vec<response::DeleteError<'_>> = failures
-            .iter()
-            .map(|(k, e)| response::DeleteError { key: k, code: e.code.as_str(), message: &e.message })
-            .collect();
-        return Ok(xml_response(response::delete_result(&shown, &errors)));
-    }
-    // Fast path: one atomic batch deleting every named object at the version just read (one
-    // log record and one fsync for up to 1000 keys). If any object changed in between, or the
-    // batch fails, fall back to deleting key by key.
-    let mut batch = Batch::new();
-    let mut reclaim = Vec::new();
     let mut valid: Vec<&str> = Vec::new();
     for obj in &req.objects {
         match check_key(&obj.key) {
             Err(e) => failures.push((obj.key.clone(), e)),
             // No versions exist besides `null`: deleting another one is a no-op.
             Ok(()) if obj.version_id.as_deref().is_some_and(|v| v != "null") => deleted.push(&obj.key),
-            Ok(()) => {
-                valid.push(&obj.key);
-                if let Some(current) = ctx.store().get(schema::object(bucket, &obj.key)).await? {
-                    batch.delete_if(schema::object(bucket, &obj.key), Condition::Version(current.version));
-                    if let Some(meta) = ObjectMeta::decode(&current.value) {
-                        reclaim.push(meta.body);
-                    }
-                }
-            }
+            Ok(()) => valid.push(&obj.key),
         }
     }
-    let batch_ok = batch.is_empty() || ctx.store().write_batch(batch).await.is_ok();
-    if batch_ok {
-        ctx.store().reclaim_all(&reclaim).await;
-        deleted.extend(valid);
-    } else {
-        for key in valid {
-            match delete_object_record(ctx, bucket, key).await {
+    if through::upstream(ctx).is_some() {
+        // Each key deleted upstream first, under its lock and intent, a few at a time (in
+        // the request's order).
+        use futures_util::stream::{self, StreamExt};
+        let deletes: Vec<_> = valid
+            .iter()
+            .map(|&key| async move { (key, delete_object_record(ctx, bucket, key).await) })
+            .collect();
+        let outcomes: Vec<_> = stream::iter(deletes).buffered(UPSTREAM_DELETES_AT_ONCE).collect().await;
+        for (key, outcome) in outcomes {
+            match outcome {
                 Ok(()) => deleted.push(key),
                 Err(e) => failures.push((key.to_owned(), e)),
             }
         }
+    } else {
+        delete_indexed_all(ctx, bucket, valid, &mut deleted, &mut failures).await?;
     }
     let errors: Vec<response::DeleteError<'_>> = failures
         .iter()

@@ -453,8 +453,12 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         let after = String::from_utf8(state.value.get(1..).unwrap_or_default().to_vec())
             .map_err(|e| S3Error::internal("import record", e))?;
         let page = up.list_page(bucket, "", &after, Some("/")).await?;
-        let prefixes: Vec<&str> =
-            page.common_prefixes.iter().map(|p| p.prefix.as_str()).filter(|p| addressable_key(p)).collect();
+        let prefixes: Vec<&str> = page
+            .common_prefixes
+            .iter()
+            .map(|p| p.prefix.as_str())
+            .filter(|p| crate::upstream::addressable(p))
+            .collect();
         let last = page
             .contents
             .last()
@@ -536,10 +540,6 @@ async fn import_prefix(
     }
 }
 
-fn addressable_key(key: &str) -> bool {
-    crate::upstream::addressable(key).is_ok()
-}
-
 /// Indexes the keys of one listed page that are absent from the index (a client's newer write
 /// wins), creates the `cursors` that are absent, and sets `position` (deletes it for `None`),
 /// in one batch; if a key or cursor exists already, the same one by one, the position last.
@@ -554,7 +554,7 @@ async fn write_listed(
     // Keys the gateway cannot address upstream are not indexed (see `addressable`).
     let entries: Vec<(Vec<u8>, Vec<u8>)> = listed
         .iter()
-        .filter(|e| addressable_key(&e.key))
+        .filter(|e| crate::upstream::addressable(&e.key))
         .map(|e| (schema::object(bucket, &e.key), meta_from_listing(e).encode()))
         .chain(cursors)
         .collect();
@@ -642,7 +642,7 @@ pub async fn reconcile_bucket(store: &Store, up: &Upstream, bucket: &str) -> S3R
             .contents
             .iter()
             // Keys the gateway cannot address upstream are not indexed (see `addressable`).
-            .filter(|e| crate::upstream::addressable(&e.key).is_ok())
+            .filter(|e| crate::upstream::addressable(&e.key))
             .map(|e| {
                 (
                     e.key.as_str(),
