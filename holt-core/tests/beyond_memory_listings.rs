@@ -121,10 +121,22 @@ fn check_listings(db: &Db, model: &Model, count: u32, rng: &mut StdRng, rounds: 
     for round in 0..rounds {
         let prefix = random_prefix(rng, count);
         let delimiter: &[u8] = if rng.gen_bool(0.5) { b"/" } else { b"" };
-        let start_after = match rng.gen_range(0..3) {
+        let start_after = match rng.gen_range(0..4) {
             0 => Vec::new(),
             // A key near the prefix, listed or not.
             1 => [&prefix[..], &key(rng.gen_range(0..count))[prefix.len().min(30)..]].concat(),
+            // A common prefix, as a delimiter listing's next page starts after one.
+            2 => {
+                let k = model
+                    .range(prefix.clone()..)
+                    .nth(rng.gen_range(0..2_000))
+                    .map_or(key(0), |(k, _)| k.clone());
+                let from = prefix.len().min(k.len());
+                k.iter()
+                    .skip(from)
+                    .position(|&b| b == b'/')
+                    .map_or(k.clone(), |at| k[..from + at + 1].to_vec())
+            }
             _ => model
                 .range(prefix.clone()..)
                 .nth(rng.gen_range(0..200))
@@ -147,6 +159,37 @@ fn check_listings(db: &Db, model: &Model, count: u32, rng: &mut StdRng, rounds: 
             want.0.len(),
             want.1
         );
+    }
+}
+
+/// Pages through a whole listing `limit` entries at a time, each page starting after the
+/// last name of the one before (a key, or a common prefix, as a client's next page does),
+/// and checks every page against the model's. Returns the number of pages.
+fn page_through(db: &Db, model: &Model, prefix: &[u8], delimiter: &[u8], limit: usize) -> usize {
+    let mut start_after = Vec::new();
+    let mut pages = 0;
+    loop {
+        let want = model_list(model, prefix, delimiter, &start_after, limit);
+        let got = db_list(db, prefix, delimiter, &start_after, limit).unwrap();
+        pages += 1;
+        assert!(
+            got == want,
+            "prefix {:?} delimiter {:?} limit {limit}, page {pages} after {:?}: got {:?} (truncated {}), \
+             want {:?} (truncated {})",
+            String::from_utf8_lossy(prefix),
+            String::from_utf8_lossy(delimiter),
+            String::from_utf8_lossy(&start_after),
+            got.0,
+            got.1,
+            want.0,
+            want.1
+        );
+        if !want.1 {
+            return pages;
+        }
+        start_after = match want.0.last().expect("a truncated page has entries") {
+            Item::Key(k, _) | Item::Prefix(k) => k.clone(),
+        };
     }
 }
 
@@ -184,6 +227,12 @@ fn listings_of_evicted_frames_with_deltas_and_recorded_writes_match_the_model() 
 
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
     check_listings(&db, &model, count, &mut rng, 300, "with deltas");
+    // Delimiter listings paged a few entries at a time, each page after a common prefix.
+    for prefix in [&b""[..], b"bucket-01/", b"bucket-02/tenant-07/"] {
+        for limit in [1, 2, 3] {
+            page_through(&db, &model, prefix, b"/", limit);
+        }
+    }
     let before = db.stats();
 
     // Deletes (which load their frames), checkpointed so that the frames are clean and can
@@ -315,6 +364,12 @@ fn rollups_over_evicted_frames_do_not_load_them() {
         let after = db.stats();
         let walks = after.frame_image_reads - before.frame_image_reads;
         loads.push(after.frame_reads - before.frame_reads - walks);
+    }
+    // The same rollup paged one, two and three entries at a time: each page starts after a
+    // common prefix, whose own keys lie past the start bound but are not listed.
+    for limit in [1, 2, 3] {
+        let pages = page_through(&db, &model, b"wide/", b"/", limit);
+        assert_eq!(pages, (dirs as usize).div_ceil(limit));
     }
     println!("{frames} frames for {dirs} directories; frames loaded by the two rollups: {loads:?}");
     assert!(frames >= 10, "only {frames} frames");

@@ -143,14 +143,31 @@ impl Walk<'_> {
         Flow::Continue
     }
 
+    /// Whether the common prefix `cp` lies past the start bound (a prefix equal to
+    /// `start_after`, or before it, was on an earlier page).
+    #[inline]
+    fn past_start(&self, cp: &[u8]) -> bool {
+        let start = &self.start_after[..];
+        start.is_empty() || cp > start || (self.start_inclusive && cp == start)
+    }
+
     #[inline]
     fn emit_common_prefix(&mut self, cp: &[u8]) -> Flow {
-        let start = &self.start_after[..];
-        if start.is_empty() || cp > start || (self.start_inclusive && cp == start) {
+        if self.past_start(cp) {
             self.emit(ListEntry::CommonPrefix(cp))
         } else {
             Flow::Continue
         }
+    }
+
+    /// Whether a key spelled by `path`, or a subtree every key of which extends `path`, gives
+    /// the page an entry of its own: its bounds `b` put it in the page's range, and if it
+    /// rolls up, its common prefix lies past the start bound. A key past `start_after` can
+    /// roll up into a prefix that is not (`a/b` after `a/`), which the walk skips.
+    fn shows(&self, path: &[u8], checked: usize, b: Bounds) -> bool {
+        b.in_prefix
+            && !b.on_start_after
+            && self.delimiter_end(path, checked).is_none_or(|end| self.past_start(&path[..end]))
     }
 
     #[inline]
@@ -589,8 +606,6 @@ impl Pruning<'_, '_> {
         if path.len() > KEY_LEN_MAX {
             return Err(corrupt(&*self.image, "inner nodes spell a path longer than any key"));
         }
-        // Whether every key below a path with bounds `b` lies in the page's range.
-        let listed = |b: Bounds| b.in_prefix && !b.on_start_after;
         let base = path.len();
         let kept = match codec::read_record(&mut *self.image, pos)? {
             OwnedRecord::Link(_) if is_root => {
@@ -600,16 +615,16 @@ impl Pruning<'_, '_> {
                 None => None,
                 Some(b) => {
                     // A linked frame holds at least one key (an emptied frame is unlinked).
-                    *self.promised += usize::from(listed(b));
+                    *self.promised += usize::from(self.walk.shows(path, checked, b));
                     Some(Node::Link(self.tree.image_link(self.cell, &*self.image, frame)?))
                 }
             },
             OwnedRecord::Leaf(leaf) => {
                 path.extend_from_slice(leaf.suffix());
-                let b = self.walk.bounds(path, bounds);
+                let shows = self.walk.bounds(path, bounds).map(|b| self.walk.shows(path, checked, b));
                 path.truncate(base);
-                b.map(|b| {
-                    *self.promised += usize::from(listed(b));
+                shows.map(|shows| {
+                    *self.promised += usize::from(shows);
                     Node::Leaf(Shared::new(leaf))
                 })
             }
@@ -621,7 +636,7 @@ impl Pruning<'_, '_> {
                 let kept = match self.walk.bounds(path, bounds) {
                     None => None,
                     Some(b) if self.walk.delimiter_end(path, checked).is_some() => {
-                        *self.promised += usize::from(listed(b));
+                        *self.promised += usize::from(self.walk.shows(path, checked, b));
                         Some(Node::Inner(Inner::from_parts(
                             &prefix,
                             None,
