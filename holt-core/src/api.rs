@@ -44,6 +44,36 @@ pub struct Options {
     pub use_io_uring: bool,
     /// Open frame files with O_DIRECT where the filesystem supports it.
     pub direct_io: bool,
+    /// The weight of each stored value in usage totals (`Db::usage`); `None` weighs every
+    /// value 0, so usage counts keys only.
+    pub weigher: Option<Weigher>,
+}
+
+/// How much a stored value weighs in usage totals: the gateway weighs an object record by
+/// the object's size. A pure function of the value, named so that a database opened with
+/// another weigher (or none) than the one its totals were counted with counts them again
+/// (once, at open). Weights above 2^48 − 1 count as 2^48 − 1.
+#[derive(Clone, Copy)]
+pub struct Weigher {
+    /// Stored in the manifest beside the totals; at most 255 bytes.
+    pub name: &'static str,
+    /// The weight of a stored value.
+    pub weigh: fn(&[u8]) -> u64,
+}
+
+impl std::fmt::Debug for Weigher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Weigher").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// The keys stored under a prefix and the sum of their weights (`Db::usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Keys stored under the prefix.
+    pub keys: u64,
+    /// The sum of their weights (`Options::weigher`).
+    pub weight: u64,
 }
 
 impl Default for Options {
@@ -57,6 +87,7 @@ impl Default for Options {
             checkpoint_interval: Duration::from_secs(60),
             use_io_uring: true,
             direct_io: true,
+            weigher: None,
         }
     }
 }

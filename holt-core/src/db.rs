@@ -93,7 +93,11 @@ impl Db {
     /// A database that lives in memory only (no files, no log).
     pub fn open_in_memory(options: Options) -> Result<Db> {
         Ok(Db {
-            tree: Arc::new(Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, None)),
+            tree: Arc::new(
+                Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, None).with_weigh(
+                    options.weigher.map_or(crate::tree::no_weight as fn(&[u8]) -> u64, |w| w.weigh),
+                ),
+            ),
             last_lsn: AtomicU64::new(0),
             durable: None,
             default_durability: Durability::Memory,
@@ -267,6 +271,16 @@ impl Db {
                 ListItem::CommonPrefix(_) => None,
             })
             .collect())
+    }
+
+    /// The keys stored under `prefix` (any byte string, empty for the whole database) and
+    /// the sum of their weights (`Options::weigher`), without visiting them: the nodes carry
+    /// their subtrees' counts and every frame its subtree's totals, so the cost is the
+    /// prefix's depth plus the links to other frames below the node it leads to, never the
+    /// keys under it. Counts every write acknowledged before the call; under concurrent
+    /// writes, the answer may count some writes in flight and not others.
+    pub fn usage(&self, prefix: &[u8]) -> Result<Usage> {
+        self.tree.usage(prefix)
     }
 
     /// A delimiter listing with S3 ListObjectsV2 semantics. After a common prefix the walk

@@ -14,7 +14,7 @@ use crate::api::Options;
 use crate::checkpoint::store::{table_of, FrameStore, FRAMES_NAME};
 use crate::checkpoint::{write_manifest, Durable, ManifestError};
 use crate::error::{Error, Location, Result};
-use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
+use crate::format::manifest::{Manifest, StoredUsage, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::{
     decode_sync_mark, parse_segment_name, CUT_MARK_NAME, SEGMENT_HEADER_BYTES, SYNC_MARK_BYTES,
     SYNC_MARK_NAME,
@@ -82,7 +82,7 @@ fn read_sync_mark(vfs: &dyn Vfs) -> u64 {
 /// segments, the frames file and the sync mark are only made once the manifest is durable).
 /// Any of those data files without a manifest means the manifest of a database was lost
 /// (deleted, or not restored from a backup): the open is refused, and nothing is removed.
-fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
+fn create(vfs: &dyn Vfs, cfg: &WalConfig, weigher: &str) -> Result<Manifest> {
     let names = vfs.list().map_err(io("list directory"))?;
     let data: Vec<&String> = names
         .iter()
@@ -114,6 +114,7 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
         frames_lsn: FIRST_LSN,
         frames: Vec::new(),
         deltas: Vec::new(),
+        usage: Some(StoredUsage { weigher: weigher.into(), frames: Vec::new() }),
     };
     write_manifest(vfs, &manifest).map_err(|e| match e {
         ManifestError::BeforeRename(op, source) | ManifestError::AfterRename(op, source) => {
@@ -121,6 +122,11 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig) -> Result<Manifest> {
         }
     })?;
     Ok(manifest)
+}
+
+/// The name the manifest stores for `options`' weigher (empty for none).
+fn weigher_name(options: &Options) -> &'static str {
+    options.weigher.map_or("", |w| w.name)
 }
 
 /// Opens (or creates) the database stored in `vfs`.
@@ -132,22 +138,36 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
     let cfg = wal_config(options);
     let manifest = match read_manifest(&*vfs)? {
         Some(m) => m,
-        None => create(&*vfs, &cfg)?,
+        None => create(&*vfs, &cfg, weigher_name(options))?,
     };
     let store = Arc::new(FrameStore::open(&*vfs, table_of(&manifest))?);
+    let weigh = options.weigher.map_or(crate::tree::no_weight as fn(&[u8]) -> u64, |w| w.weigh);
+    // The frames' subtree totals, if the manifest holds them as this weigher counts them.
+    let mut stored_usage = false;
     let tree = if manifest.frames.is_empty() {
-        Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, Some(store.clone()))
+        Tree::new(FRAME_BUDGET_BYTES, options.memory_budget_bytes, Some(store.clone())).with_weigh(weigh)
     } else {
         let ids: Vec<FrameId> = manifest.frames.iter().map(|&(id, _, _)| FrameId(id)).collect();
-        Tree::from_frames(
+        let tree = Tree::from_frames(
             FrameId(manifest.root_frame),
             &ids,
             store.clone(),
             FRAME_BUDGET_BYTES,
             options.memory_budget_bytes,
             manifest.key_count,
-        )?
+            weigh,
+        )?;
+        match &manifest.usage {
+            Some(usage) if usage.weigher == weigher_name(options) => {
+                let table: Vec<_> = usage.frames.iter().map(|&(id, k, w)| (FrameId(id), k, w)).collect();
+                tree.set_usage_table(&table);
+                stored_usage = true;
+            }
+            _ => {}
+        }
+        tree
     };
+    let recount = !manifest.frames.is_empty() && !stored_usage;
 
     // Records written under a larger ring may be larger, and their torn tails longer.
     let window = manifest.wal_window_bytes.max(cfg.window_bytes());
@@ -167,6 +187,17 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
         })?;
     for name in &replayed.stale_segments {
         let _ = vfs.remove(Path::new(name));
+    }
+    if recount {
+        // Written before usage totals, or counted by another weigher: count them once, from
+        // the keys (the replayed writes included); the next checkpoint stores them.
+        let started = std::time::Instant::now();
+        tree.recount_usage()?;
+        tracing::info!(
+            frames = manifest.frames.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "usage totals counted from the keys"
+        );
     }
     // Always, not only after removals: the manifest just read may have been renamed into
     // place by a process that died before its directory fsync. Until the rename is durable,

@@ -17,6 +17,12 @@ pub const FRAME_SIZE: usize = crate::format::FRAME_SIZE;
 /// The default split threshold of a frame.
 pub const DEFAULT_FRAME_BUDGET_BYTES: usize = FRAME_BUDGET_BYTES;
 
+/// The harness's weigher: a value weighs its length, so usage totals are checked with
+/// weights that change on every overwrite.
+fn length_weight(value: &[u8]) -> u64 {
+    value.len() as u64
+}
+
 /// A tree plus the in-memory frame images it was last checkpointed to.
 pub struct TreeHarness {
     tree: Tree,
@@ -29,7 +35,7 @@ impl TreeHarness {
     /// An empty tree whose frames split above `frame_budget_bytes`.
     pub fn new(frame_budget_bytes: usize) -> TreeHarness {
         TreeHarness {
-            tree: Tree::new(frame_budget_bytes, usize::MAX, None),
+            tree: Tree::new(frame_budget_bytes, usize::MAX, None).with_weigh(length_weight),
             images: Arc::new(MemFrameSource::default()),
             lsn: AtomicU64::new(0),
             frame_budget_bytes,
@@ -46,6 +52,11 @@ impl TreeHarness {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         self.tree.get(key)
+    }
+
+    /// Keys under `prefix` and the sum of their values' lengths (`Tree::usage`).
+    pub fn usage(&self, prefix: &[u8]) -> Result<crate::api::Usage> {
+        self.tree.usage(prefix)
     }
 
     /// `Tree::get_with`: `f` on the borrowed value and version.
@@ -172,7 +183,9 @@ impl TreeHarness {
             self.frame_budget_bytes,
             memory_budget_bytes,
             keys,
+            length_weight,
         )?;
+        tree.set_usage_table(&capture.usage);
         Ok(TreeHarness {
             tree,
             images: self.images,
@@ -194,8 +207,15 @@ impl TreeHarness {
             source.store(FrameId(id), bytes);
         }
         let dyn_source: Arc<dyn FrameSource> = source.clone();
-        let tree =
-            Tree::from_frames(FrameId::ROOT, &live, dyn_source, frame_budget_bytes, memory_budget_bytes, 0)?;
+        let tree = Tree::from_frames(
+            FrameId::ROOT,
+            &live,
+            dyn_source,
+            frame_budget_bytes,
+            memory_budget_bytes,
+            0,
+            length_weight,
+        )?;
         Ok(TreeHarness { tree, images: source, lsn: AtomicU64::new(1 << 40), frame_budget_bytes })
     }
 }

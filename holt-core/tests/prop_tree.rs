@@ -281,6 +281,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let (items, truncated) = oracle_list(&oracle, &request);
                 prop_assert_eq!(page.items, items, "{:?}", request);
                 prop_assert_eq!(page.truncated, truncated, "{:?}", request);
+                // The usage of the listing's prefix, against a count of the oracle's keys
+                // (the harness weighs a value by its length).
+                let under = oracle.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix));
+                let (keys, weight) = under.fold((0, 0), |(n, w), (_, (v, _))| (n + 1, w + v.len() as u64));
+                let usage = tree.usage(&prefix).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!((usage.keys, usage.weight), (keys, weight), "usage of {:?}", prefix);
             }
             Op::Reopen { tiny_cache } => {
                 let budget = if tiny_cache { 1_000 } else { usize::MAX };

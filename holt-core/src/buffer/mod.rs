@@ -128,6 +128,11 @@ pub(crate) struct FrameCell<N> {
     kept_deltas: Mutex<Option<Arc<Vec<Delta>>>>,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
+    /// Keys stored in this frame and every frame below it, and the sum of their weights
+    /// (`Tree::usage`). Writers add their changes here and in every ancestor's; kept
+    /// through eviction, and stored in the manifest.
+    subtree_keys: AtomicU64,
+    subtree_weight: AtomicU64,
     /// The changes written since the last capture (for the next checkpoint's delta), and
     /// those the checkpoint in flight captured (until it marks the frame clean).
     changes: Mutex<ChangeLogs<N>>,
@@ -330,6 +335,8 @@ impl<N> FrameCell<N> {
             image_head: Mutex::new(None),
             kept_deltas: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
+            subtree_keys: AtomicU64::new(0),
+            subtree_weight: AtomicU64::new(0),
             changes: Mutex::new(ChangeLogs::default()),
         }
     }
@@ -456,6 +463,24 @@ impl<N> FrameCell<N> {
     }
     pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
         *self.parent.lock() = Arc::downgrade(parent);
+    }
+    /// Keys in this frame's subtree (this frame and the frames below it) and their weight.
+    pub(crate) fn subtree_usage(&self) -> (u64, u64) {
+        (self.subtree_keys.load(Ordering::Relaxed), self.subtree_weight.load(Ordering::Relaxed))
+    }
+    /// Adds a change of `keys` and `weight` to this frame's subtree totals (two's
+    /// complement: a negative change wraps back).
+    pub(crate) fn add_subtree_usage(&self, keys: i64, weight: i64) {
+        if keys != 0 {
+            self.subtree_keys.fetch_add(keys as u64, Ordering::Relaxed);
+        }
+        if weight != 0 {
+            self.subtree_weight.fetch_add(weight as u64, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn set_subtree_usage(&self, (keys, weight): (u64, u64)) {
+        self.subtree_keys.store(keys, Ordering::Relaxed);
+        self.subtree_weight.store(weight, Ordering::Relaxed);
     }
     /// Records what a write did to `key` (relative to the frame): `state` is the node the
     /// write left there (`None` if it deleted the key) and `value_len` the value's length.

@@ -38,7 +38,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::api::Options;
 use crate::error::{Error, Result};
-use crate::format::manifest::{Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME};
+use crate::format::manifest::{Manifest, StoredUsage, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::parse_segment_name;
 use crate::format::FRAME_SIZE;
 use crate::io::{failpoint, DirLock, Vfs};
@@ -389,6 +389,10 @@ impl Durable {
             frames_lsn: lsn,
             frames,
             deltas: delta_list,
+            usage: Some(StoredUsage {
+                weigher: self.options.weigher.map_or("", |w| w.name).into(),
+                frames: capture.usage.iter().map(|&(id, keys, weight)| (id.0, keys, weight)).collect(),
+            }),
         };
         match write_manifest(&*self.vfs, &manifest) {
             Ok(()) => {}

@@ -5,9 +5,10 @@
 //! so at any moment exactly one durable manifest exists and every slot it names is intact.
 
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"HOLTMANI");
-/// Version written. Version 3 (no checksums in the tables), version 2 (no delta table) and
-/// version 1 (no `frames_lsn`, a 64-byte header) are still read.
-pub(crate) const MANIFEST_VERSION: u32 = 4;
+/// Version written. Version 4 (no usage table), version 3 (no checksums in the tables),
+/// version 2 (no delta table) and version 1 (no `frames_lsn`, a 64-byte header) are still
+/// read.
+pub(crate) const MANIFEST_VERSION: u32 = 5;
 /// Fixed bytes before the frame table (versions 2 to 4; version 1 had 64).
 pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
 const MANIFEST_V1_HEADER_BYTES: usize = 64;
@@ -15,6 +16,10 @@ const MANIFEST_V1_HEADER_BYTES: usize = 64;
 pub(crate) const MANIFEST_ENTRY_BYTES: usize = 24;
 /// Bytes per table entry in versions 1 to 3: frame id, slot or offset.
 const MANIFEST_V3_ENTRY_BYTES: usize = 16;
+/// Bytes per usage table entry: frame id, keys, weight.
+const USAGE_ENTRY_BYTES: usize = 24;
+/// Longest weigher name a manifest stores.
+pub(crate) const WEIGHER_NAME_MAX: usize = 255;
 /// Slots a manifest may name: 2^40 slots of 512 KiB (2^59 bytes), far past any file system's
 /// largest file.
 pub(crate) const SLOT_LIMIT: u64 = 1 << 40;
@@ -55,6 +60,18 @@ pub(crate) struct Manifest {
     /// applied on top of an image, sorted by frame id, each frame's deltas in the order they
     /// apply (their chain positions 1, 2, …). Offsets are multiples of 4096.
     pub deltas: Vec<Entry>,
+    /// Every live frame's subtree totals and the weigher that counted them; `None` in
+    /// manifests older than version 5 (the totals are then counted at open).
+    pub usage: Option<StoredUsage>,
+}
+
+/// The frames' subtree totals as a checkpoint captured them (`Tree::usage_table`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StoredUsage {
+    /// `Weigher::name` of the weigher that counted them; empty for none.
+    pub weigher: String,
+    /// (frame id, keys, weight), sorted by frame id.
+    pub frames: Vec<(u64, u64, u64)>,
 }
 
 impl Manifest {
@@ -89,6 +106,17 @@ impl Manifest {
         for e in &self.deltas {
             entry(&mut out, e);
         }
+        let usage = self.usage.clone().unwrap_or_default();
+        out.extend_from_slice(&(usage.frames.len() as u64).to_le_bytes());
+        for (id, keys, weight) in &usage.frames {
+            for v in [id, keys, weight] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let name = &usage.weigher.as_bytes()[..usage.weigher.len().min(WEIGHER_NAME_MAX)];
+        out.extend_from_slice(&(name.len() as u64).to_le_bytes());
+        out.extend_from_slice(name);
+        out.resize(out.len().next_multiple_of(8), 0);
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&[0u8; 4]);
@@ -109,10 +137,10 @@ impl Manifest {
         let version = u64_at(8)? & 0xFFFF_FFFF;
         let header = match version {
             1 => MANIFEST_V1_HEADER_BYTES,
-            2..=4 => MANIFEST_HEADER_BYTES,
+            2..=5 => MANIFEST_HEADER_BYTES,
             _ => return Err((8, "unknown manifest version")),
         };
-        let entry_bytes = if version == 4 { MANIFEST_ENTRY_BYTES } else { MANIFEST_V3_ENTRY_BYTES };
+        let entry_bytes = if version >= 4 { MANIFEST_ENTRY_BYTES } else { MANIFEST_V3_ENTRY_BYTES };
         // A table of `count` entries at `at`, checked against the manifest's length.
         let table = |at: usize, count: u64, count_at: u64| -> Result<Vec<Entry>, (u64, &'static str)> {
             let room = (bytes.len().saturating_sub(at) / entry_bytes) as u64;
@@ -122,7 +150,7 @@ impl Manifest {
             (0..count as usize)
                 .map(|i| {
                     let e = at + i * entry_bytes;
-                    let sum = if version == 4 {
+                    let sum = if version >= 4 {
                         let word = u64_at(e + 16)?;
                         let (sum, known) = (word as u32, (word >> 32) as u32);
                         match known {
@@ -146,6 +174,37 @@ impl Manifest {
             deltas
         } else {
             Vec::new()
+        };
+        let usage = if version >= 5 {
+            let count_at = end;
+            let count = u64_at(count_at)?;
+            if count > (bytes.len().saturating_sub(count_at + 8) / USAGE_ENTRY_BYTES) as u64 {
+                return Err((count_at as u64, "manifest usage table count exceeds its length"));
+            }
+            let first = count_at + 8;
+            let frames = (0..count as usize)
+                .map(|i| {
+                    let e = first + i * USAGE_ENTRY_BYTES;
+                    Ok((u64_at(e)?, u64_at(e + 8)?, u64_at(e + 16)?))
+                })
+                .collect::<Result<Vec<_>, (u64, &'static str)>>()?;
+            let name_at = first + frames.len() * USAGE_ENTRY_BYTES;
+            let name_len = u64_at(name_at)?;
+            if name_len > WEIGHER_NAME_MAX as u64 {
+                return Err((name_at as u64, "manifest weigher name is too long"));
+            }
+            let name = bytes
+                .get(name_at + 8..name_at + 8 + name_len as usize)
+                .ok_or((name_at as u64, "manifest is truncated"))?;
+            let weigher = String::from_utf8(name.to_vec())
+                .map_err(|_| (name_at as u64, "manifest weigher name is not UTF-8"))?;
+            end = (name_at + 8 + name_len as usize).next_multiple_of(8);
+            if frames.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err((first as u64, "manifest usage table is not sorted"));
+            }
+            Some(StoredUsage { weigher, frames })
+        } else {
+            None
         };
         let stored = bytes.get(end..end + 4).ok_or((end as u64, "manifest is truncated"))?;
         if crc32c::crc32c(&bytes[..end]).to_le_bytes() != stored {
@@ -184,6 +243,7 @@ impl Manifest {
             frames_lsn,
             frames,
             deltas,
+            usage,
         })
     }
 }
@@ -203,6 +263,7 @@ mod tests {
             frames_lsn,
             frames,
             deltas: Vec::new(),
+            usage: None,
         }
     }
 
@@ -210,6 +271,10 @@ mod tests {
     fn round_trip_and_every_flip_detected() {
         let mut m = sample(6000, vec![(0, 5, Some(0xDEAD_BEEF)), (3, 1, Some(0)), (8, 0, None)]);
         m.deltas = vec![(3, 7 << 12, Some(7)), (3, 2 << 12, None), (8, 9 << 19, Some(u32::MAX))];
+        m.usage = Some(StoredUsage {
+            weigher: "object-size".into(),
+            frames: vec![(0, 9, 1 << 40), (3, 4, 99), (8, 1, 0)],
+        });
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {

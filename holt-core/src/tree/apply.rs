@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::node::{first_own_byte, Cell, Footprint, Leaf, Node, Shared};
+use super::node::{first_own_byte, Cell, Footprint, Leaf, Node, Shared, WEIGHT_MAX};
 use super::write::Change;
 use super::{codec, split, walk_frame, write, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
@@ -293,14 +293,17 @@ impl Tree {
         let _gate = self.gate_read();
         let seq = log()?;
         let mut existed = SmallVec::with_capacity(ops.len());
-        let mut key_delta = 0i64;
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
+            let weight = match op {
+                Op::Put { value, .. } => (self.weigh)(value),
+                Op::Delete { .. } => 0,
+            };
             let mut change = match op {
-                Op::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq)?,
+                Op::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq, weight)?,
                 Op::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
             };
-            key_delta += key_count_change(op, change.existed);
+            self.count_write(&w.cell, op, change.existed, change.old_weight, weight);
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
@@ -309,7 +312,6 @@ impl Tree {
             w.root = change.root;
             w.size_delta += change.size_delta;
         }
-        self.keys.fetch_add(key_delta, std::sync::atomic::Ordering::Relaxed);
         let unlinked = self.unlink_emptied(&mut work);
         // Parents republished before their children: a reader that sees a frame's new root
         // never meets, above its link, a lead that root lacks.
@@ -417,12 +419,16 @@ impl Tree {
             let seq = log()?;
             // The path copy lends the siblings' counts (`Path::put_lent`): the loan is paid
             // once the new root is published.
+            let weight = match op {
+                Op::Put { value, .. } => (self.weigh)(value),
+                Op::Delete { .. } => 0,
+            };
             let mut lent = match op {
-                Op::Put { value, .. } => path.put_lent(key, value, seq),
+                Op::Put { value, .. } => path.put_lent(key, value, seq, weight),
                 Op::Delete { .. } => path.delete_lent(key),
             };
-            let Change { existed, size_delta, .. } = *lent.change();
-            self.count_keys(op, existed);
+            let Change { existed, size_delta, old_weight, .. } = *lent.change();
+            self.count_write(&cell, op, existed, old_weight, weight);
             let changed = !lent.change().root.same(&root);
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
@@ -483,13 +489,13 @@ impl Tree {
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
             // The key's current version, newest first: puts recorded while the frame was
             // evicted, then its deltas, then its image. A path leaving the frame goes on.
-            let current = match cell.unloaded_state(rel) {
-                Some(Some(Node::Leaf(leaf))) => Some(leaf.version()),
-                Some(None) => None,
+            let (current, old_weight) = match cell.unloaded_state(rel) {
+                Some(Some(Node::Leaf(leaf))) => (Some(leaf.version()), leaf.weight()),
+                Some(None) => (None, 0),
                 Some(Some(_)) => return Ok(Unloaded::Load),
                 None => match codec::walk_image(image, deltas, key, depth)? {
-                    codec::ImageWalk::Found { version, .. } => Some(version),
-                    codec::ImageWalk::Missing => None,
+                    codec::ImageWalk::Found { version, value } => (Some(version), (self.weigh)(&value)),
+                    codec::ImageWalk::Missing => (None, 0),
                     codec::ImageWalk::Link { frame, depth } => {
                         // Resolved under the load lock, as a point read resolves its links.
                         let child = self.image_link(cell, image, frame)?;
@@ -523,7 +529,8 @@ impl Tree {
                 return Err(Error::ConditionFailed);
             }
             let seq = log()?;
-            let leaf = Node::Leaf(Shared::new(Leaf::new(&[], value, seq)));
+            let weight = (self.weigh)(value);
+            let leaf = Node::Leaf(Shared::new(Leaf::new(&[], value, seq, weight)));
             let memory = leaf.footprint().memory.max(0) as usize;
             let grown = cell.record_unloaded(rel, leaf, value.len(), memory);
             cell.mark_dirty();
@@ -531,7 +538,7 @@ impl Tree {
             self.pool.count_unloaded_write();
             let op = Op::Put { key, value, condition };
             let existed = current.is_some();
-            self.count_keys(&op, existed);
+            self.count_write(cell, &op, existed, old_weight, weight);
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
         })?;
         drop(gate);
@@ -540,12 +547,24 @@ impl Tree {
         Ok(done.unwrap_or(Unloaded::Load))
     }
 
-    /// Counts the key `op` added or removed (`existed`: whether it was present).
-    fn count_keys(&self, op: &Op<'_>, existed: bool) {
-        let delta = key_count_change(op, existed);
-        // An overwrite leaves the count alone: no write to a line every writer shares.
-        if delta != 0 {
-            self.keys.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+    /// Counts what `op` did in frame `cell` (`existed`: whether its key was present, with
+    /// a value of weight `old_weight`; `weight`: a put's new value's): the key it added or
+    /// removed in the tree's count, and the change of keys and weight in the subtree totals
+    /// of `cell` and of every frame above it (`FrameCell::subtree_usage`). Called under the
+    /// write gate, so a checkpoint's capture sees every published write counted.
+    fn count_write(&self, cell: &Arc<Cell>, op: &Op<'_>, existed: bool, old_weight: u64, weight: u64) {
+        let keys = key_count_change(op, existed);
+        let weight = match op {
+            Op::Put { .. } => (weight.min(WEIGHT_MAX) as i64) - (old_weight.min(WEIGHT_MAX) as i64),
+            Op::Delete { .. } => -(old_weight.min(WEIGHT_MAX) as i64),
+        };
+        // An overwrite of the same weight leaves every count alone: no write to a line
+        // every writer shares.
+        if keys != 0 {
+            self.keys.fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
+        }
+        if keys != 0 || weight != 0 {
+            self.add_subtree_usage(cell, keys, weight);
         }
     }
 }

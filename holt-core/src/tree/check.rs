@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::node::{first_own_byte, next_kind, Node};
+use super::node::{first_own_byte, next_kind, Agg, Node, WEIGHT_MAX};
 use super::split::frame_size;
 use super::Tree;
 use crate::format::node::InnerKind;
@@ -66,7 +66,12 @@ impl Tree {
             let mut stack: Vec<(&Node, bool)> = vec![(&root, true)];
             while let Some((node, is_root)) = stack.pop() {
                 match node {
-                    Node::Leaf(_) => keys += 1,
+                    Node::Leaf(leaf) => {
+                        keys += 1;
+                        if leaf.weight() != (self.weigh)(leaf.value()).min(WEIGHT_MAX) {
+                            return Err(format!("a leaf in frame {} has a stale weight", cell.id));
+                        }
+                    }
                     Node::Link(child) => {
                         if !registry.contains_key(&child.id) {
                             return Err(format!("link to unregistered frame {}", child.id));
@@ -122,6 +127,22 @@ impl Tree {
                                 return Err(format!("lead {x:#04x} wrong for a node in frame {}", cell.id));
                             }
                         }
+                        let own = inner.terminal().map_or(Agg::ZERO, |t| Agg::key(t.weight()));
+                        let sum = inner.children().iter().fold(own, |sum, (_, c)| {
+                            let a = c.agg();
+                            Agg {
+                                weight: sum.weight.wrapping_add(a.weight),
+                                keys: sum.keys + a.keys,
+                                links: sum.links + a.links,
+                            }
+                        });
+                        if inner.agg() != sum {
+                            return Err(format!(
+                                "a node in frame {} records {:?}, its children hold {sum:?}",
+                                cell.id,
+                                inner.agg()
+                            ));
+                        }
                         let bytes: Vec<u8> = inner.children().iter().map(|(b, _)| b).collect();
                         if bytes.windows(2).any(|w| w[0] >= w[1]) {
                             return Err("children out of order".into());
@@ -138,7 +159,7 @@ impl Tree {
         if keys != self.key_count() {
             return Err(format!("counted {keys} keys, the tree says {}", self.key_count()));
         }
-        Ok(())
+        self.check_usage()
     }
 
     /// The spelled path of every link and the depth of the frame it leads to (frame 0's

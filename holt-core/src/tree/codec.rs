@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::node::{touch, Cell, Inner, Leaf, Node, Shared};
+use super::node::{touch, Cell, Inner, Leaf, Node, Shared, Weigh};
 use super::Tree;
 use super::{walk_frame, write, Walk};
 use crate::buffer::FrameSize;
@@ -147,13 +147,15 @@ fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
 
 /// Applies frame `id`'s deltas, in order, to `root` (the frame's decoded image); returns the
 /// resulting root.
-pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Result<Node> {
+pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta], weigh: Weigh) -> Result<Node> {
     for (i, (bytes, location)) in deltas.iter().enumerate() {
         let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
         let view = open_delta(id, i, bytes, location)?;
         for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
             let change = match entry {
-                DeltaEntry::Put { key, value, version } => write::put(&root, key, 0, value, version)?,
+                DeltaEntry::Put { key, value, version } => {
+                    write::put(&root, key, 0, value, version, weigh(value))?
+                }
                 DeltaEntry::Delete { key } => write::delete(&root, key, 0)?,
             };
             root = change.root;
@@ -167,7 +169,7 @@ pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta]) -> Res
 /// Returns the new root and the node the change left under the key (the leaf a put stored).
 pub(super) fn apply_change(root: &Node, key: &[u8], state: Option<&Node>) -> Result<(Node, Option<Node>)> {
     let change = match state {
-        Some(Node::Leaf(leaf)) => write::put(root, key, 0, leaf.value(), leaf.version())?,
+        Some(Node::Leaf(leaf)) => write::put(root, key, 0, leaf.value(), leaf.version(), leaf.weight())?,
         None => write::delete(root, key, 0)?,
         Some(_) => {
             return Err(Error::InvalidArgument(
@@ -243,11 +245,12 @@ pub(super) fn decode_frame(
     bytes: &[u8],
     id: FrameId,
     location: &(PathBuf, u64),
+    weigh: Weigh,
     resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
 ) -> Result<(Node, usize)> {
     let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
     let view = frame::open(bytes, id).map_err(|e: RecordError| fail(e.offset, e.reason))?;
-    let decoded = decode_records(RecordReader::new(view.body), &fail, resolve)?;
+    let decoded = decode_records(RecordReader::new(view.body), &fail, weigh, resolve)?;
     if decoded.records != view.node_count {
         return Err(fail(
             0,
@@ -283,6 +286,7 @@ struct Decoded {
 fn decode_records(
     mut reader: RecordReader<'_>,
     fail: &dyn Fn(usize, String) -> Error,
+    weigh: Weigh,
     mut resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
 ) -> Result<Decoded> {
     let mut stack: Vec<Pending> = Vec::new();
@@ -299,7 +303,7 @@ fn decode_records(
         records = records.saturating_add(1);
         match record {
             Record::Leaf { suffix, value, version } => {
-                stack.push(Pending::Leaf(Leaf::new(suffix, value, version)));
+                stack.push(Pending::Leaf(Leaf::new(suffix, value, version, weigh(value))));
                 heights.push(0);
                 leaves += 1;
             }
@@ -431,6 +435,7 @@ pub(super) fn find_subtree(image: &mut dyn ImageBody, prefix: &[u8]) -> Result<S
 pub(super) fn decode_subtree(
     image: &mut dyn ImageBody,
     top: usize,
+    weigh: Weigh,
     resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
 ) -> Result<(Node, usize)> {
     let end = {
@@ -464,7 +469,7 @@ pub(super) fn decode_subtree(
     let window = bytes
         .get(..end - first)
         .ok_or_else(|| fail(FRAME_HEADER_LEN + first, "the subtree runs past the body".into()))?;
-    let decoded = decode_records(RecordReader::window(window, first), &fail, resolve)?;
+    let decoded = decode_records(RecordReader::window(window, first), &fail, weigh, resolve)?;
     if decoded.first_start != top {
         return Err(fail(
             FRAME_HEADER_LEN + top,
@@ -485,7 +490,7 @@ impl Tree {
         deltas: &[Delta],
     ) -> Result<(Node, FrameSize)> {
         let frames = self.frames.lock();
-        let (root, encoded) = decode_frame(bytes, cell.id, location, |id| {
+        let (root, encoded) = decode_frame(bytes, cell.id, location, self.weigh, |id| {
             let child = self.linked_frame(&frames, cell, id)?;
             child.set_parent(cell);
             Some(child)
@@ -494,7 +499,7 @@ impl Tree {
         let mut root = root;
         let mut changed = !deltas.is_empty();
         if changed {
-            root = apply_deltas(cell.id, root, deltas)?;
+            root = apply_deltas(cell.id, root, deltas, self.weigh)?;
         }
         // Writes made while the frame was evicted (`Tree::put_unloaded`), not on disk yet.
         let released = cell.replay_changes(|key, state| {
@@ -533,8 +538,9 @@ impl Tree {
                 Subtree::At { pos, .. } if pos == image.root_offset() => return Ok(None),
                 Subtree::At { pos, depth } => {
                     // Resolved under this frame's load lock, as `get_from_image` resolves links.
-                    let (node, _) =
-                        decode_subtree(image, pos, |id| self.linked_frame(&self.frames.lock(), cell, id))?;
+                    let (node, _) = decode_subtree(image, pos, self.weigh, |id| {
+                        self.linked_frame(&self.frames.lock(), cell, id)
+                    })?;
                     (depth, node)
                 }
                 Subtree::Empty => (prefix.len(), Node::Inner(Inner::empty())),
@@ -544,7 +550,7 @@ impl Tree {
                 for entry in delta_entries(cell.id, i, bytes, location)? {
                     node = match entry {
                         DeltaEntry::Put { key, value, version } if key.starts_with(under) => {
-                            write::put(&node, key, depth, value, version)?.root
+                            write::put(&node, key, depth, value, version, (self.weigh)(value))?.root
                         }
                         DeltaEntry::Delete { key } if key.starts_with(under) => {
                             write::delete(&node, key, depth)?.root
@@ -557,7 +563,7 @@ impl Tree {
                 if key.starts_with(under) {
                     node = match state {
                         Some(Node::Leaf(leaf)) => {
-                            write::put(&node, key, depth, leaf.value(), leaf.version())?.root
+                            write::put(&node, key, depth, leaf.value(), leaf.version(), leaf.weight())?.root
                         }
                         None => write::delete(&node, key, depth)?.root,
                         Some(_) => {
@@ -718,11 +724,13 @@ pub(super) enum OwnedRecord {
 }
 
 /// The record at body offset `pos` of a frame's image, fetched and copied out.
-pub(super) fn read_record(image: &mut dyn ImageBody, pos: usize) -> Result<OwnedRecord> {
+pub(super) fn read_record(image: &mut dyn ImageBody, pos: usize, weigh: Weigh) -> Result<OwnedRecord> {
     let want = fetch_record(image, pos)?;
     let bytes = image.bytes_at(pos, want)?;
     let record = RecordReader::window(bytes, pos).next_record().map(|record| match record {
-        Record::Leaf { suffix, value, version } => OwnedRecord::Leaf(Leaf::new(suffix, value, version)),
+        Record::Leaf { suffix, value, version } => {
+            OwnedRecord::Leaf(Leaf::new(suffix, value, version, weigh(value)))
+        }
         Record::Link { frame } => OwnedRecord::Link(FrameId(frame)),
         Record::Inner { kind, prefix, has_terminal, child_count, keys, distances } => OwnedRecord::Inner {
             kind,
@@ -858,6 +866,7 @@ impl ImageBody for WholeImage<'_> {
 mod tests {
     use super::*;
     use crate::api::Op;
+    use crate::tree::node::no_weight;
 
     /// The example in docs/format.md, byte for byte, and a walk of it.
     #[test]
@@ -903,7 +912,7 @@ mod tests {
         write_link(&mut image, 7);
         frame::seal(&mut image, FrameId(5), 1, 0).unwrap();
         let at = (PathBuf::from("<test>"), 0);
-        let decoded = decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root)));
+        let decoded = decode_frame(&image, FrameId(5), &at, no_weight, |_| Some(Arc::clone(&tree.root)));
         assert!(matches!(decoded, Err(Error::Corruption { .. })));
         let walked =
             WholeImage::open(&image, FrameId(5), &at).and_then(|mut i| walk_image(&mut i, &[], b"key", 0));
@@ -949,9 +958,9 @@ mod tests {
         let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
         let at = (PathBuf::from("<test>"), 0);
         let deepest = chain_image(usize::from(FRAME_DEPTH_MAX));
-        assert!(decode_frame(&deepest, FrameId(5), &at, |_| Some(Arc::clone(&tree.root))).is_ok());
+        assert!(decode_frame(&deepest, FrameId(5), &at, no_weight, |_| Some(Arc::clone(&tree.root))).is_ok());
         let image = chain_image(20_000);
-        match decode_frame(&image, FrameId(5), &at, |_| Some(Arc::clone(&tree.root))) {
+        match decode_frame(&image, FrameId(5), &at, no_weight, |_| Some(Arc::clone(&tree.root))) {
             Err(Error::Corruption { reason, location }) => {
                 assert!(reason.contains("nest deeper than"), "{reason}");
                 assert_eq!(location.frame, Some(5));

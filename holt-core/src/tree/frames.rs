@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::node::{Cell, Node};
+use super::node::{Cell, Node, Weigh};
 use super::Tree;
 use crate::buffer::{ChangeLog, FrameCell, FrameSource};
 use crate::error::{Error, Result};
@@ -41,6 +41,8 @@ pub(crate) struct Capture {
     pub root_frame: FrameId,
     /// Keys in the tree at capture time.
     pub keys: u64,
+    /// Every live frame's subtree totals at capture time (`Tree::usage_table`).
+    pub usage: Vec<(FrameId, u64, u64)>,
 }
 
 impl Tree {
@@ -71,7 +73,9 @@ impl Tree {
         }
         live.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
-        Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count() })
+        drop(frames);
+        let usage = self.usage_table();
+        Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count(), usage })
     }
 
     /// Records that `generation` of frame `id` is durable; the frame becomes evictable unless
@@ -104,11 +108,11 @@ impl Tree {
         let cell = &frame.cell;
         let mut root = self.pool.read_stored(cell.id, |bytes, location, deltas| {
             let frames = self.frames.lock();
-            let (root, _) = super::codec::decode_frame(bytes, cell.id, location, |id| {
+            let (root, _) = super::codec::decode_frame(bytes, cell.id, location, self.weigh, |id| {
                 self.linked_frame(&frames, cell, id)
             })?;
             drop(frames);
-            super::codec::apply_deltas(cell.id, root, deltas)
+            super::codec::apply_deltas(cell.id, root, deltas, self.weigh)
         })?;
         for (key, state) in frame.changes.iter() {
             root = super::codec::apply_change(&root, key, state)?.0;
@@ -117,7 +121,9 @@ impl Tree {
     }
 
     /// Opens a stored tree lazily: `frames` lists every live frame (the root among them),
-    /// `source` reads them on first touch, `keys` is the stored key count.
+    /// `source` reads them on first touch, `keys` is the stored key count, `weigh` the
+    /// weight of a value (see `Options::weigher`). The frames' subtree totals start at zero:
+    /// the caller sets them (`set_usage_table`) or counts them (`recount_usage`).
     pub(crate) fn from_frames(
         root_frame: FrameId,
         frames: &[FrameId],
@@ -125,6 +131,7 @@ impl Tree {
         frame_budget_bytes: usize,
         memory_budget_bytes: usize,
         keys: u64,
+        weigh: Weigh,
     ) -> Result<Tree> {
         if !frames.contains(&root_frame) {
             return Err(Error::InvalidArgument(format!(
@@ -133,7 +140,8 @@ impl Tree {
         }
         let root = Arc::new(FrameCell::evicted(root_frame));
         let tree =
-            Tree::assemble(Arc::clone(&root), frame_budget_bytes, memory_budget_bytes, Some(source), keys);
+            Tree::assemble(Arc::clone(&root), frame_budget_bytes, memory_budget_bytes, Some(source), keys)
+                .with_weigh(weigh);
         {
             let mut map = tree.frames.lock();
             for &id in frames {

@@ -492,7 +492,7 @@ impl Tree {
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
             let mut kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
             for (key, value, version) in &puts {
-                kept = super::write::put(&kept, key, 0, value, *version)?.root;
+                kept = super::write::put(&kept, key, 0, value, *version, (self.weigh)(value))?.root;
             }
             Ok(Some(kept))
         })?;
@@ -607,7 +607,7 @@ impl Pruning<'_, '_> {
             return Err(corrupt(&*self.image, "inner nodes spell a path longer than any key"));
         }
         let base = path.len();
-        let kept = match codec::read_record(&mut *self.image, pos)? {
+        let kept = match codec::read_record(&mut *self.image, pos, self.tree.weigh)? {
             OwnedRecord::Link(_) if is_root => {
                 return Err(corrupt(&*self.image, "the frame's root is a link"))
             }
@@ -669,7 +669,7 @@ impl Pruning<'_, '_> {
     ) -> Result<Option<Node>> {
         let terminal = match distances.first().filter(|_| distances.len() > keys.len()) {
             None => None,
-            Some(&back) => match codec::read_record(&mut *self.image, pos - back)? {
+            Some(&back) => match codec::read_record(&mut *self.image, pos - back, self.tree.weigh)? {
                 OwnedRecord::Leaf(t) if t.suffix().is_empty() => {
                     *self.promised += usize::from(b.in_prefix && !b.on_start_after);
                     Some(Shared::new(t))
@@ -702,10 +702,12 @@ impl Pruning<'_, '_> {
                 Some(cb) if self.walk.delimiter.is_empty() && cb.in_prefix && !cb.on_start_after => {
                     let (tree, cell) = (self.tree, self.cell);
                     let resolve = |id| tree.linked_frame(&tree.frames.lock(), cell, id);
-                    codec::decode_subtree(&mut *self.image, pos - back, resolve).map(|(node, keys)| {
-                        *self.promised += keys.max(1);
-                        Some(node)
-                    })
+                    codec::decode_subtree(&mut *self.image, pos - back, tree.weigh, resolve).map(
+                        |(node, keys)| {
+                            *self.promised += keys.max(1);
+                            Some(node)
+                        },
+                    )
                 }
                 _ => self.record(pos - back, path, len, b, false),
             };

@@ -20,6 +20,7 @@ mod frames;
 mod list;
 pub(crate) mod node;
 mod split;
+mod usage;
 mod write;
 
 use std::collections::HashMap;
@@ -33,11 +34,12 @@ use crate::buffer::{BufferPool, FrameCell, FrameSource};
 use crate::error::Result;
 use crate::format::frame::FRAME_HEADER_LEN;
 use crate::format::{FrameId, FRAME_SIZE};
-use node::{Cell, Inner, Leaf, Node, Shared};
+use node::{Cell, Inner, Leaf, Node, Shared, Weigh};
 
 pub(crate) use apply::ApplyOutcome;
 pub(crate) use codec::{encode_delta, encode_frame};
 pub(crate) use frames::{Capture, CapturedFrame};
+pub(crate) use node::no_weight;
 
 /// Split a frame when its encoded size passes this: the whole frame minus its header and page
 /// table. (Encoded sizes count the 32-byte fixed header and the records, not the page table,
@@ -54,6 +56,12 @@ pub(crate) struct Tree {
     /// A frame splits above this many encoded bytes (smaller than `FRAME_SIZE` only in tests).
     frame_budget_bytes: usize,
     keys: AtomicI64,
+    /// The weight of a stored value (`Options::weigher`).
+    weigh: Weigh,
+    /// Held shared by a write adding its change to the subtree totals of its frame and the
+    /// frames above it (`add_subtree_usage`), exclusively by a split or merge while it
+    /// re-parents frames: the totals never go up a chain of parents being rewired.
+    topology: RwLock<()>,
     /// The write gate. A change to the tree's shape or contents holds it shared while it
     /// publishes (a batch from its log record to its publication, a merge while it rewires
     /// frames); a checkpoint holds it exclusively while it captures the dirty frames, so the
@@ -210,9 +218,17 @@ impl Tree {
             frames: Mutex::new(frames),
             frame_budget_bytes,
             keys: AtomicI64::new(keys as i64),
+            weigh: node::no_weight,
+            topology: RwLock::new(()),
             gate: RwLock::new(()),
             shape: ShapeCounters::default(),
         }
+    }
+
+    /// The tree with `weigh` as the weight of a value (`Options::weigher`). Before any key is
+    /// stored or any frame decoded: leaves keep the weight they were built with.
+    pub(crate) fn with_weigh(self, weigh: Weigh) -> Tree {
+        Tree { weigh, ..self }
     }
 
     /// The write gate (see the field): checkpoints take it exclusively to capture frames.
@@ -427,14 +443,19 @@ impl Tree {
     /// The live frame the link to `frame` in the image of `cell` names; a link to no live
     /// frame is corruption of the image. Called under `cell`'s load lock: a merge of the
     /// child into `cell` must load `cell` first, so the child is still registered.
+    /// The linked frame learns `cell` is its parent, as when a decoded frame resolves it:
+    /// a write reaching a frame through images adds to its ancestors' subtree totals.
     pub(super) fn image_link(
         &self,
-        cell: &Cell,
+        cell: &Arc<Cell>,
         image: &dyn crate::buffer::ImageBody,
         frame: FrameId,
     ) -> Result<Arc<Cell>> {
-        self.linked_frame(&self.frames.lock(), cell, frame)
-            .ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))
+        let child = self
+            .linked_frame(&self.frames.lock(), cell, frame)
+            .ok_or_else(|| image.corruption(0, format!("link to unknown frame {frame}")))?;
+        child.set_parent(cell);
+        Ok(child)
     }
 
     /// The deepest frame on `key`'s path and the key depth at which its root starts.

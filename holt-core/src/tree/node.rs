@@ -104,6 +104,60 @@ pub(crate) struct Leaf {
     version: u64,
     bytes: LeafBytes,
     suffix_len: u16,
+    /// The key's weight (`Options::weigher`), 48 bits in two fields that sit in what would
+    /// otherwise be the struct's padding: a leaf stays 88 bytes.
+    weight_low: u32,
+    weight_high: u16,
+}
+
+/// How much a stored value weighs in usage totals (`Options::weigher`).
+pub(crate) type Weigh = fn(&[u8]) -> u64;
+
+/// The weigher of a database opened without one: every key weighs nothing.
+pub(crate) fn no_weight(_: &[u8]) -> u64 {
+    0
+}
+
+/// The largest weight a key carries; larger weights are stored as this (256 TiB, above any
+/// object an S3 store accepts).
+pub(crate) const WEIGHT_MAX: u64 = (1 << 48) - 1;
+
+/// What a subtree holds within its frame: keys, the sum of their weights, and links to
+/// other frames (whose keys count in those frames' totals, `FrameCell::subtree`). Kept in
+/// every inner node, so the usage of a prefix is read at the node it leads to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Agg {
+    pub weight: u64,
+    /// A frame holds at most a few hundred thousand keys (512 KiB of records), so the
+    /// count of one frame's subtree fits.
+    pub keys: u32,
+    pub links: u32,
+}
+
+impl Agg {
+    pub(crate) const ZERO: Agg = Agg { weight: 0, keys: 0, links: 0 };
+
+    #[inline]
+    fn plus(self, other: Agg) -> Agg {
+        Agg {
+            weight: self.weight.wrapping_add(other.weight),
+            keys: self.keys.wrapping_add(other.keys),
+            links: self.links.wrapping_add(other.links),
+        }
+    }
+    #[inline]
+    fn minus(self, other: Agg) -> Agg {
+        Agg {
+            weight: self.weight.wrapping_sub(other.weight),
+            keys: self.keys.wrapping_sub(other.keys),
+            links: self.links.wrapping_sub(other.links),
+        }
+    }
+    /// One key of weight `weight`.
+    #[inline]
+    pub(crate) fn key(weight: u64) -> Agg {
+        Agg { weight, keys: 1, links: 0 }
+    }
 }
 
 /// Suffix and value bytes of a leaf up to this length are stored inline (path-shaped keys
@@ -125,7 +179,7 @@ impl LeafBytes {
 }
 
 impl Leaf {
-    pub(crate) fn new(suffix: &[u8], value: &[u8], version: u64) -> Leaf {
+    pub(crate) fn new(suffix: &[u8], value: &[u8], version: u64, weight: u64) -> Leaf {
         debug_assert!(suffix.len() <= crate::KEY_LEN_MAX);
         let total = suffix.len() + value.len();
         let bytes = if total <= LEAF_INLINE_MAX {
@@ -139,7 +193,14 @@ impl Leaf {
             heap.extend_from_slice(value);
             LeafBytes::Heap(heap.into_boxed_slice())
         };
-        Leaf { version, bytes, suffix_len: suffix.len() as u16 }
+        let weight = weight.min(WEIGHT_MAX);
+        Leaf {
+            version,
+            bytes,
+            suffix_len: suffix.len() as u16,
+            weight_low: weight as u32,
+            weight_high: (weight >> 32) as u16,
+        }
     }
     pub(crate) fn suffix(&self) -> &[u8] {
         &self.bytes.as_slice()[..usize::from(self.suffix_len)]
@@ -150,9 +211,14 @@ impl Leaf {
     pub(crate) fn version(&self) -> u64 {
         self.version
     }
-    /// The same value and version under another suffix.
+    /// The key's weight (`Options::weigher` of its value when it was stored).
+    #[inline]
+    pub(crate) fn weight(&self) -> u64 {
+        u64::from(self.weight_low) | u64::from(self.weight_high) << 32
+    }
+    /// The same value, version and weight under another suffix.
     pub(crate) fn with_suffix(&self, suffix: &[u8]) -> Leaf {
-        Leaf::new(suffix, self.value(), self.version)
+        Leaf::new(suffix, self.value(), self.version, self.weight())
     }
     pub(crate) fn encoded_len(&self) -> usize {
         leaf_len(self.suffix().len(), self.value().len(), self.version)
@@ -220,6 +286,8 @@ struct Head {
     /// in the node holding the link (`Tree::apply`), so a published node never promises a
     /// byte that its linked frame lacks.
     lead: Option<u8>,
+    /// The keys, weight and links of this node's subtree within its frame, terminal included.
+    agg: Agg,
 }
 
 /// An inner node of one layout: its head and its child slots, one allocation. `repr(C)`
@@ -620,9 +688,9 @@ pub(crate) fn keep_spare_leaf(leaf: Shared<Leaf>) {
 
 impl<S: Slots> Body<S> {
     /// A copy with the child in `slot` replaced by `node`, under `lead`.
-    fn replaced(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>> {
+    fn replaced(&self, slot: usize, node: Node, lead: Option<u8>, agg: Agg) -> Shared<Body<S>> {
         let slots = self.slots.with_slot(slot, node);
-        Shared::new(Body { head: Head { lead, ..self.head.clone() }, slots })
+        Shared::new(Body { head: Head { lead, agg, ..self.head.clone() }, slots })
     }
     /// The same children under another head.
     fn with_head(&self, head: Head) -> Shared<Body<S>> {
@@ -633,13 +701,13 @@ impl<S: Slots> Body<S> {
     /// # Safety
     /// As `lend_slots`.
     #[expect(unsafe_code, reason = "see lend_slots")]
-    unsafe fn replaced_lent(&self, slot: usize, node: Node, lead: Option<u8>) -> Shared<Body<S>>
+    unsafe fn replaced_lent(&self, slot: usize, node: Node, lead: Option<u8>, agg: Agg) -> Shared<Body<S>>
     where
         Body<S>: Spare,
     {
         // SAFETY: passed on to the caller.
         let slots = unsafe { self.slots.with_slot_lent(slot, node) };
-        new_shared(Body { head: Head { lead, ..self.head.clone() }, slots })
+        new_shared(Body { head: Head { lead, agg, ..self.head.clone() }, slots })
     }
 }
 
@@ -721,11 +789,14 @@ enum Lead {
 impl Inner {
     /// A node of `kind` holding ascending, distinct `entries` (`len` of them), in the
     /// smallest capacity of that kind that holds them.
+    /// `agg`: the subtree's aggregates if the caller knows them (`None`: summed from the
+    /// children, which reads every one of them).
     fn build(
         kind: InnerKind,
         prefix: &[u8],
         terminal: Option<Shared<Leaf>>,
         lead: Lead,
+        agg: Option<Agg>,
         len: usize,
         entries: impl Iterator<Item = (u8, Node)>,
     ) -> Inner {
@@ -735,6 +806,7 @@ impl Inner {
             prefix: Prefix,
             terminal: Option<Shared<Leaf>>,
             lead: Lead,
+            agg: Option<Agg>,
             len: usize,
             entries: impl Iterator<Item = (u8, Node)>,
         ) -> Shared<Body<S>> {
@@ -743,18 +815,22 @@ impl Inner {
                 Lead::Given(lead) => lead,
                 Lead::Derived => lead_of(slots.children().iter().map(|(_, n)| n)),
             };
-            Shared::new(Body { head: Head { prefix, terminal, lead }, slots })
+            let agg = agg.unwrap_or_else(|| {
+                let own = terminal.as_ref().map_or(Agg::ZERO, |t| Agg::key(t.weight()));
+                slots.children().iter().fold(own, |sum, (_, n)| sum.plus(n.agg()))
+            });
+            Shared::new(Body { head: Head { prefix, terminal, lead, agg }, slots })
         }
-        let (p, t) = (prefix, terminal);
+        let (p, t, a) = (prefix, terminal, agg);
         match (kind, len) {
-            (InnerKind::N4, 0..=2) => Inner::S2(body(p, t, lead, len, entries)),
-            (InnerKind::N4, _) => Inner::S4(body(p, t, lead, len, entries)),
-            (InnerKind::N16, 0..=6) => Inner::S6(body(p, t, lead, len, entries)),
-            (InnerKind::N16, 7..=8) => Inner::S8(body(p, t, lead, len, entries)),
-            (InnerKind::N16, 9..=11) => Inner::S11(body(p, t, lead, len, entries)),
-            (InnerKind::N16, _) => Inner::S16(body(p, t, lead, len, entries)),
-            (InnerKind::N48, _) => Inner::N48(body(p, t, lead, len, entries)),
-            (InnerKind::N256, _) => Inner::N256(body(p, t, lead, len, entries)),
+            (InnerKind::N4, 0..=2) => Inner::S2(body(p, t, lead, a, len, entries)),
+            (InnerKind::N4, _) => Inner::S4(body(p, t, lead, a, len, entries)),
+            (InnerKind::N16, 0..=6) => Inner::S6(body(p, t, lead, a, len, entries)),
+            (InnerKind::N16, 7..=8) => Inner::S8(body(p, t, lead, a, len, entries)),
+            (InnerKind::N16, 9..=11) => Inner::S11(body(p, t, lead, a, len, entries)),
+            (InnerKind::N16, _) => Inner::S16(body(p, t, lead, a, len, entries)),
+            (InnerKind::N48, _) => Inner::N48(body(p, t, lead, a, len, entries)),
+            (InnerKind::N256, _) => Inner::N256(body(p, t, lead, a, len, entries)),
         }
     }
 
@@ -765,7 +841,7 @@ impl Inner {
         kind: InnerKind,
         entries: Vec<(u8, Node)>,
     ) -> Inner {
-        Inner::with_lead(prefix, terminal, kind, entries, Lead::Derived)
+        Inner::with_lead(prefix, terminal, kind, entries, Lead::Derived, None)
     }
 
     /// `new` with the lead given by the caller or derived (see `Head::lead`).
@@ -775,9 +851,10 @@ impl Inner {
         kind: InnerKind,
         entries: Vec<(u8, Node)>,
         lead: Lead,
+        agg: Option<Agg>,
     ) -> Inner {
         debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
-        Inner::build(kind, prefix, terminal, lead, entries.len(), entries.into_iter())
+        Inner::build(kind, prefix, terminal, lead, agg, entries.len(), entries.into_iter())
     }
 
     /// Builds a node of `kind` from ascending, distinct `keys` and their `nodes` (the
@@ -791,7 +868,7 @@ impl Inner {
     ) -> Inner {
         debug_assert_eq!(keys.len(), nodes.len());
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
-        Inner::build(kind, prefix, terminal, Lead::Derived, keys.len(), keys.iter().copied().zip(nodes))
+        Inner::build(kind, prefix, terminal, Lead::Derived, None, keys.len(), keys.iter().copied().zip(nodes))
     }
 
     /// Builds a node choosing the kind from the old kind (hysteresis) or from scratch.
@@ -850,6 +927,12 @@ impl Inner {
         self.head().lead
     }
 
+    /// The keys, weight and links of this subtree within its frame (see `Head::agg`).
+    #[inline]
+    pub(crate) fn agg(&self) -> Agg {
+        self.head().agg
+    }
+
     /// The same children under `head`.
     fn with_head(&self, head: Head) -> Inner {
         same_layout!(self, b => b.with_head(head))
@@ -865,7 +948,9 @@ impl Inner {
     }
     /// The same node with another terminal.
     pub(crate) fn with_terminal(&self, terminal: Option<Shared<Leaf>>) -> Inner {
-        self.with_head(Head { terminal, ..self.head().clone() })
+        let of = |t: Option<&Shared<Leaf>>| t.map_or(Agg::ZERO, |t| Agg::key(t.weight()));
+        let agg = self.agg().minus(of(self.terminal())).plus(of(terminal.as_ref()));
+        self.with_head(Head { terminal, agg, ..self.head().clone() })
     }
     /// `lead` once `node` replaces a child (`replacing`) or is added, without reading the
     /// other children.
@@ -880,15 +965,23 @@ impl Inner {
     pub(crate) fn with_child(&self, b: u8, node: Node) -> Inner {
         let slot = each_layout!(self, body => body.slots.slot_of(b));
         let lead = self.lead_with(slot.is_some(), &node);
+        let agg = self.agg_with(b, &node);
         if let Some(slot) = slot {
             // Replacing a child (every level of a path copy but the last) keeps the layout:
             // copy the slots in one pass instead of rebuilding the node from entries.
-            return same_layout!(self, body => body.replaced(slot, node, lead));
+            return same_layout!(self, body => body.replaced(slot, node, lead, agg));
         }
         let mut entries = self.children().entries();
         entries.insert(entries.partition_point(|e| e.0 < b), (b, node));
         let kind = next_kind(self.kind(), entries.len());
-        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(lead))
+        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(lead), Some(agg))
+    }
+    /// `agg` once `node` becomes child `b` (replacing the child there, if any), reading only
+    /// the child replaced.
+    #[inline]
+    fn agg_with(&self, b: u8, node: &Node) -> Agg {
+        let old = self.children().get(b).map_or(Agg::ZERO, Node::agg);
+        self.agg().minus(old).plus(node.agg())
     }
     /// `with_child(b, node)` for an existing child `b`, with the other children *lent*: the
     /// copy holds them without taking their counts, so the two nodes share one count per
@@ -909,8 +1002,9 @@ impl Inner {
     pub(crate) unsafe fn with_child_lent(&self, b: u8, node: Node) -> Option<Inner> {
         let slot = each_layout!(self, body => body.slots.slot_of(b))?;
         let lead = self.lead_with(true, &node);
+        let agg = self.agg_with(b, &node);
         // SAFETY: passed on to the caller.
-        Some(same_layout!(self, body => unsafe { body.replaced_lent(slot, node, lead) }))
+        Some(same_layout!(self, body => unsafe { body.replaced_lent(slot, node, lead, agg) }))
     }
     /// Pays a loan taken by `with_child_lent(b, ..)` while `self` stays alive: takes a count
     /// on every child but `b` for the copy.
@@ -944,10 +1038,19 @@ impl Inner {
     }
     /// The same node without child `b`. (`lead` still holds for the children left.)
     pub(crate) fn without_child(&self, b: u8) -> Inner {
+        let removed = self.children().get(b).map_or(Agg::ZERO, Node::agg);
         let mut entries = self.children().entries();
         entries.retain(|e| e.0 != b);
         let kind = next_kind(self.kind(), entries.len());
-        Inner::with_lead(self.prefix(), self.terminal().cloned(), kind, entries, Lead::Given(self.lead()))
+        let agg = Some(self.agg().minus(removed));
+        Inner::with_lead(
+            self.prefix(),
+            self.terminal().cloned(),
+            kind,
+            entries,
+            Lead::Given(self.lead()),
+            agg,
+        )
     }
 
     /// Encoded size of this node's record plus its terminal's (children not included).
@@ -1074,6 +1177,16 @@ impl Node {
     pub(crate) fn is_empty(&self) -> bool {
         matches!(self, Node::Inner(i) if i.is_empty())
     }
+    /// The keys, weight and links of this subtree within its frame (a link counts as one
+    /// link: its keys are in its frame's totals).
+    #[inline]
+    pub(crate) fn agg(&self) -> Agg {
+        match self {
+            Node::Leaf(l) => Agg::key(l.weight()),
+            Node::Inner(i) => i.agg(),
+            Node::Link(_) => Agg { weight: 0, keys: 0, links: 1 },
+        }
+    }
     /// Whether `self` and `other` are the same node (the same allocation).
     pub(crate) fn same(&self, other: &Node) -> bool {
         match (self, other) {
@@ -1117,7 +1230,7 @@ mod tests {
     use super::*;
 
     fn leaf(v: u8) -> Node {
-        Node::Leaf(Shared::new(Leaf::new(&[], &[v], 1)))
+        Node::Leaf(Shared::new(Leaf::new(&[], &[v], 1, u64::from(v))))
     }
 
     fn values(inner: &Inner) -> Vec<(u8, u8)> {
@@ -1210,7 +1323,7 @@ mod tests {
         for (suffix_len, value_len) in cases {
             let suffix: Vec<u8> = (0..suffix_len).map(|i| i as u8).collect();
             let value: Vec<u8> = (0..value_len).map(|i| (i * 7 + 1) as u8).collect();
-            let leaf = Leaf::new(&suffix, &value, 77);
+            let leaf = Leaf::new(&suffix, &value, 77, WEIGHT_MAX + 5);
             assert_eq!((leaf.suffix(), leaf.value(), leaf.version()), (&suffix[..], &value[..], 77));
             let inline = matches!(leaf.bytes, LeafBytes::Inline { .. });
             assert_eq!(inline, suffix_len + value_len <= LEAF_INLINE_MAX, "{suffix_len}+{value_len}");
@@ -1264,7 +1377,7 @@ mod size_tests {
         assert_eq!(std::mem::size_of::<Option<Node>>(), 16);
         assert!(std::mem::size_of::<Leaf>() <= 88, "Leaf is {} bytes", std::mem::size_of::<Leaf>());
         // With its reference count, an inline leaf fits the allocator's 96-byte size class.
-        let leaf = Leaf::new(b"45.bin", &[b'v'; 62], 1);
+        let leaf = Leaf::new(b"45.bin", &[b'v'; 62], 1, WEIGHT_MAX);
         assert_eq!(leaf.memory(), 96, "a bench leaf's allocation");
     }
 }

@@ -194,8 +194,21 @@ impl Tree {
             let moved = subtree_footprint(subtree);
             let id = self.new_frame_id();
             let child = Arc::new(FrameCell::resident(id, subtree.clone(), frame_size(subtree), true));
-            child.set_parent(cell);
-            for_each_link(subtree, |grandchild| grandchild.set_parent(&child));
+            {
+                // The new frame's subtree totals: its own keys and its links' totals, read
+                // with no write between them and the re-parenting (see `add_subtree_usage`).
+                let _topology = self.topology.write();
+                let own = subtree.agg();
+                let (mut keys, mut weight) = (u64::from(own.keys), own.weight);
+                child.set_parent(cell);
+                for_each_link(subtree, |grandchild| {
+                    grandchild.set_parent(&child);
+                    let (k, w) = grandchild.subtree_usage();
+                    keys += k;
+                    weight = weight.wrapping_add(w);
+                });
+                child.set_subtree_usage((keys, weight));
+            }
             let link = Node::Link(Arc::clone(&child));
             let link_len = link.footprint();
             let (new_root, path_delta) = rebuild(&steps, Some(link));
@@ -301,7 +314,11 @@ impl Tree {
             }
         }
         child.retire();
-        for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
+        {
+            // The parent's totals already count the child's subtree.
+            let _topology = self.topology.write();
+            for_each_link(&child_root, |grandchild| grandchild.set_parent(&parent));
+        }
         parent.set_size(new_size);
         parent.rewrite_whole();
         parent.publish(new_root);

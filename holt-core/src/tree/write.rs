@@ -16,6 +16,8 @@ pub(super) struct Change {
     pub size_delta: Footprint,
     /// Whether the key held a value before the write.
     pub existed: bool,
+    /// The weight of the value the write replaced or removed (0 if none).
+    pub old_weight: u64,
     /// The leaf a put stored (`None` for a delete): what the frame's change log records,
     /// found in the few nodes the put created rather than by walking the new root again.
     pub stored: Option<Shared<Leaf>>,
@@ -24,7 +26,13 @@ pub(super) struct Change {
 impl Change {
     /// A write that found nothing to do: the root stays as it was.
     fn unchanged(root: &Node) -> Change {
-        Change { root: root.clone(), size_delta: Footprint::ZERO, existed: false, stored: None }
+        Change {
+            root: root.clone(),
+            size_delta: Footprint::ZERO,
+            existed: false,
+            old_weight: 0,
+            stored: None,
+        }
     }
 }
 
@@ -156,13 +164,14 @@ impl Path<'_> {
     }
 
     /// Stores `value` under `key` (the key `descend` walked).
-    pub(super) fn put(self, key: &[u8], value: &[u8], version: u64) -> Change {
-        let (replacement, mut delta, existed) = self.put_bottom(key, value, version);
+    pub(super) fn put(self, key: &[u8], value: &[u8], version: u64, weight: u64) -> Change {
+        let old_weight = self.current(key).map_or(0, Leaf::weight);
+        let (replacement, mut delta, existed) = self.put_bottom(key, value, version, weight);
         let stored = self.stored_in(&replacement, key);
         let (new_root, path_delta) = rebuild(&self.steps, Some(replacement));
         delta += path_delta;
         let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
-        Change { root, size_delta: delta, existed, stored }
+        Change { root, size_delta: delta, existed, old_weight, stored }
     }
 
     /// The leaf holding `key` in `replacement`, the node `put_bottom` built in place of the
@@ -180,34 +189,36 @@ impl Path<'_> {
     /// was walked from, so the caller drops its own before publishing (a second count on
     /// the old root makes the loan be paid by settling, which takes every count a counted
     /// copy would have).
-    pub(super) fn put_lent(self, key: &[u8], value: &[u8], version: u64) -> LentRoot {
-        let (replacement, delta, existed) = self.put_bottom(key, value, version);
+    pub(super) fn put_lent(self, key: &[u8], value: &[u8], version: u64, weight: u64) -> LentRoot {
+        let old_weight = self.current(key).map_or(0, Leaf::weight);
+        let (replacement, delta, existed) = self.put_bottom(key, value, version, weight);
         let stored = self.stored_in(&replacement, key);
         let (new_root, path_delta, lent) = rebuild_lent(&self.steps, Some(replacement));
         let root = new_root.unwrap_or_else(|| Node::Inner(Inner::empty()));
         LentRoot::new(
             self.root,
             &self.steps[..lent],
-            Change { root, size_delta: delta + path_delta, existed, stored },
+            Change { root, size_delta: delta + path_delta, existed, old_weight, stored },
         )
     }
 
     /// `delete`, lending counts like `put_lent` on the part of the path above the nodes the
     /// delete reshapes (those are copied with counts, as `delete` copies them).
     pub(super) fn delete_lent(self, key: &[u8]) -> LentRoot {
+        let old_weight = self.current(key).map_or(0, Leaf::weight);
         let Some((replacement, delta)) = self.delete_bottom(key) else {
             return LentRoot::new(self.root, &[], Change::unchanged(self.root));
         };
         let (new_root, path_delta, lent) = rebuild_lent(&self.steps, replacement);
-        let change = finish_delete(new_root, delta + path_delta);
+        let change = finish_delete(new_root, delta + path_delta, old_weight);
         LentRoot::new(self.root, &self.steps[..lent], change)
     }
 
     /// The node that replaces the one the path stops at when `key` is put, the footprint
     /// change at that level, and whether the key existed.
-    fn put_bottom(&self, key: &[u8], value: &[u8], version: u64) -> (Node, Footprint, bool) {
+    fn put_bottom(&self, key: &[u8], value: &[u8], version: u64, weight: u64) -> (Node, Footprint, bool) {
         let rest = &key[self.depth..];
-        let new_leaf = |suffix: &[u8]| Leaf::new(suffix, value, version);
+        let new_leaf = |suffix: &[u8]| Leaf::new(suffix, value, version, weight);
         let (replacement, delta, existed): (Node, Footprint, bool) = match self.node {
             Node::Leaf(old) => {
                 let old_len = old.footprint();
@@ -232,7 +243,7 @@ impl Path<'_> {
                         entries.push((rest[c], Node::Leaf(Shared::new(l))));
                     }
                     if c == s.len() {
-                        let t = Leaf::new(&[], old.value(), old.version());
+                        let t = old.with_suffix(&[]);
                         created += t.footprint();
                         terminal = Some(Shared::new(t));
                     } else {
@@ -294,11 +305,12 @@ impl Path<'_> {
 
     /// Removes `key` (the key `descend` walked); a missing key leaves the root as it was.
     pub(super) fn delete(self, key: &[u8]) -> Change {
+        let old_weight = self.current(key).map_or(0, Leaf::weight);
         let Some((replacement, delta)) = self.delete_bottom(key) else {
             return Change::unchanged(self.root);
         };
         let (new_root, path_delta) = rebuild(&self.steps, replacement);
-        finish_delete(new_root, delta + path_delta)
+        finish_delete(new_root, delta + path_delta, old_weight)
     }
 
     /// What replaces the node the path stops at when `key` is deleted (`None`: removed) and
@@ -323,7 +335,7 @@ impl Path<'_> {
 
 /// A deleted key's change, given the rebuilt root (`None`: the frame is empty now) and the
 /// footprint change so far.
-fn finish_delete(new_root: Option<Node>, mut delta: Footprint) -> Change {
+fn finish_delete(new_root: Option<Node>, mut delta: Footprint, old_weight: u64) -> Change {
     let root = match new_root {
         Some(r) => r,
         None => {
@@ -332,7 +344,7 @@ fn finish_delete(new_root: Option<Node>, mut delta: Footprint) -> Change {
             empty
         }
     };
-    Change { root, size_delta: delta, existed: true, stored: None }
+    Change { root, size_delta: delta, existed: true, old_weight, stored: None }
 }
 
 /// `rebuild`, lending counts on the upper part of the path: from the bottom up, nodes are
@@ -481,8 +493,15 @@ fn settle_lent(old: &Node, path: &[u8]) {
 }
 
 /// Stores `value` under `key`; `root` starts at `key[depth..]`.
-pub(super) fn put(root: &Node, key: &[u8], depth: usize, value: &[u8], version: u64) -> Result<Change> {
-    Ok(descend(root, key, depth).ok_or_else(stray_link)?.put(key, value, version))
+pub(super) fn put(
+    root: &Node,
+    key: &[u8],
+    depth: usize,
+    value: &[u8],
+    version: u64,
+    weight: u64,
+) -> Result<Change> {
+    Ok(descend(root, key, depth).ok_or_else(stray_link)?.put(key, value, version, weight))
 }
 
 /// Removes `key`; `root` starts at `key[depth..]`. A missing key leaves the root as it was.
@@ -542,7 +561,7 @@ mod tests {
         let all = keys(b"ab", 3);
         let mut root = Node::Inner(Inner::empty());
         for key in &all {
-            root = put(&root, key, 0, b"v", 1).expect("put").root;
+            root = put(&root, key, 0, b"v", 1, 1).expect("put").root;
         }
         let addresses = |root: &Node, key: &[u8]| -> (*const u8, *const u8) {
             let Node::Inner(top) = root else { panic!("an inner root") };
@@ -556,11 +575,11 @@ mod tests {
         let (first, second) = (&all[6], &all[all.len() - 1]);
         assert_eq!((&first[..], &second[..]), (&b"aaa"[..], &b"bbb"[..]));
         let (old_root, old_leaf) = addresses(&root, first);
-        let lent = descend(&root, first, 0).expect("no links").put_lent(first, b"w", 2);
+        let lent = descend(&root, first, 0).expect("no links").put_lent(first, b"w", 2, 1);
         lent.publish(|new| Some(std::mem::replace(&mut root, new)));
         // Freed and kept: the next copy of a root of the same layout and the next leaf, not
         // the next allocations of their sizes (which a plain allocator would hand them to).
-        let decoy_leaf = Shared::new(Leaf::new(b"", b"w", 9));
+        let decoy_leaf = Shared::new(Leaf::new(b"", b"w", 9, 1));
         // As many nodes of the path's layout as the first put freed (the path's three).
         let decoy_nodes: Vec<Inner> = (0..3)
             .map(|_| {
@@ -573,7 +592,7 @@ mod tests {
                 )
             })
             .collect();
-        let lent = descend(&root, second, 0).expect("no links").put_lent(second, b"w", 3);
+        let lent = descend(&root, second, 0).expect("no links").put_lent(second, b"w", 3, 1);
         lent.publish(|new| Some(std::mem::replace(&mut root, new)));
         assert_eq!(addresses(&root, second), (old_root, old_leaf));
         assert!(decoy_nodes.iter().all(|n| n.address() != old_root));
@@ -594,7 +613,7 @@ mod tests {
         let mut root = Node::Inner(Inner::empty());
         let mut want: Contents = Default::default();
         for (i, key) in all.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
-            root = put(&root, key, 0, &[i as u8], 1).expect("put").root;
+            root = put(&root, key, 0, &[i as u8], 1, 1).expect("put").root;
             want.insert(key.clone(), vec![i as u8]);
         }
         assert_single_counts(&root, 1);
@@ -613,7 +632,11 @@ mod tests {
                     }
                 }
                 let delete = (i + usize::from(round)) % 3 == 0;
-                let lent = if delete { path.delete_lent(key) } else { path.put_lent(key, &value, 2) };
+                let lent = if delete {
+                    path.delete_lent(key)
+                } else {
+                    path.put_lent(key, &value, 2, value.len() as u64)
+                };
                 if delete && !want.contains_key(key) {
                     assert!(lent.change().root.same(&root), "deleting an absent key changed the root");
                     continue;
@@ -669,7 +692,7 @@ mod tests {
         for stride in [1, 2, 3, 5, 7, 11] {
             let mut root = Node::Inner(Inner::empty());
             for (i, key) in all.iter().enumerate().filter(|(i, _)| i % stride == 0) {
-                root = put(&root, key, 0, &[i as u8], i as u64 + 1).expect("put").root;
+                root = put(&root, key, 0, &[i as u8], i as u64 + 1, 1).expect("put").root;
             }
             for key in &all {
                 let path = descend(&root, key, 0).expect("no links in this frame");
