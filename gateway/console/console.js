@@ -155,7 +155,8 @@ async function upload(bucket, key, file, onProgress) {
 
 // ---- state and rendering -------------------------------------------------------------------
 
-let current = { bucket: null, prefix: '', token: null };
+// `after`: the last name of the page shown last (the usage of the next page starts there).
+let current = { bucket: null, prefix: '', token: null, after: '' };
 let signer = { accessKey: null, secretKey: null };
 
 function credentials() {
@@ -204,8 +205,10 @@ async function showBuckets() {
 }
 
 async function openPrefix(bucket, prefix) {
-  current = { bucket, prefix, token: null };
+  current = { bucket, prefix, token: null, after: '' };
   $('details').hidden = true;
+  $('chart').replaceChildren();
+  $('usage').textContent = '';
   $('listing').querySelector('tbody').replaceChildren();
   renderPath();
   await showBuckets();
@@ -223,28 +226,83 @@ function renderPath() {
   $('path').replaceChildren(...crumbs);
 }
 
+// The objects and bytes under the prefix being browsed and under each of the directories
+// of the page that starts after `after` (the gateway's usage extension, `GET /bucket?usage`).
+async function usagePage(after) {
+  const params = { usage: '', delimiter: '/', 'max-keys': '1000', prefix: current.prefix, 'encoding-type': 'url' };
+  if (after) params['start-after'] = after;
+  const { xml } = await s3('GET', objectPath(current.bucket), params);
+  const perPrefix = new Map();
+  for (const cp of xml.querySelectorAll('CommonPrefixes')) {
+    perPrefix.set(decoded(xml, textOf(cp, 'Prefix')),
+      { objects: Number(textOf(cp, 'Objects')), bytes: Number(textOf(cp, 'Bytes')) });
+  }
+  const root = xml.documentElement;
+  const uploads = root.querySelector(':scope > UploadsInProgress');
+  return {
+    objects: Number(textOf(root, ':scope > Objects')),
+    bytes: Number(textOf(root, ':scope > Bytes')),
+    uploads: uploads ? Number(textOf(uploads, 'Uploads')) : 0,
+    uploadBytes: uploads ? Number(textOf(uploads, 'Bytes')) : 0,
+    perPrefix,
+  };
+}
+
+// Bars of the largest directories and objects of the page, by bytes. Widths are set through
+// the CSSOM: the console's Content-Security-Policy refuses style attributes.
+function drawChart(items, total) {
+  const top = items.filter((i) => i.bytes > 0).sort((a, b) => b.bytes - a.bytes).slice(0, 12);
+  $('chart').replaceChildren(...top.map((i) => {
+    const fill = el('div', { class: 'fill' });
+    fill.style.width = `${total > 0 ? (100 * i.bytes / total).toFixed(2) : 0}%`;
+    return el('div', { class: 'bar', 'data-name': i.name, 'data-bytes': String(i.bytes) },
+      el('span', { title: i.name }, i.name.slice(current.prefix.length) || i.name),
+      el('div', { class: 'track' }, fill),
+      el('span', { class: 'num' }, formatSize(i.bytes)));
+  }));
+}
+
 async function listPage() {
   const params = { 'list-type': '2', delimiter: '/', 'max-keys': '1000', prefix: current.prefix };
   if (current.token) params['continuation-token'] = current.token;
-  const { xml } = await s3('GET', objectPath(current.bucket), params);
+  const [{ xml }, usage] = await Promise.all([
+    s3('GET', objectPath(current.bucket), params),
+    usagePage(current.after),
+  ]);
+  const usageText = `${usage.objects.toLocaleString()} objects, ${formatSize(usage.bytes)} under ${current.prefix || 'the bucket'}`;
+  $('usage').textContent = usage.uploads
+    ? `${usageText}; ${usage.uploads} upload(s) in progress holding ${formatSize(usage.uploadBytes)}` : usageText;
+  $('usage').dataset.objects = String(usage.objects);
+  $('usage').dataset.bytes = String(usage.bytes);
   const rows = [];
+  const bars = [];
   for (const p of xml.querySelectorAll('CommonPrefixes > Prefix')) {
     const prefix = decoded(xml, p.textContent);
     const name = prefix.slice(current.prefix.length);
-    rows.push(el('tr', { class: 'prefix', 'data-prefix': prefix },
+    const u = usage.perPrefix.get(prefix);
+    if (u) bars.push({ name: prefix, bytes: u.bytes });
+    rows.push(el('tr', { class: 'prefix', 'data-prefix': prefix, 'data-objects': u ? String(u.objects) : '',
+      'data-bytes': u ? String(u.bytes) : '' },
       el('td', {}, el('a', { href: '#', onclick: () => openPrefix(current.bucket, prefix) }, name)),
-      el('td', { class: 'num' }, '—'), el('td'), el('td')));
+      el('td', { class: 'num' }, u ? u.objects.toLocaleString() : '—'),
+      el('td', { class: 'num' }, u ? formatSize(u.bytes) : '—'), el('td'), el('td')));
   }
   for (const c of xml.querySelectorAll('Contents')) {
     const key = decoded(xml, textOf(c, 'Key'));
     const size = textOf(c, 'Size');
+    bars.push({ name: key, bytes: Number(size) });
     rows.push(el('tr', { class: 'object', 'data-key': key, 'data-size': size },
       el('td', {}, el('a', { href: '#', onclick: () => details(key) }, key.slice(current.prefix.length))),
+      el('td', { class: 'num' }, '1'),
       el('td', { class: 'num' }, formatSize(size)),
       el('td', {}, new Date(textOf(c, 'LastModified')).toLocaleString()),
       el('td', {}, el('a', { href: '#', onclick: () => remove(key) }, 'delete'))));
   }
   $('listing').querySelector('tbody').append(...rows);
+  if (!current.after) drawChart(bars, usage.bytes);
+  const names = [...xml.querySelectorAll('CommonPrefixes > Prefix'), ...xml.querySelectorAll('Contents > Key')]
+    .map((n) => decoded(xml, n.textContent)).sort();
+  current.after = names.length ? names[names.length - 1] : current.after;
   current.token = textOf(xml, 'IsTruncated') === 'true' ? textOf(xml, 'NextContinuationToken') : null;
   $('more').hidden = !current.token;
 }

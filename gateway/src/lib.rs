@@ -578,6 +578,9 @@ async fn serve(state: &AppState, req: Request, request_id: &str) -> (&'static st
                 };
                 let mut text = state.0.metrics.render(&state.0.store.stats());
                 state.0.store.worker_times.render(&mut text);
+                if let Err(e) = state.0.store.render_bucket_usage(&mut text) {
+                    tracing::warn!(error = %e, "metrics: bucket usage not rendered");
+                }
                 if let Some(up) = &state.0.store.upstream {
                     up.render_metrics(&mut text);
                 }

@@ -24,6 +24,9 @@ pub enum Operation {
     GetBucketVersioning,
     /// `GET /bucket`: the V1 listing (marker paging).
     ListObjects,
+    /// `GET /bucket?usage`: objects and bytes under a prefix, and per common prefix (an
+    /// extension of ours: `handlers::usage`).
+    GetBucketUsage,
     /// `GET /bucket?list-type=2`: the V2 listing (continuation tokens).
     ListObjectsV2,
     /// `GET /bucket?versions`: each object's one version, `null`.
@@ -96,6 +99,7 @@ impl Operation {
             GetBucketLocation => "GetBucketLocation",
             GetBucketVersioning => "GetBucketVersioning",
             ListObjects => "ListObjects",
+            GetBucketUsage => "GetBucketUsage",
             ListObjectsV2 => "ListObjectsV2",
             ListObjectVersions => "ListObjectVersions",
             DeleteObjects => "DeleteObjects",
@@ -308,6 +312,7 @@ pub fn operation(
             Method::GET if q.has("acl") => GetBucketAcl,
             Method::GET if q.has("cors") => GetBucketCors,
             Method::GET if q.has("policy") => GetBucketPolicy,
+            Method::GET if q.has("usage") => GetBucketUsage,
             Method::GET if unimplemented_sub => NotImplemented,
             Method::GET if q.get("list-type") == Some("2") => ListObjectsV2,
             Method::GET => ListObjects,

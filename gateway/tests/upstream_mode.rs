@@ -52,7 +52,9 @@ async fn serve(gw: &Gw) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
 /// A gateway in upstream mode in front of the gateway at `addr` (as USER_A there).
 fn front_of(addr: SocketAddr) -> Gw {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = holt_core::Db::open_in_memory(holt_core::Options::default()).expect("engine");
+    let options =
+        holt_core::Options { weigher: Some(gateway::storage::meta::RECORD_WEIGHER), ..Default::default() };
+    let db = holt_core::Db::open_in_memory(options).expect("engine");
     let store = Store::open(db, dir.path(), gateway::storage::bodies::INLINE_MAX_DEFAULT).expect("store");
     let config = UpstreamConfig {
         endpoint: format!("http://{addr}").parse().unwrap(),

@@ -7,16 +7,23 @@ Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (typed into the 
 boto3 uses them too, to set up and to check). Prints one JSON document:
 {"bad_sign_in": error text, "buckets": [...], "root_rows": [...], "docs_rows": [...],
  "uploaded_rows": [...], "details": {name: value}, "downloaded_md5": hex, "small_md5": hex,
- "heads": {key: {"size", "etag"}}}
+ "heads": {key: {"size", "etag"}},
+ "shown_usage": {"root"|"docs": {"total": [objects, bytes], "prefixes": {prefix: [objects, bytes]},
+                                 "bars": [[name, bytes, share drawn], ...]}},
+ "api_usage": {"root"|"docs": the same "total" and "prefixes" from GET /bucket?usage}}
 Screenshots go to $HOLT_SCREENSHOT_DIR when it is set.
 """
 
 import hashlib
 import os
 import tempfile
+import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 
 import boto3
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
@@ -37,6 +44,38 @@ def rows(driver):
         else:
             out.append(["object", tr.get_attribute("data-key"), int(tr.get_attribute("data-size"))])
     return out
+
+
+def shown_usage(driver):
+    """What the page shows of the usage extension: the prefix's total, each directory row's
+    objects and bytes, and the chart's bars."""
+    summary = driver.find_element(By.ID, "usage")
+    prefixes = {}
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#listing tbody tr.prefix"):
+        prefixes[tr.get_attribute("data-prefix")] = [int(tr.get_attribute("data-objects")),
+                                                     int(tr.get_attribute("data-bytes"))]
+    # Each bar: its name, bytes, and the share of its track it fills as drawn (2 decimals).
+    bars = [[b.get_attribute("data-name"), int(b.get_attribute("data-bytes")),
+             round(b.find_element(By.CSS_SELECTOR, ".fill").size["width"]
+                   / b.find_element(By.CSS_SELECTOR, ".track").size["width"], 2)]
+            for b in driver.find_elements(By.CSS_SELECTOR, "#chart .bar")]
+    return {"total": [int(summary.get_attribute("data-objects")), int(summary.get_attribute("data-bytes"))],
+            "prefixes": prefixes, "bars": bars}
+
+
+def api_usage(session, endpoint, bucket, prefix):
+    """GET /bucket?usage&prefix=..&delimiter=/ signed with botocore's SigV4."""
+    query = urllib.parse.urlencode({"usage": "", "prefix": prefix, "delimiter": "/"})
+    request = AWSRequest(method="GET", url=f"{endpoint}/{bucket}?{query}")
+    S3SigV4Auth(session.get_credentials(), "s3", "us-east-1").add_auth(request)
+    prepared = urllib.request.Request(request.url, headers=dict(request.headers.items()))
+    with urllib.request.urlopen(prepared) as resp:
+        doc = ET.fromstring(resp.read())
+    for elem in doc.iter():
+        elem.tag = elem.tag.rpartition("}")[2]
+    prefixes = {cp.findtext("Prefix"): [int(cp.findtext("Objects")), int(cp.findtext("Bytes"))]
+                for cp in doc.findall("CommonPrefixes")}
+    return {"total": [int(doc.findtext("Objects")), int(doc.findtext("Bytes"))], "prefixes": prefixes}
 
 
 def rows_when(wait, ready):
@@ -97,6 +136,8 @@ def run(endpoint, args):
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'#bucket-list a[data-bucket="{bucket}"]').click()
                        or True)
             result["root_rows"] = rows_when(wait, lambda r: len(r) == 2)
+            wait.until(lambda d: d.find_element(By.ID, "usage").get_attribute("data-bytes"))
+            result["shown_usage"] = {"root": shown_usage(driver)}
             shot(driver, "root")
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr.prefix[data-prefix="docs/"] a').click() or True)
             result["docs_rows"] = rows_when(wait, lambda r: ["prefix", "docs/sub/"] in r)
@@ -107,6 +148,8 @@ def run(endpoint, args):
             result["upload_status"] = driver.find_element(By.ID, "status").text
             result["uploaded_rows"] = rows_when(
                 wait, lambda r: any(x[1] == "docs/big.bin" for x in r if x[0] == "object"))
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#chart .bar[data-name="docs/big.bin"]'))
+            result["shown_usage"]["docs"] = shown_usage(driver)
             shot(driver, "uploaded")
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr.object[data-key="docs/hello.txt"] td a').click()
                        or True)
@@ -122,6 +165,9 @@ def run(endpoint, args):
         finally:
             driver.quit()
     result["small_md5"] = hashlib.md5(SMALL).hexdigest()
+    session = boto3.session.Session()
+    result["api_usage"] = {"root": api_usage(session, endpoint, bucket, ""),
+                           "docs": api_usage(session, endpoint, bucket, "docs/")}
     result["heads"] = {}
     for key in ["docs/hello.txt", "docs/big.bin"]:
         head = s3.head_object(Bucket=bucket, Key=key)

@@ -26,7 +26,8 @@ pub enum User {
 }
 
 impl User {
-    fn keys(self) -> (&'static str, &'static str) {
+    /// The access key and secret.
+    pub fn keys(self) -> (&'static str, &'static str) {
         match self {
             User::One => (USER1_ACCESS_KEY, USER1_SECRET_KEY),
             User::Two => (USER2_ACCESS_KEY, USER2_SECRET_KEY),

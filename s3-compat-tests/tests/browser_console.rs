@@ -10,7 +10,10 @@
 //!   one PUT, one past 64 MiB as a multipart upload (its ETag says how many parts), each the
 //!   size boto3 then reads;
 //! - an object's details show its headers, and its download link (a presigned URL the page
-//!   made) returns the bytes that were uploaded.
+//!   made) returns the bytes that were uploaded;
+//! - each page shows the objects and bytes under the prefix browsed and under each directory
+//!   row, as the usage extension (`GET /bucket?usage`, asked by the test itself) counts them,
+//!   and bars of the largest entries, largest first.
 //!
 //! Screenshots of each step go to `target/screenshots/`.
 
@@ -52,4 +55,41 @@ fn the_console_signs_in_browses_uploads_and_downloads() {
     out.check_eq(text(&r["details"]["content-length"]), "28".to_owned(), "details show the length");
     out.check_eq(text(&r["details"]["Key"]), "docs/hello.txt".to_owned(), "details name the key");
     out.check_eq(r["downloaded_md5"].clone(), r["small_md5"].clone(), "the download link's bytes");
+
+    // Usage: the bucket's root before the uploads, then docs/ after them.
+    out.check_eq(
+        r["shown_usage"]["root"].clone(),
+        json!({"total": [3, 1005], "prefixes": {"docs/": [2, 1001]}, "bars": [["docs/", 1001, 1.0], ["top.txt", 4, 0.0]]}),
+        "the root's usage, rows and bars",
+    );
+    let docs_total = json!([4, 1000 + 1 + 28 + BIG_BYTES]);
+    out.check_eq(r["api_usage"]["docs"]["total"].clone(), docs_total.clone(), "the usage API's docs/ total");
+    out.check_eq(
+        r["api_usage"]["docs"]["prefixes"].clone(),
+        json!({"docs/sub/": [1, 1]}),
+        "the API's docs/sub/",
+    );
+    out.check_eq(r["shown_usage"]["docs"]["total"].clone(), docs_total, "the docs/ total shown");
+    out.check_eq(
+        r["shown_usage"]["docs"]["prefixes"].clone(),
+        r["api_usage"]["docs"]["prefixes"].clone(),
+        "the directory rows show what the usage API says",
+    );
+    out.check_eq(
+        r["shown_usage"]["docs"]["bars"]
+            .as_array()
+            .map(|bars| bars.iter().map(|b| b[2].clone()).collect::<Vec<_>>()),
+        Some(vec![json!(1.0), json!(0.0), json!(0.0), json!(0.0)]),
+        "the bars' lengths follow the bytes",
+    );
+    out.check_eq(
+        r["shown_usage"]["docs"]["bars"][0][0].clone(),
+        json!("docs/big.bin"),
+        "the largest bar is the big upload",
+    );
+    out.check_eq(
+        r["api_usage"]["root"]["total"].clone(),
+        json!([5, 1005 + 28 + BIG_BYTES]),
+        "the usage API's bucket total after the uploads",
+    );
 }

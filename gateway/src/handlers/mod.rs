@@ -17,6 +17,7 @@ pub mod policy;
 pub mod tagging;
 pub mod through;
 pub mod uploads;
+pub mod usage;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -251,6 +252,7 @@ pub async fn dispatch(ctx: ReqCtx, body: Body) -> S3Result<Response> {
         GetBucketLocation => bucket::handle_get_bucket_location(&ctx).await,
         GetBucketVersioning => bucket::handle_get_bucket_versioning(&ctx).await,
         ListObjects => list::handle_list_objects(&ctx).await,
+        GetBucketUsage => usage::handle_get_bucket_usage(&ctx).await,
         ListObjectsV2 => list::handle_list_objects_v2(&ctx).await,
         ListObjectVersions => list::handle_list_object_versions(&ctx).await,
         DeleteObjects => delete::handle_delete_objects(&ctx, body).await,

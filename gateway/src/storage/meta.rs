@@ -145,6 +145,22 @@ pub struct ObjectMeta {
     pub public_read: bool,
 }
 
+/// The engine's weigher (`holt_core::Options::weigher`): object and part records weigh the
+/// size of their object or part (the field after the format byte), so `Db::usage` of an
+/// object prefix is its objects' bytes. Other records weigh what their first varint says;
+/// they live under prefixes no usage question names.
+pub const RECORD_WEIGHER: holt_core::Weigher =
+    holt_core::Weigher { name: "holt-gateway/record-size", weigh: record_size };
+
+/// See `RECORD_WEIGHER`: the size an object or part record starts with, 0 for bytes that do
+/// not start as one.
+fn record_size(value: &[u8]) -> u64 {
+    match value.split_first() {
+        Some((&(FORMAT_V1..=FORMAT_V5), rest)) => Dec(rest).u64().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// What a listing shows of an object (`ObjectMeta::decode_listed`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedObject {

@@ -339,6 +339,58 @@ impl Store {
         scan_map_in(&self.db, prefix, limit, map).map_err(S3Error::from)?
     }
 
+    /// Keys under `prefix` and the sum of their records' sizes (`Db::usage`, with the
+    /// engine weighing records by `meta::RECORD_WEIGHER`), on the caller's thread: an answer
+    /// reads the nodes on the prefix's path and the frames' totals, never the keys.
+    pub fn usage(&self, prefix: &[u8]) -> S3Result<holt_core::Usage> {
+        Ok(self.db.usage(prefix)?)
+    }
+
+    /// `holt_bucket_objects` and `holt_bucket_bytes` of every bucket, appended to `out` for
+    /// `/metrics`: a `usage` per bucket, so a scrape costs the number of buckets, never
+    /// their objects.
+    pub fn render_bucket_usage(&self, out: &mut String) -> S3Result<()> {
+        let mut rows = Vec::new();
+        let mut after = Vec::new();
+        loop {
+            let request = holt_core::ListRequest {
+                prefix: schema::BUCKETS_PREFIX,
+                delimiter: b"",
+                start_after: &after,
+                limit: 1_000,
+                with_values: false,
+            };
+            let mut last = None;
+            let more = self.list_with(&request, |entry| {
+                if let holt_core::ListEntry::Key { key, .. } = entry {
+                    last = Some(key.to_vec());
+                    if let Some(name) = schema::bucket_name_from_key(key) {
+                        rows.push(name.to_owned());
+                    }
+                }
+                Ok(())
+            })?;
+            match last {
+                Some(key) if more => after = key,
+                _ => break,
+            }
+        }
+        let mut objects = String::from(
+            "# HELP holt_bucket_objects Objects stored in a bucket.\n# TYPE holt_bucket_objects gauge\n",
+        );
+        let mut bytes = String::from(
+            "# HELP holt_bucket_bytes Bytes of the objects stored in a bucket.\n# TYPE holt_bucket_bytes gauge\n",
+        );
+        for name in rows {
+            let usage = self.usage(&schema::objects_prefix(&name))?;
+            objects.push_str(&format!("holt_bucket_objects{{bucket=\"{name}\"}} {}\n", usage.keys));
+            bytes.push_str(&format!("holt_bucket_bytes{{bucket=\"{name}\"}} {}\n", usage.weight));
+        }
+        out.push_str(&objects);
+        out.push_str(&bytes);
+        Ok(())
+    }
+
     /// One `Db::list_with` call: the whole page of an S3 listing, handed entry by entry to
     /// `visit`, borrowed from the engine (no copy of keys or records); returns whether more
     /// entries follow. `visit` may fail an entry: the first failure ends the walk's effect and

@@ -27,6 +27,8 @@ pub enum TokenKind {
     ListObjectsV2 = 1,
     /// ListBuckets: resumes after a bucket name.
     ListBuckets = 2,
+    /// The usage extension (`GET /bucket?usage`): resumes after a key or common prefix.
+    Usage = 3,
 }
 
 /// What a token is bound to.

@@ -86,7 +86,11 @@ impl Gw {
 
     pub fn with_settings(settings: Settings) -> Gw {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = holt_core::Db::open_in_memory(holt_core::Options::default()).expect("in-memory engine");
+        let options = holt_core::Options {
+            weigher: Some(gateway::storage::meta::RECORD_WEIGHER),
+            ..Default::default()
+        };
+        let db = holt_core::Db::open_in_memory(options).expect("in-memory engine");
         let store = Store::open(db, dir.path(), gateway::storage::bodies::INLINE_MAX_DEFAULT).expect("store");
         let creds = Credentials::new(vec![
             (USER_A.0.to_owned(), USER_A.1.to_owned()),
