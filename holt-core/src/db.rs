@@ -280,6 +280,7 @@ impl Db {
     /// keys under it. Counts every write acknowledged before the call; under concurrent
     /// writes, the answer may count some writes in flight and not others.
     pub fn usage(&self, prefix: &[u8]) -> Result<Usage> {
+        self.check_readable()?;
         self.tree.usage(prefix)
     }
 
@@ -316,6 +317,37 @@ impl Db {
     pub fn list_with(&self, request: &ListRequest<'_>, visit: &mut dyn FnMut(ListEntry<'_>)) -> Result<bool> {
         self.check_readable()?;
         Ok(self.tree.list_with(request, visit)?.truncated)
+    }
+
+    /// `list_with`, handing each common prefix with the usage of the subtree it rolled up
+    /// (`usage` of the prefix: O(depth) more per common prefix, never the keys below it);
+    /// keys come with `None`. A `du --max-depth=1` over a page.
+    pub fn list_with_usage(
+        &self,
+        request: &ListRequest<'_>,
+        visit: &mut dyn FnMut(ListEntry<'_>, Option<Usage>),
+    ) -> Result<bool> {
+        self.check_readable()?;
+        let mut failed = None;
+        let outcome = self.tree.list_with(request, &mut |entry| {
+            let usage = match entry {
+                ListEntry::CommonPrefix(prefix) if failed.is_none() => match self.tree.usage(prefix) {
+                    Ok(usage) => Some(usage),
+                    Err(e) => {
+                        failed = Some(e);
+                        None
+                    }
+                },
+                _ => None,
+            };
+            if failed.is_none() {
+                visit(entry, usage);
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(outcome.truncated),
+        }
     }
 
     /// Reads fail once the log has failed (`Error::Poisoned`): a write is published before

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use holt_core::testing::TreeHarness;
-use holt_core::{Batch, BatchOp, Db, Usage, Weigher, WriteOptions};
+use holt_core::{Batch, BatchOp, Db, ListEntry, ListRequest, Usage, Weigher, WriteOptions};
 use page_cache::{drop_page_cache, options, scratch_dir};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,6 +56,24 @@ fn check(db: &Db, model: &Model, prefixes: &[Vec<u8>], weigh: fn(&[u8]) -> u64, 
         let got = db.usage(prefix).unwrap();
         let want = model_usage(model, prefix, weigh);
         assert_eq!(got, want, "{when}: usage of {:?}", String::from_utf8_lossy(prefix));
+    }
+    // A page of a delimiter listing with each common prefix's usage (`du --max-depth=1`).
+    for prefix in prefixes.iter().take(40) {
+        let request =
+            ListRequest { prefix, delimiter: b"/", start_after: b"", limit: 50, with_values: false };
+        let mut rolled = 0;
+        db.list_with_usage(&request, &mut |entry, usage| match entry {
+            ListEntry::CommonPrefix(cp) => {
+                rolled += 1;
+                let want = model_usage(model, cp, weigh);
+                assert_eq!(usage, Some(want), "{when}: usage of {:?} in a page", String::from_utf8_lossy(cp));
+            }
+            ListEntry::Key { .. } => assert_eq!(usage, None),
+        })
+        .unwrap();
+        if prefix.is_empty() {
+            assert_eq!(rolled, 2, "{when}: the two buckets roll up");
+        }
     }
 }
 

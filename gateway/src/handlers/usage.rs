@@ -93,11 +93,10 @@ pub async fn handle_get_bucket_usage(ctx: &ReqCtx) -> S3Result<Response> {
             limit: max,
             with_values: false,
         };
-        let mut names = Vec::new();
-        truncated = store.list_with(&request, |entry| {
-            let (full, is_prefix) = match entry {
-                ListEntry::Key { key, .. } => (key, false),
-                ListEntry::CommonPrefix(p) => (p, true),
+        truncated = store.list_with_usage(&request, |entry, usage| {
+            let full = match entry {
+                ListEntry::Key { key, .. } => key,
+                ListEntry::CommonPrefix(p) => p,
             };
             let name = full
                 .strip_prefix(&ns[..])
@@ -105,15 +104,11 @@ pub async fn handle_get_bucket_usage(ctx: &ReqCtx) -> S3Result<Response> {
                 .ok_or_else(|| S3Error::internal("usage", "a listed name outside its bucket"))?;
             last.clear();
             last.push_str(name);
-            if is_prefix {
-                names.push(name.to_owned());
+            if let Some(usage) = usage {
+                rolled.push(Rolled { name: name.to_owned(), objects: usage.keys, bytes: usage.weight });
             }
             Ok(())
         })?;
-        for name in names {
-            let usage = store.usage(&[&ns[..], name.as_bytes()].concat())?;
-            rolled.push(Rolled { name, objects: usage.keys, bytes: usage.weight });
-        }
     }
     let next_token = (truncated && !last.is_empty()).then(|| store.tokens.encode(&scope, last.as_bytes()));
 

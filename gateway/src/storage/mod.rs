@@ -415,4 +415,24 @@ impl Store {
             None => Ok(truncated),
         }
     }
+
+    /// `list_with`, each common prefix handed with its objects and bytes (`Db::list_with_usage`).
+    pub fn list_with_usage(
+        &self,
+        request: &holt_core::ListRequest<'_>,
+        mut visit: impl FnMut(holt_core::ListEntry<'_>, Option<holt_core::Usage>) -> S3Result<()>,
+    ) -> S3Result<bool> {
+        let mut failed = None;
+        let truncated = self.db.list_with_usage(request, &mut |entry, usage| {
+            if failed.is_none() {
+                if let Err(e) = visit(entry, usage) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(truncated),
+        }
+    }
 }
