@@ -120,6 +120,31 @@ def upstream_section(results_dir):
     return "\n".join(parts)
 
 
+def usage_section(results_dir):
+    """`Db::usage` of a prefix over N keys against counting them with a scan (usage.json from
+    usage_bench)."""
+    path = os.path.join(results_dir, "usage.json")
+    if not os.path.exists(path):
+        return "Not measured in this run.\n"
+    with open(path, encoding="utf-8") as f:
+        u = json.load(f)
+    n = u["keys_under_prefix"]
+    usage_us = u["usage_big_ns_p50"] / 1e3
+    return (
+        f"Keys and bytes under a prefix holding {n:,} keys (values of 60–200 bytes, holt-core "
+        f"weighing a value by its length), medians of {u['reps']} interleaved repetitions in one "
+        f"process (`benches/src/bin/usage_bench.rs`); every answer agreed: "
+        f"{u['answers']['usage']}.\n\n"
+        "| how | time | vs `Db::usage` |\n|---|---|---|\n"
+        f"| holt-core `Db::usage` | {usage_us:.2f} µs | 1× |\n"
+        f"| holt-core `Db::usage`, a prefix of 1,000 keys | {u['usage_deep_ns_p50'] / 1e3:.2f} µs | — |\n"
+        f"| holt-core, a scan counting them | {u['holt_scan_ms_p50']:.1f} ms | "
+        f"{u['usage_vs_holt_scan']:,.0f}× slower |\n"
+        f"| LMDB, a cursor counting them | {u['lmdb_scan_ms_p50']:.1f} ms | "
+        f"{u['usage_vs_lmdb_scan']:,.0f}× slower |\n"
+    )
+
+
 PAIRED_NAMES = {
     "list_wide_root": "wide root (rollup-heavy)",
     "list_key_heavy": "key-heavy",
@@ -254,6 +279,10 @@ in front of that MinIO, over the same objects (listings and HEAD from its index,
 through to MinIO).
 
 {upstream_section(r)}
+
+## How big is a prefix: usage against a scan
+
+{usage_section(r)}
 
 ## Raw numbers
 

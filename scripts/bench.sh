@@ -129,6 +129,14 @@ if [[ $RUN_ENGINES -eq 1 && ",$ENGINES," == *",holt-core,"* && ",$ENGINES," == *
     cp "$RUN_DIR/paired.jsonl" "$OUT/paired-list-raw.jsonl"
 fi
 
+# --- usage: keys and bytes under a prefix of KEYS keys, holt-core's Db::usage against
+# counting them with a scan in holt-core and in LMDB (benches/src/bin/usage_bench.rs) -------
+if [[ $RUN_ENGINES -eq 1 && ",$ENGINES," == *",holt-core,"* && ",$ENGINES," == *",lmdb,"* ]]; then
+    USAGE_CMD="$BIN/usage_bench --keys $KEYS --reps $((REPS < 3 ? 3 : REPS)) --dir $DATA_DIR/usage"
+    log "usage against a scan: $USAGE_CMD"
+    $USAGE_CMD > "$OUT/usage.json" || log "usage_bench failed"
+fi
+
 # --- beyond memory: metadata larger than the cache budget ---------------------------------
 # Bytes of holt-core's data per key measured at 1M (148 MB on disk): the budget for 1/8 of it.
 BEYOND_CMDS=()

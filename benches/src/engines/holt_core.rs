@@ -12,8 +12,16 @@ pub struct HoltCore {
     persistent: bool,
 }
 
+/// With `HOLT_BENCH_WEIGH=size`, a value weighs the `size` its record names (as the gateway
+/// weighs an object record by the object's size): every overwrite changes it, so every
+/// write also updates its frame's usage totals and its ancestors'.
 fn options(open: OpenOptions, durability: Durability) -> Options {
-    Options { durability, memory_budget_bytes: open.cache_bytes, ..Options::default() }
+    let weigher = (std::env::var("HOLT_BENCH_WEIGH").as_deref() == Ok("size")).then_some(holt_core::Weigher {
+        name: "bench-record-size",
+        // `{"size":NNNNNNNN,...`: the eight digits after the field name (`data::value`).
+        weigh: |v| v.get(8..16).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0),
+    });
+    Options { durability, memory_budget_bytes: open.cache_bytes, weigher, ..Options::default() }
 }
 
 impl HoltCore {
