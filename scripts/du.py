@@ -9,7 +9,8 @@ answers from the counts its index keeps instead of listing the objects.
 
 Endpoint: --endpoint, else $AWS_ENDPOINT_URL, else http://127.0.0.1:9000. Credentials:
 $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (else $HOLT_ACCESS_KEY, $HOLT_SECRET_KEY).
-Region: --region, else $AWS_REGION, else us-east-1. Python's standard library only: requests
+Region: --region, else $AWS_REGION, else us-east-1. HOLT_DU_INSECURE=1 skips verifying an
+HTTPS endpoint's certificate (a test gateway's own). Python's standard library only: requests
 are signed with AWS Signature Version 4 here.
 """
 

@@ -265,15 +265,21 @@ function drawChart(items, total) {
 async function listPage() {
   const params = { 'list-type': '2', delimiter: '/', 'max-keys': '1000', prefix: current.prefix };
   if (current.token) params['continuation-token'] = current.token;
+  // The figures are extra: a gateway that cannot give them yet (a bucket still importing
+  // from an upstream store answers 503) still gets its listing shown.
   const [{ xml }, usage] = await Promise.all([
     s3('GET', objectPath(current.bucket), params),
-    usagePage(current.after),
+    usagePage(current.after).catch((e) => ({ failed: e.message, perPrefix: new Map() })),
   ]);
-  const usageText = `${usage.objects.toLocaleString()} objects, ${formatSize(usage.bytes)} under ${current.prefix || 'the bucket'}`;
-  $('usage').textContent = usage.uploads
-    ? `${usageText}; ${usage.uploads} upload(s) in progress holding ${formatSize(usage.uploadBytes)}` : usageText;
-  $('usage').dataset.objects = String(usage.objects);
-  $('usage').dataset.bytes = String(usage.bytes);
+  if (usage.failed) {
+    $('usage').textContent = `sizes unavailable: ${usage.failed}`;
+  } else {
+    const usageText = `${usage.objects.toLocaleString()} objects, ${formatSize(usage.bytes)} under ${current.prefix || 'the bucket'}`;
+    $('usage').textContent = usage.uploads
+      ? `${usageText}; ${usage.uploads} upload(s) in progress holding ${formatSize(usage.uploadBytes)}` : usageText;
+    $('usage').dataset.objects = String(usage.objects);
+    $('usage').dataset.bytes = String(usage.bytes);
+  }
   const rows = [];
   const bars = [];
   for (const p of xml.querySelectorAll('CommonPrefixes > Prefix')) {
@@ -299,7 +305,7 @@ async function listPage() {
       el('td', {}, el('a', { href: '#', onclick: () => remove(key) }, 'delete'))));
   }
   $('listing').querySelector('tbody').append(...rows);
-  if (!current.after) drawChart(bars, usage.bytes);
+  if (!current.after && !usage.failed) drawChart(bars, usage.bytes);
   const names = [...xml.querySelectorAll('CommonPrefixes > Prefix'), ...xml.querySelectorAll('Contents > Key')]
     .map((n) => decoded(xml, n.textContent)).sort();
   current.after = names.length ? names[names.length - 1] : current.after;

@@ -175,6 +175,9 @@ async fn run(config: Config) -> Result<(), String> {
             gateway::handlers::through::resume_imports(&store)
                 .await
                 .map_err(|e| format!("resuming imports: {:?} {}", e.code, e.message))?;
+            gateway::handlers::through::resume_header_fills(&store)
+                .await
+                .map_err(|e| format!("resuming header fills: {:?} {}", e.code, e.message))?;
             if let Some(every) = config.upstream_reconcile {
                 gateway::handlers::through::spawn_reconciler(store.clone(), every);
             }

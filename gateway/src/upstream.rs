@@ -93,6 +93,8 @@ pub struct Upstream {
     pub events_applied: std::sync::atomic::AtomicU64,
     /// Records the index changed to follow the upstream (repairs that found a difference).
     pub repairs: std::sync::atomic::AtomicU64,
+    /// Imported records whose content headers the background fill fetched.
+    pub headers_filled: std::sync::atomic::AtomicU64,
     /// Imports and the reconciler: stopped at shutdown, so the engine can close (an import
     /// resumes from its cursor at the next start).
     background: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
@@ -293,6 +295,7 @@ impl Upstream {
             imports: Default::default(),
             events_applied: Default::default(),
             repairs: Default::default(),
+            headers_filled: Default::default(),
             background: Default::default(),
         })
     }
@@ -365,9 +368,12 @@ impl Upstream {
             "# HELP holt_upstream_events_applied_total Keys repaired from upstream event notifications.\n\
              # TYPE holt_upstream_events_applied_total counter\nholt_upstream_events_applied_total {}\n\
              # HELP holt_upstream_repairs_total Index records changed to follow the upstream.\n\
-             # TYPE holt_upstream_repairs_total counter\nholt_upstream_repairs_total {}\n",
+             # TYPE holt_upstream_repairs_total counter\nholt_upstream_repairs_total {}\n\
+             # HELP holt_upstream_headers_filled_total Imported records whose content headers were fetched in the background.\n\
+             # TYPE holt_upstream_headers_filled_total counter\nholt_upstream_headers_filled_total {}\n",
             self.events_applied.load(Relaxed),
-            self.repairs.load(Relaxed)
+            self.repairs.load(Relaxed),
+            self.headers_filled.load(Relaxed)
         );
         let imports = self.imports.lock();
         if imports.is_empty() {

@@ -77,6 +77,20 @@ async fn pair() -> Pair {
     Pair { upstream, addr, stop: Some(stop), front }
 }
 
+/// Records of `bucket` whose content headers an import left to fetch.
+async fn headers_pending(s: &Store, bucket: &str) -> usize {
+    let prefix = gateway::storage::schema::objects_prefix(bucket);
+    let records = s.scan(prefix, Vec::new(), 100_000).await.unwrap();
+    records
+        .iter()
+        .filter(|(_, e)| {
+            gateway::storage::meta::ObjectMeta::decode(&e.value).is_some_and(
+                |m| matches!(m.body, gateway::storage::meta::BodyRef::Upstream(ub) if ub.headers_pending),
+            )
+        })
+        .count()
+}
+
 fn store(gw: &Gw) -> &Store {
     &gw.state.0.store
 }
@@ -393,7 +407,21 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(keys(&p.front, "legacy").await, theirs);
-    // Headers come with the first read of an imported record.
+    // Then every record's content headers are fetched in the background, before any read
+    // asks for them: HEAD answers from the index alone.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let pending = headers_pending(store(&p.front), "legacy").await;
+        if pending == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{pending} records still wait for their headers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let up = store(&p.front).upstream.clone().unwrap();
+    assert_eq!(up.headers_filled.load(std::sync::atomic::Ordering::Relaxed), theirs.len() as u64);
+    let metrics = p.front.send(anonymous(Method::GET, "/metrics", b"")).await.text();
+    assert!(metrics.contains(&format!("holt_upstream_headers_filled_total {}", theirs.len())), "{metrics}");
     let head = p.front.a(Method::HEAD, "/legacy/d3/o00003", b"").await;
     assert_eq!(head.header("content-type"), Some("text/x-test"));
     // A crash halfway: discovery done, the index holds the top-level keys and the first

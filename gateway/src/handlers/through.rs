@@ -274,15 +274,89 @@ pub fn spawn_intent_retries(store: Store) {
 /// Progress: a log line every 10 s and `/metrics`.
 pub fn spawn_import(store: Store, bucket: String) {
     let Some(up) = store.upstream.clone() else { return };
+    let filler = Arc::clone(&up);
     let task = tokio::spawn(async move {
         match import(&store, &bucket).await {
-            Ok(n) => tracing::info!(bucket, imported = n, "import finished"),
+            Ok(n) => {
+                tracing::info!(bucket, imported = n, "import finished");
+                fill_headers_logged(&store, &filler, &bucket).await;
+            }
             Err(e) => {
                 tracing::error!(bucket, code = ?e.code, message = %e.message, "import failed; it resumes at the next start")
             }
         }
     });
     up.track(task.abort_handle());
+}
+
+/// Upstream HEADs the background header fill has in flight at once.
+const HEADER_FILL_PARALLEL: usize = 8;
+
+/// Fetches the content headers of every record of `bucket` an import made from a listing
+/// (`headers_pending`), [`HEADER_FILL_PARALLEL`] HEADs at a time, so that HeadObject answers
+/// from the index without going upstream first. Each is `repair_key`, a write conditional on
+/// the record's version: a write through the gateway meanwhile wins. Resumable by nature (a
+/// filled record stays filled): a restart runs it again over what is left.
+async fn fill_headers_of(store: &Store, up: &Upstream, bucket: &str) -> S3Result<u64> {
+    use futures_util::StreamExt as _;
+    let prefix = schema::objects_prefix(bucket);
+    let mut after = Vec::new();
+    let mut filled = 0;
+    loop {
+        let page = store.scan(prefix.clone(), after.clone(), IMPORT_BATCH).await?;
+        let Some((last, _)) = page.last() else { return Ok(filled) };
+        after = last.clone();
+        let pending: Vec<String> = page
+            .iter()
+            .filter(|(_, e)| {
+                ObjectMeta::decode(&e.value)
+                    .is_some_and(|m| matches!(m.body, BodyRef::Upstream(ub) if ub.headers_pending))
+            })
+            .filter_map(|(k, _)| std::str::from_utf8(&k[prefix.len()..]).ok().map(str::to_owned))
+            .collect();
+        let results: Vec<S3Result<()>> = futures_util::stream::iter(pending)
+            .map(|key| async move { repair_key(store, up, bucket, &key).await })
+            .buffer_unordered(HEADER_FILL_PARALLEL)
+            .collect()
+            .await;
+        for result in results {
+            result?;
+            filled += 1;
+            up.headers_filled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// `fill_headers_of`, its outcome logged (a failure is retried at the next start; reads
+/// fetch a record's headers on demand meanwhile).
+async fn fill_headers_logged(store: &Store, up: &Upstream, bucket: &str) {
+    match fill_headers_of(store, up, bucket).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(bucket, filled = n, "imported records' headers fetched"),
+        Err(e) => tracing::warn!(
+            bucket,
+            code = ?e.code,
+            message = %e.message,
+            "fetching imported records' headers failed; it resumes at the next start"
+        ),
+    }
+}
+
+/// Starts the header fill (`fill_headers_of`) of every bucket not being imported (an import
+/// runs its own when it ends): records an interrupted fill left.
+pub async fn resume_header_fills(store: &Store) -> S3Result<()> {
+    let Some(up) = store.upstream.clone() else { return Ok(()) };
+    let buckets = store.scan(schema::BUCKETS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
+    for (k, _) in buckets {
+        let Some(bucket) = schema::bucket_name_from_key(&k).map(str::to_owned) else { continue };
+        if store.get(schema::import_cursor(&bucket)).await?.is_some() {
+            continue;
+        }
+        let (store, up2) = (store.clone(), Arc::clone(&up));
+        let task = tokio::spawn(async move { fill_headers_logged(&store, &up2, &bucket).await });
+        up.track(task.abort_handle());
+    }
+    Ok(())
 }
 
 /// Resumes every import a restart interrupted.

@@ -123,7 +123,7 @@ pub(crate) fn no_weight(_: &[u8]) -> u64 {
 pub(crate) const WEIGHT_MAX: u64 = (1 << 48) - 1;
 
 /// What a subtree holds within its frame: keys, the sum of their weights, and links to
-/// other frames (whose keys count in those frames' totals, `FrameCell::subtree`). Kept in
+/// other frames (whose keys count in those frames' totals, `FrameCell::subtree_usage`). Kept in
 /// every inner node, so the usage of a prefix is read at the node it leads to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Agg {
@@ -1329,6 +1329,10 @@ mod tests {
             assert_eq!(inline, suffix_len + value_len <= LEAF_INLINE_MAX, "{suffix_len}+{value_len}");
             let moved = leaf.with_suffix(b"xyz");
             assert_eq!((moved.suffix(), moved.value(), moved.version()), (&b"xyz"[..], &value[..], 77));
+            // A weight past 48 bits is stored as the largest; a moved leaf keeps it.
+            assert_eq!((leaf.weight(), moved.weight()), (WEIGHT_MAX, WEIGHT_MAX));
+            let small = Leaf::new(&suffix, &value, 77, 0x1234_5678_9ABC);
+            assert_eq!(small.weight(), 0x1234_5678_9ABC);
             assert_eq!(leaf.encoded_len(), leaf_len(suffix_len, value_len, 77));
         }
     }
