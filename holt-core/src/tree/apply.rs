@@ -293,6 +293,8 @@ impl Tree {
         let _gate = self.gate_read();
         let seq = log()?;
         let mut existed = SmallVec::with_capacity(ops.len());
+        // Counted once every op has applied, as the key count always was.
+        let mut counts: SmallVec<[(Arc<Cell>, i64, i64); 4]> = SmallVec::new();
         for (op, (cell, depth)) in ops.iter().zip(owners) {
             let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
             let weight = match op {
@@ -303,7 +305,10 @@ impl Tree {
                 Op::Put { key, value, .. } => write::put(&w.root, key, *depth, value, seq, weight)?,
                 Op::Delete { key, .. } => write::delete(&w.root, key, *depth)?,
             };
-            self.count_write(&w.cell, op, change.existed, change.old_weight, weight);
+            let (keys, weight) = usage_change(op, change.existed, change.old_weight, weight);
+            if keys != 0 || weight != 0 {
+                counts.push((Arc::clone(&w.cell), keys, weight));
+            }
             existed.push(change.existed);
             if !change.root.same(&w.root) {
                 w.changed = true;
@@ -311,6 +316,9 @@ impl Tree {
             }
             w.root = change.root;
             w.size_delta += change.size_delta;
+        }
+        for (cell, keys, weight) in counts {
+            self.count_usage(&cell, keys, weight);
         }
         let unlinked = self.unlink_emptied(&mut work);
         // Parents republished before their children: a reader that sees a frame's new root
@@ -428,7 +436,8 @@ impl Tree {
                 Op::Delete { .. } => path.delete_lent(key),
             };
             let Change { existed, size_delta, old_weight, .. } = *lent.change();
-            self.count_write(&cell, op, existed, old_weight, weight);
+            let (keys, weight) = usage_change(op, existed, old_weight, weight);
+            self.count_usage(&cell, keys, weight);
             let changed = !lent.change().root.same(&root);
             // The old root's count the loan holds is then the only one besides the cell's.
             drop(root);
@@ -538,7 +547,8 @@ impl Tree {
             self.pool.count_unloaded_write();
             let op = Op::Put { key, value, condition };
             let existed = current.is_some();
-            self.count_write(cell, &op, existed, old_weight, weight);
+            let (keys, weight) = usage_change(&op, existed, old_weight, weight);
+            self.count_usage(cell, keys, weight);
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
         })?;
         drop(gate);
@@ -547,19 +557,12 @@ impl Tree {
         Ok(done.unwrap_or(Unloaded::Load))
     }
 
-    /// Counts what `op` did in frame `cell` (`existed`: whether its key was present, with
-    /// a value of weight `old_weight`; `weight`: a put's new value's): the key it added or
-    /// removed in the tree's count, and the change of keys and weight in the subtree totals
-    /// of `cell` and of every frame above it (`FrameCell::subtree_usage`). Called under the
-    /// write gate, so a checkpoint's capture sees every published write counted.
-    fn count_write(&self, cell: &Arc<Cell>, op: &Op<'_>, existed: bool, old_weight: u64, weight: u64) {
-        let keys = key_count_change(op, existed);
-        let weight = match op {
-            Op::Put { .. } => (weight.min(WEIGHT_MAX) as i64) - (old_weight.min(WEIGHT_MAX) as i64),
-            Op::Delete { .. } => -(old_weight.min(WEIGHT_MAX) as i64),
-        };
-        // An overwrite of the same weight leaves every count alone: no write to a line
-        // every writer shares.
+    /// Counts a write's change (`usage_change`) in frame `cell`: the keys it added or
+    /// removed in the tree's count, and keys and weight in the subtree totals of `cell` and of
+    /// every frame above it (`FrameCell::subtree_usage`). Called under the write gate, so a
+    /// checkpoint's capture sees every published write counted. An overwrite of the same
+    /// weight leaves every count alone: no write to a line every writer shares.
+    fn count_usage(&self, cell: &Arc<Cell>, keys: i64, weight: i64) {
         if keys != 0 {
             self.keys.fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
         }
@@ -589,6 +592,18 @@ fn record_change(cell: &Cell, op: &Op<'_>, depth: usize, stored: Option<Shared<L
         }
         (Op::Delete { .. }, _) => cell.record_change(key, None, 0),
     }
+}
+
+/// What `op` changes in the counts: keys (see `key_count_change`) and weight, given whether
+/// its key was present (`existed`) with a value of weight `old_weight`, and a put's new
+/// value's `weight`.
+fn usage_change(op: &Op<'_>, existed: bool, old_weight: u64, weight: u64) -> (i64, i64) {
+    let old = if existed { old_weight.min(WEIGHT_MAX) as i64 } else { 0 };
+    let weight = match op {
+        Op::Put { .. } => weight.min(WEIGHT_MAX) as i64 - old,
+        Op::Delete { .. } => -old,
+    };
+    (key_count_change(op, existed), weight)
 }
 
 /// How an op that found its key present (`existed`) or not changes the tree's key count.
