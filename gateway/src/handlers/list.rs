@@ -56,6 +56,18 @@ pub fn parse_encoding(ctx: &ReqCtx) -> S3Result<bool> {
     }
 }
 
+/// The name a continuation token `token` (bound to `scope`) resumes after; `None` without
+/// one. A token of another listing, or tampered with, is 400 InvalidArgument.
+pub fn resume_position(
+    ctx: &ReqCtx,
+    scope: &TokenScope<'_>,
+    token: Option<&str>,
+) -> S3Result<Option<String>> {
+    let Some(t) = token else { return Ok(None) };
+    let raw = ctx.store().tokens.decode(scope, t)?;
+    String::from_utf8(raw).map(Some).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))
+}
+
 /// What an entry of a page is written as.
 #[derive(Clone, Copy)]
 struct Style<'a> {
@@ -260,13 +272,7 @@ pub async fn handle_list_objects_v2(ctx: &ReqCtx) -> S3Result<Response> {
         delimiter: delimiter.as_bytes(),
         url_encoding: requested,
     };
-    let resume = match token_in {
-        Some(t) => {
-            let raw = ctx.store().tokens.decode(&scope, t)?;
-            Some(String::from_utf8(raw).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?)
-        }
-        None => None,
-    };
+    let resume = resume_position(ctx, &scope, token_in)?;
     // A continuation token overrides start-after (both are echoed).
     let from = resume.as_deref().unwrap_or(start_after);
     let fetch_owner = ctx.query.get("fetch-owner").is_some_and(|v| v.eq_ignore_ascii_case("true"));

@@ -25,7 +25,7 @@
 use axum::response::Response;
 use holt_core::ListEntry;
 
-use super::list::{parse_encoding, parse_max, url_encode, MAX_KEYS_LIMIT};
+use super::list::{parse_encoding, parse_max, resume_position, url_encode, MAX_KEYS_LIMIT};
 use super::{xml_response, ReqCtx};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
 use crate::storage::schema;
@@ -66,13 +66,7 @@ pub async fn handle_get_bucket_usage(ctx: &ReqCtx) -> S3Result<Response> {
         delimiter: delimiter.as_bytes(),
         url_encoding: requested,
     };
-    let resume = match token_echo.filter(|t| !t.is_empty()) {
-        Some(t) => {
-            let raw = ctx.store().tokens.decode(&scope, t)?;
-            Some(String::from_utf8(raw).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?)
-        }
-        None => None,
-    };
+    let resume = resume_position(ctx, &scope, token_echo.filter(|t| !t.is_empty()))?;
     let from = resume.as_deref().unwrap_or(start_after);
 
     let store = ctx.store();
@@ -157,7 +151,8 @@ pub async fn handle_get_bucket_usage(ctx: &ReqCtx) -> S3Result<Response> {
 /// (counted for the first `UPLOADS_COUNTED_MAX`), and whether those bytes count them all.
 fn uploads_under(ctx: &ReqCtx, bucket: &str, prefix: &str) -> S3Result<(u64, u64, bool)> {
     let store = ctx.store();
-    let under = [&schema::uploads_prefix(bucket)[..], prefix.as_bytes()].concat();
+    let ns = schema::uploads_prefix(bucket);
+    let under = [&ns[..], prefix.as_bytes()].concat();
     let uploads = store.usage(&under)?.keys;
     if uploads == 0 {
         return Ok((0, 0, true));
@@ -172,7 +167,7 @@ fn uploads_under(ctx: &ReqCtx, bucket: &str, prefix: &str) -> S3Result<(u64, u64
     };
     let more = store.list_with(&request, |entry| {
         if let ListEntry::Key { key, .. } = entry {
-            let suffix = key.get(schema::uploads_prefix(bucket).len()..).unwrap_or_default();
+            let suffix = key.get(ns.len()..).unwrap_or_default();
             if let Some((_, id)) = schema::split_upload_suffix(suffix) {
                 ids.push(id.to_owned());
             }
