@@ -24,8 +24,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rusty_s3::actions::{
     AbortMultipartUpload, CompleteMultipartUpload, CreateBucket, CreateMultipartUpload, DeleteBucket,
-    DeleteObject, GetObject, HeadBucket, HeadObject, ListObjectsV2, ListObjectsV2Response, PutObject,
-    UploadPart,
+    DeleteObject, DeleteObjects, DeleteObjectsResponse, GetObject, HeadBucket, HeadObject, ListObjectsV2,
+    ListObjectsV2Response, ObjectIdentifier, PutObject, UploadPart,
 };
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
@@ -604,6 +604,41 @@ impl Upstream {
         }
     }
 
+    /// Deletes `keys` (at most 1,000, distinct) upstream in one DeleteObjects request; returns
+    /// the keys the upstream did not delete, with its reason. A key the upstream cannot name
+    /// holds no object there, and counts as deleted, as in [`Upstream::delete_object`].
+    pub async fn delete_objects(&self, local: &str, keys: &[&str]) -> S3Result<Vec<(String, S3Error)>> {
+        let named: Vec<ObjectIdentifier> =
+            keys.iter().filter(|k| addressable(k)).map(|&k| ObjectIdentifier::new(k.to_owned())).collect();
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        let bucket = self.bucket(local)?;
+        let mut action = DeleteObjects::new(&bucket, Some(&self.credentials), named.iter());
+        // Only failures are reported: the rest were deleted (an absent key is deleted too).
+        action.set_quiet(true);
+        let url = action.sign(SIGNED_FOR);
+        let (body, content_md5) = action.body_with_md5();
+        let headers =
+            [("content-md5".to_owned(), content_md5), ("content-length".to_owned(), body.len().to_string())];
+        let resp = self.send(Method::POST, url, &headers, full_body(body), &[]).await?;
+        let doc = Self::document(resp).await?;
+        if doc.contains("<Error>") && !doc.contains("<DeleteResult") {
+            return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
+        }
+        let result = DeleteObjectsResponse::parse(&doc)
+            .map_err(|e| unavailable(format_args!("sent a DeleteObjects result that does not parse: {e}")))?;
+        Ok(result
+            .errors
+            .into_iter()
+            .filter(|e| e.code != NAME_REFUSED)
+            .map(|e| {
+                let reason = key_error(&e.code, &e.message);
+                (e.key, reason)
+            })
+            .collect())
+    }
+
     /// Starts a multipart upload of `key` upstream; returns its upload id.
     pub async fn create_multipart(
         &self,
@@ -779,9 +814,24 @@ fn require_addressable(key: &str) -> S3Result<()> {
 const NAME_REFUSED: &str = "XMinioInvalidObjectName";
 
 fn error_from_document(status: StatusCode, doc: &str) -> S3Error {
+    error_from_code(status, &xml_text(doc, "Code").unwrap_or_default())
+}
+
+/// The error for one key of a DeleteObjects result the upstream did not delete: S3 codes a
+/// client can act on pass through, anything else (AccessDenied, InternalError, SlowDown) is
+/// the upstream being unavailable to the gateway.
+fn key_error(code: &str, message: &str) -> S3Error {
+    let err = error_from_code(StatusCode::INTERNAL_SERVER_ERROR, code);
+    if err.code == S3ErrorCode::ServiceUnavailable {
+        tracing::warn!(code, message, "upstream did not delete a key");
+    }
+    err
+}
+
+/// The error for an upstream error `code` answered with `status`.
+fn error_from_code(status: StatusCode, code: &str) -> S3Error {
     use S3ErrorCode as C;
-    let code = xml_text(doc, "Code").unwrap_or_default();
-    let passed = match code.as_str() {
+    let passed = match code {
         "NoSuchKey" => Some(C::NoSuchKey),
         "NoSuchUpload" => Some(C::NoSuchUpload),
         "PreconditionFailed" => Some(C::PreconditionFailed),

@@ -195,18 +195,35 @@ async fn objects_are_written_through_and_served_from_the_index() {
     assert_eq!(p.front.a(Method::DELETE, "/photos/copy.jpg", b"").await.status, StatusCode::NO_CONTENT);
     assert_eq!(p.upstream.a(Method::HEAD, "/photos/copy.jpg", b"").await.status, StatusCode::NOT_FOUND);
     assert_eq!(keys(&p.front, "photos").await, vec!["2026/a b.jpg".to_owned()]);
-    // DeleteObjects: every key deleted upstream too, a missing one reported deleted.
+    // DeleteObjects: every key deleted upstream too, in one upstream DeleteObjects request;
+    // a missing one reported deleted, one named twice reported twice.
     for i in 0..3 {
         assert_eq!(p.front.put("photos", &format!("batch/{i}"), b"x").await.status, StatusCode::OK);
     }
+    let upstream_deletes = |metrics: &str| -> Vec<String> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("holt_requests_total{operation=\"DeleteObject"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let before = upstream_deletes(&p.upstream.send(anonymous(Method::GET, "/metrics", b"")).await.text());
     let doc = "<Delete><Object><Key>batch/0</Key></Object><Object><Key>batch/1</Key></Object>\
-               <Object><Key>batch/2</Key></Object><Object><Key>batch/none</Key></Object></Delete>";
+               <Object><Key>batch/2</Key></Object><Object><Key>batch/none</Key></Object>\
+               <Object><Key>batch/1</Key></Object></Delete>";
     let deleted = p.front.a(Method::POST, "/photos?delete", doc.as_bytes()).await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text());
     assert_eq!(
         deleted.xml_all("Key"),
-        ["batch/0", "batch/1", "batch/2", "batch/none"].map(str::to_owned).to_vec()
+        ["batch/0", "batch/1", "batch/2", "batch/none", "batch/1"].map(str::to_owned).to_vec()
     );
+    let after = upstream_deletes(&p.upstream.send(anonymous(Method::GET, "/metrics", b"")).await.text());
+    let count = |lines: &[String], op: &str| -> u64 {
+        let prefix = format!("holt_requests_total{{operation=\"{op}\",status=\"200\"}} ");
+        lines.iter().find_map(|l| l.strip_prefix(&prefix)).map_or(0, |n| n.parse().unwrap())
+    };
+    assert_eq!(count(&after, "DeleteObjects") - count(&before, "DeleteObjects"), 1, "{after:?}");
+    assert_eq!(count(&after, "DeleteObject"), count(&before, "DeleteObject"), "{after:?}");
     for i in 0..3 {
         let there = p.upstream.a(Method::HEAD, &format!("/photos/batch/{i}"), b"").await;
         assert_eq!(there.status, StatusCode::NOT_FOUND, "batch/{i} is still upstream");
@@ -515,10 +532,17 @@ async fn an_unreachable_upstream_fails_writes_with_503_and_reads_keep_answering(
     p.front.a(Method::GET, "/down/k", b"").await.assert_error(503, "ServiceUnavailable");
     p.front.a(Method::DELETE, "/down/k", b"").await.assert_error(503, "ServiceUnavailable");
     assert_eq!(keys(&p.front, "down").await, vec!["k".to_owned()]);
+    // DeleteObjects answers 200 with every key failed, and deletes nothing from the index.
+    let doc = "<Delete><Object><Key>k</Key></Object><Object><Key>other</Key></Object></Delete>";
+    let r = p.front.a(Method::POST, "/down?delete", doc.as_bytes()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.xml_all("Code"), ["ServiceUnavailable", "ServiceUnavailable"].map(str::to_owned).to_vec());
+    assert!(r.xml_all("Deleted").is_empty(), "{}", r.text());
+    assert_eq!(keys(&p.front, "down").await, vec!["k".to_owned()]);
     // The failed writes left intents for the next start (they could not be repaired).
-    assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 2);
+    assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 3);
     // A start with the upstream still down keeps them for later instead of refusing to start.
     let recovered = through::recover_intents(store(&p.front)).await.unwrap();
-    assert_eq!((recovered.repaired, recovered.left), (0, 2));
-    assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 2);
+    assert_eq!((recovered.repaired, recovered.left), (0, 3));
+    assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 3);
 }

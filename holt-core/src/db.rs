@@ -262,15 +262,14 @@ impl Db {
     pub fn scan(&self, prefix: &[u8], start_after: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Entry)>> {
         self.check_readable()?;
         let request = ListRequest { prefix, delimiter: b"", start_after, limit, with_values: true };
-        let page = self.tree.list(&request)?.page;
-        Ok(page
-            .items
-            .into_iter()
-            .filter_map(|item| match item {
-                ListItem::Key { key, entry } => Some((key, entry)),
-                ListItem::CommonPrefix(_) => None,
-            })
-            .collect())
+        let mut out = Vec::with_capacity(limit.min(1024));
+        // Without a delimiter every entry is a key.
+        self.tree.list_with(&request, &mut |entry| {
+            if let ListEntry::Key { key, value, version } = entry {
+                out.push((key.to_vec(), Entry { value: value.to_vec(), version }));
+            }
+        })?;
+        Ok(out)
     }
 
     /// The keys stored under `prefix` (any byte string, empty for the whole database) and

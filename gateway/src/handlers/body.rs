@@ -306,13 +306,25 @@ fn verify_checksums(
 }
 
 /// Where `ingest_to` sends a body.
-pub enum Sink {
+pub enum Sink<'g> {
     /// The local body store.
     Local,
-    /// The upstream store (upstream mode). The function starts the upstream request with the
-    /// body's length and a stream of its bytes, and resolves once the upstream has stored it.
-    Upstream(Box<dyn FnOnce(u64, UpBody) -> BoxFuture<'static, S3Result<UpstreamBody>> + Send>),
+    /// The upstream store (upstream mode).
+    Upstream {
+        /// Starts the upstream request with the body's length and a stream of its bytes, and
+        /// resolves once the upstream has stored it.
+        start: UpstreamStart,
+        /// Awaited before the body's last byte goes out (and before an empty body's request
+        /// starts). The upstream cannot store the object before it has every byte, so what
+        /// this waits for (an intent record made durable) happens before the upstream write,
+        /// while the request's connection, headers and first bytes overlap with it. An error
+        /// aborts the upstream request.
+        before_end: Option<BoxFuture<'g, S3Result<()>>>,
+    },
 }
+
+/// How [`Sink::Upstream`] starts its request.
+pub type UpstreamStart = Box<dyn FnOnce(u64, UpBody) -> BoxFuture<'static, S3Result<UpstreamBody>> + Send>;
 
 /// Streams the request body into the body store (PutObject, UploadPart).
 pub async fn ingest(ctx: &ReqCtx, body: Body, extra_algo: Option<ChecksumAlgo>) -> S3Result<Ingested> {
@@ -324,7 +336,7 @@ pub async fn ingest_to(
     ctx: &ReqCtx,
     body: Body,
     extra_algo: Option<ChecksumAlgo>,
-    sink: Sink,
+    sink: Sink<'_>,
 ) -> S3Result<Ingested> {
     let expected_md5 = content_md5(ctx)?;
     // Validate client-sent checksum values before reading the body.
@@ -336,7 +348,7 @@ pub async fn ingest_to(
     let hashers: Vec<Hasher> = requested_algos(ctx, extra_algo).into_iter().map(Hasher::new).collect();
     let mut reader = DecodedBody::new(ctx, body, OBJECT_BYTES_MAX, true)?;
     let mut digests = Digests { md5: Md5::new(), hashers, expected_md5 };
-    let start = match sink {
+    let (start, before_end) = match sink {
         Sink::Local => {
             let mut writer = ctx.store().bodies.writer();
             while let Some(chunk) = reader.next_chunk().await? {
@@ -349,7 +361,7 @@ pub async fn ingest_to(
             let body = writer.commit().await?;
             return Ok(Ingested { body, size, md5, checksums });
         }
-        Sink::Upstream(start) => start,
+        Sink::Upstream { start, before_end } => (start, before_end),
     };
     let len = reader.expected.ok_or_else(|| S3Error::new(S3ErrorCode::MissingContentLength))?;
     let (tx, rx) = tokio::sync::mpsc::channel(UPSTREAM_CHUNKS_IN_FLIGHT);
@@ -368,6 +380,9 @@ pub async fn ingest_to(
     let verified: S3Result<_> = async {
         while let Some(chunk) = reader.next_chunk().await? {
             digests.update(&chunk);
+            if chunk.is_empty() {
+                continue;
+            }
             if let Some(previous) = held.replace(chunk) {
                 if tx.send(Ok(previous)).await.is_err() {
                     // The upstream request ended early; its error is the answer.
@@ -379,11 +394,17 @@ pub async fn ingest_to(
         digests.verify(ctx, &trailers).map(Some)
     }
     .await;
-    let digests = match verified {
+    // The body is verified (or the upstream request ended early): wait for what must
+    // precede the upstream write before letting the last byte go.
+    let gated = match before_end {
+        Some(gate) if matches!(verified, Ok(Some(_))) => gate.await,
+        _ => Ok(()),
+    };
+    let digests = match verified.and_then(|d| gated.map(|()| d)) {
         Ok(d) => d,
         Err(e) => {
             // Ends the upstream request with an error: the upstream never completes it.
-            let _ = tx.send(Err(std::io::Error::other("the request body failed its checks"))).await;
+            let _ = tx.send(Err(std::io::Error::other("the write cannot proceed"))).await;
             drop(tx);
             if let Some(task) = upload {
                 let _ = task.await;

@@ -1,5 +1,7 @@
 //! DeleteObject and DeleteObjects.
 
+use std::collections::HashSet;
+
 use axum::body::Body;
 use axum::response::Response;
 use holt_core::{Batch, Condition};
@@ -13,8 +15,9 @@ use crate::storage::schema;
 use crate::xml::{request, response};
 
 const DELETE_ATTEMPTS_MAX: usize = 16;
-/// DeleteObjects in upstream mode: upstream deletes in flight at once for one request.
-const UPSTREAM_DELETES_AT_ONCE: usize = 16;
+/// DeleteObjects in upstream mode: repairs of keys the upstream did not delete, in flight at
+/// once for one request.
+const UPSTREAM_REPAIRS_AT_ONCE: usize = 16;
 
 /// Deletes one object (absent is fine) and then reclaims its body. In upstream mode the
 /// upstream deletes it first (see `through`).
@@ -65,19 +68,20 @@ pub async fn handle_delete_object(ctx: &ReqCtx) -> S3Result<Response> {
     Ok(empty_response(StatusCode::NO_CONTENT))
 }
 
-/// DeleteObjects without an upstream. Fast path: one atomic batch deleting every named object
-/// at the version just read (one log record and one fsync for up to 1000 keys). If any object
-/// changed in between, or the batch fails, it falls back to deleting key by key.
+/// Removes the records of `keys` (distinct) from the index. Fast path: one atomic batch
+/// deleting every named object at the version just read (one log record and one fsync for up
+/// to 1000 keys). If any object changed in between, or the batch fails, it falls back to
+/// deleting key by key.
 async fn delete_indexed_all<'k>(
     ctx: &ReqCtx,
     bucket: &str,
-    valid: Vec<&'k str>,
+    keys: Vec<&'k str>,
     deleted: &mut Vec<&'k str>,
     failures: &mut Vec<(String, S3Error)>,
 ) -> S3Result<()> {
     let mut batch = Batch::new();
     let mut reclaim = Vec::new();
-    for key in &valid {
+    for key in &keys {
         if let Some(current) = ctx.store().get(schema::object(bucket, key)).await? {
             batch.delete_if(schema::object(bucket, key), Condition::Version(current.version));
             if let Some(meta) = ObjectMeta::decode(&current.value) {
@@ -88,15 +92,74 @@ async fn delete_indexed_all<'k>(
     let batch_ok = batch.is_empty() || ctx.store().write_batch(batch).await.is_ok();
     if batch_ok {
         ctx.store().reclaim_all(&reclaim).await;
-        deleted.extend(valid);
+        deleted.extend(keys);
         return Ok(());
     }
-    for key in valid {
-        match delete_object_record(ctx, bucket, key).await {
+    for key in keys {
+        match delete_indexed(ctx, bucket, key).await {
             Ok(()) => deleted.push(key),
             Err(e) => failures.push((key.to_owned(), e)),
         }
     }
+    Ok(())
+}
+
+/// DeleteObjects in upstream mode: one upstream DeleteObjects request for all of `keys`
+/// (distinct), under every key's lock (taken in key order, so two such requests never wait
+/// on each other) and their intents (one batch, one fsync). Keys the upstream deleted leave
+/// the index in one batch; a key it did not delete is repaired from the upstream and
+/// reported, as a failed DeleteObject is (`through::settle`).
+async fn delete_upstream_all<'k>(
+    ctx: &ReqCtx,
+    up: &crate::upstream::Upstream,
+    bucket: &str,
+    mut keys: Vec<&'k str>,
+    deleted: &mut Vec<&'k str>,
+    failures: &mut Vec<(String, S3Error)>,
+) -> S3Result<()> {
+    keys.sort_unstable();
+    let mut order = Vec::with_capacity(keys.len());
+    for key in &keys {
+        order.push(up.locks.lock(schema::object(bucket, key)).await);
+    }
+    let mut intents = Batch::new();
+    for key in &keys {
+        intents.put(schema::intent(bucket, key), Vec::new());
+    }
+    ctx.store().write_batch(intents).await?;
+    let refused = match up.delete_objects(bucket, &keys).await {
+        Ok(refused) => refused,
+        // The request failed as a whole: the upstream may have deleted any of the keys.
+        Err(e) => keys.iter().map(|&k| (k.to_owned(), e.clone())).collect(),
+    };
+    let refused_keys: HashSet<&str> = refused.iter().map(|(k, _)| k.as_str()).collect();
+    let gone: Vec<&'k str> = keys.iter().copied().filter(|k| !refused_keys.contains(k)).collect();
+    let from = deleted.len();
+    let before = failures.len();
+    delete_indexed_all(ctx, bucket, gone, deleted, failures).await?;
+    let mut cleared: Vec<Vec<u8>> = deleted[from..].iter().map(|k| schema::intent(bucket, k)).collect();
+    // Failures, the upstream's or the index's, are repaired from the upstream (a few at a
+    // time); a key whose repair fails keeps its intent for the retries.
+    use futures_util::stream::{self, StreamExt};
+    let index_failures: Vec<(String, S3Error)> = failures.drain(before..).collect();
+    let mut repairs = Vec::new();
+    for (key, err) in refused.into_iter().chain(index_failures) {
+        repairs.push(async move {
+            let repaired = through::repair_key(ctx.store(), up, bucket, &key).await.is_ok();
+            (key, err, repaired)
+        });
+    }
+    let repaired: Vec<_> = stream::iter(repairs).buffered(UPSTREAM_REPAIRS_AT_ONCE).collect().await;
+    for (key, err, ok) in repaired {
+        if ok {
+            cleared.push(schema::intent(bucket, &key));
+        } else {
+            tracing::warn!(bucket, key, "repair after a failed delete failed; left for the next start");
+        }
+        failures.push((key, err));
+    }
+    through::clear_intents(ctx, cleared).await;
+    drop(order);
     Ok(())
 }
 
@@ -126,23 +189,17 @@ pub async fn handle_delete_objects(ctx: &ReqCtx, body: Body) -> S3Result<Respons
             Ok(()) => valid.push(&obj.key),
         }
     }
-    if through::upstream(ctx).is_some() {
-        // Each key deleted upstream first, under its lock and intent, a few at a time (in
-        // the request's order).
-        use futures_util::stream::{self, StreamExt};
-        let deletes: Vec<_> = valid
-            .iter()
-            .map(|&key| async move { (key, delete_object_record(ctx, bucket, key).await) })
-            .collect();
-        let outcomes: Vec<_> = stream::iter(deletes).buffered(UPSTREAM_DELETES_AT_ONCE).collect().await;
-        for (key, outcome) in outcomes {
-            match outcome {
-                Ok(()) => deleted.push(key),
-                Err(e) => failures.push((key.to_owned(), e)),
-            }
+    match through::upstream(ctx) {
+        Some(up) => {
+            // A key named twice is deleted once and reported as named.
+            let mut distinct = valid.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let mut done = Vec::with_capacity(distinct.len());
+            delete_upstream_all(ctx, &up, bucket, distinct, &mut done, &mut failures).await?;
+            deleted.extend(valid.into_iter().filter(|k| done.binary_search(k).is_ok()));
         }
-    } else {
-        delete_indexed_all(ctx, bucket, valid, &mut deleted, &mut failures).await?;
+        None => delete_indexed_all(ctx, bucket, valid, &mut deleted, &mut failures).await?,
     }
     let errors: Vec<response::DeleteError<'_>> = failures
         .iter()

@@ -16,7 +16,9 @@ use axum::response::Response;
 use holt_core::{Batch, BatchOp, Condition, Entry, Version};
 use http::StatusCode;
 
-use super::body::{ingest, ingest_to, read_small_unchecked, requested_algos, Sink, COMPLETE_BODY_BYTES_MAX};
+use super::body::{
+    ingest, ingest_to, read_small_unchecked, requested_algos, Sink, UpstreamStart, COMPLETE_BODY_BYTES_MAX,
+};
 use super::completion;
 use super::headers::object_headers_from_request;
 use super::list::url_encode;
@@ -299,12 +301,13 @@ pub async fn handle_upload_part(ctx: &ReqCtx, body: Body) -> S3Result<Response> 
             let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
             let number16 = u16::try_from(number).map_err(|_| S3Error::new(S3ErrorCode::InvalidArgument))?;
             let (b, k, uid) = (bucket.to_owned(), key.to_owned(), uid.clone());
-            let sink = Sink::Upstream(Box::new(move |len, body| {
+            let start: UpstreamStart = Box::new(move |len, body| {
                 Box::pin(async move {
                     let etag = up.upload_part(&b, &k, &uid, number16, len, body).await?;
                     Ok(UpstreamBody { etag, version_id: None, headers_pending: false })
                 })
-            }));
+            });
+            let sink = Sink::Upstream { start, before_end: None };
             ingest_to(ctx, body, upload.checksum_algo, sink).await?
         }
     };

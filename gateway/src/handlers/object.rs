@@ -6,7 +6,7 @@ use axum::response::Response;
 use holt_core::{Batch, BatchOp, Condition};
 use http::StatusCode;
 
-use super::body::{ingest, ingest_to, Sink};
+use super::body::{ingest, ingest_to, Sink, UpstreamStart};
 use super::headers::{object_headers_from_request, write_object_headers};
 use super::through;
 use super::{conditional, set_header, ReqCtx};
@@ -203,7 +203,9 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     // Upstream mode: the upstream applies the precondition (it holds the current object);
     // the key's lock orders the index commit after it (see `through`).
     let _order = up.locks.lock(schema::object(bucket, key)).await;
-    through::write_intent(ctx, bucket, key).await?;
+    // The intent's fsync overlaps the upstream request's start: only the body's last byte
+    // waits for it (`Sink::Upstream::before_end`).
+    let mut intent = through::IntentWrite::start(ctx, bucket, key);
     let mut sent = crate::upstream::object_header_pairs(&headers);
     for name in ["if-match", "if-none-match", "content-md5"] {
         if let Some(v) = ctx.header(name) {
@@ -211,12 +213,14 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         }
     }
     let (b, k) = (bucket.to_owned(), key.to_owned());
-    let sink = Sink::Upstream(Box::new(move |len, body| {
-        Box::pin(async move { up.put_object(&b, &k, len, sent, body).await })
-    }));
+    let start: UpstreamStart =
+        Box::new(move |len, body| Box::pin(async move { up.put_object(&b, &k, len, sent, body).await }));
     let result = async {
-        let ingested = ingest_to(ctx, body, None, sink).await?;
-        let meta = put_meta(ingested, headers, tags, acl);
+        let sink = Sink::Upstream { start, before_end: Some(Box::pin(intent.durable())) };
+        let ingested = ingest_to(ctx, body, None, sink).await;
+        // Settled only once the intent is: a repair must not run before it lands.
+        intent.durable().await?;
+        let meta = put_meta(ingested?, headers, tags, acl);
         commit_object(ctx, bucket, key, &meta, &PutCondition::None).await?;
         Ok(meta)
     }

@@ -105,11 +105,50 @@ pub async fn write_intent(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()>
     ctx.store().put(schema::intent(bucket, key), Vec::new(), Condition::None).await.map(drop)
 }
 
-/// After step 3 (or a write that failed before reaching the upstream): the intent goes. A
-/// failure here only leaves a repair for the next start.
+/// Step 1 of a write whose upstream request starts before its intent is durable: the
+/// intent is applied at once (on a task of its own) and [`IntentWrite::durable`] waits for
+/// its fsync. The caller must not let the upstream complete the write before then.
+pub struct IntentWrite(IntentState);
+
+enum IntentState {
+    Pending(tokio::task::JoinHandle<S3Result<()>>),
+    Done(S3Result<()>),
+}
+
+impl IntentWrite {
+    /// Starts writing `bucket/key`'s intent record.
+    pub fn start(ctx: &ReqCtx, bucket: &str, key: &str) -> IntentWrite {
+        let store = ctx.store().clone();
+        let record = schema::intent(bucket, key);
+        let task =
+            tokio::spawn(async move { store.put(record, Vec::new(), Condition::None).await.map(drop) });
+        IntentWrite(IntentState::Pending(task))
+    }
+
+    /// Waits until the intent is durable, or failed; any later call answers at once, the same.
+    pub async fn durable(&mut self) -> S3Result<()> {
+        let outcome = match &mut self.0 {
+            IntentState::Done(outcome) => return outcome.clone(),
+            IntentState::Pending(task) => {
+                task.await.unwrap_or_else(|e| Err(S3Error::internal("intent write task", e)))
+            }
+        };
+        self.0 = IntentState::Done(outcome.clone());
+        outcome
+    }
+}
+
+/// After step 3 (or a write that failed before reaching the upstream): the intent goes,
+/// without waiting for the log's sync. A failure here, or a crash before the next sync, only
+/// leaves a repair for the next start, which finds the upstream and the index agreeing.
 pub async fn clear_intent(ctx: &ReqCtx, bucket: &str, key: &str) {
-    if let Err(e) = ctx.store().delete(schema::intent(bucket, key), Condition::None).await {
-        tracing::warn!(error = ?e.code, bucket, key, "intent record left for the next start's repair");
+    clear_intents(ctx, vec![schema::intent(bucket, key)]).await;
+}
+
+/// [`clear_intent`] for several intent records (`schema::intent` keys) at once.
+pub async fn clear_intents(ctx: &ReqCtx, intents: Vec<Vec<u8>>) {
+    if let Err(e) = ctx.store().delete_lazily(intents).await {
+        tracing::warn!(error = ?e.code, "intent records left for the next start's repair");
     }
 }
 

@@ -295,6 +295,23 @@ impl Store {
         self.write(resident, move |db| db.delete_pending(&key, condition, WriteOptions::default())).await
     }
 
+    /// Deletes `keys` in one batch without awaiting durability: the deletes are logged and
+    /// applied, and reach disk with the next group sync (`Durability::Async`). For records
+    /// whose survival of a crash is harmless, such as a settled write's intent (a surviving
+    /// intent only repeats a repair at the next start).
+    pub async fn delete_lazily(&self, keys: Vec<Vec<u8>>) -> S3Result<()> {
+        let mut batch = Batch::new();
+        for key in keys {
+            batch.delete(key);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
+        let options = WriteOptions { durability: Some(Durability::Async) };
+        self.write(resident, move |db| db.write_batch_pending(&batch, options)).await.map(drop)
+    }
+
     /// Applies `batch` atomically: if any condition fails, nothing is written and the result is
     /// PreconditionFailed.
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
