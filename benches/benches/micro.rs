@@ -20,6 +20,12 @@ use holt_benches::workloads;
 
 const SEED: u64 = 0x5EED_2026;
 
+/// The allocator of every engine process (`src/bin/engine_bench.rs`): the same for all.
+/// Under glibc's malloc, each scan's hundred small vectors went through its consolidation of
+/// a heap fragmented by millions of live nodes, which was most of a scan's time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Loaded {
     name: String,
     engine: Box<dyn Engine>,

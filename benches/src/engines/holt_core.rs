@@ -133,11 +133,17 @@ impl Engine for HoltCore {
         }
     }
 
+    /// Through `list_with` without a delimiter, as the gateway reads: each entry copied once
+    /// into `out`, as the other engines' cursors copy it (`Db::scan`'s own result vector is
+    /// one more allocation per call, of the page's size).
     fn scan(&self, prefix: &[u8], limit: usize, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> BenchResult<()> {
         out.clear();
-        for (k, e) in self.db.scan(prefix, b"", limit)? {
-            out.push((k, e.value));
-        }
+        let request = ListRequest { prefix, limit, with_values: true, ..Default::default() };
+        self.db.list_with(&request, &mut |entry| {
+            if let ListEntry::Key { key, value, .. } = entry {
+                out.push((key.to_vec(), value.to_vec()));
+            }
+        })?;
         Ok(())
     }
 
