@@ -307,17 +307,20 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
         let options = WriteOptions { durability: Some(Durability::Async) };
-        self.write(resident, move |db| db.write_batch_pending(&batch, options)).await.map(drop)
+        self.write_batch_with(batch, options).await.map(drop)
     }
 
     /// Applies `batch` atomically: if any condition fails, nothing is written and the result is
     /// PreconditionFailed.
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
+        self.write_batch_with(batch, WriteOptions::default()).await
+    }
+
+    async fn write_batch_with(&self, batch: Batch, options: WriteOptions) -> S3Result<Version> {
         // A bad key is reported by the write itself, on the blocking path.
         let resident = batch.ops.iter().all(|op| self.db.is_resident(op.key()).unwrap_or(false));
-        self.write(resident, move |db| db.write_batch_pending(&batch, WriteOptions::default())).await
+        self.write(resident, move |db| db.write_batch_pending(&batch, options)).await
     }
 
     /// Up to `limit` records under `prefix` after `start_after`, in key order, with their values
