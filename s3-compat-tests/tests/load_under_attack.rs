@@ -1,7 +1,7 @@
 //! One authenticated user attacking availability must not starve the others.
 //!
 //! A gateway with an in-flight limit of 320 serves an honest user's k6 load (64 VUs offering
-//! 300 requests a second of HeadObject, GetObject, PutObject and ListObjectsV2, `k6/load.js`
+//! 200 requests a second of HeadObject, GetObject, PutObject and ListObjectsV2, `k6/load.js`
 //! "mixed"): alone, then while a second user (`py/attack.py`) runs 200 slow-body uploads (one
 //! byte a second) and 64 concurrent CompleteMultipartUploads of a 10,000-part upload, each
 //! listing one wrong ETag, then alone again.
@@ -9,7 +9,8 @@
 //! Invariants:
 //! - the honest user gets no error at all (no 503 either: the attacker is held to its share of
 //!   the in-flight limit, three quarters of it), and at least 95% of the requests it offers
-//!   are served within the run (without the heavy-work gate, 73%);
+//!   are served within the run (without the heavy-work gate, 73%, measured when the test
+//!   offered 300 a second);
 //! - its p99 latency under attack against its p99 alone (the mean of a run before the attack
 //!   and one after it) is printed: the target is 2x, not asserted here (see the end);
 //! - the attacker gets no 5xx other than 503 SlowDown: slow bodies end in 400 RequestTimeout,
@@ -29,8 +30,11 @@ const INFLIGHT: &str = "320";
 const HONEST_VUS: &str = "64";
 /// Requests a second the honest user offers: latency at a fixed load. A closed loop (as many
 /// requests as 64 VUs can send) saturates this machine's two cores by itself, and then any
-/// work at all, the attacker's included, shows up as latency.
-const HONEST_RATE: &str = "300";
+/// work at all, the attacker's included, shows up as latency. At 300 a second k6's own
+/// request signing saturated them too: alone, the honest user got 88–93% of what it offered
+/// (p99 about 370 ms), so the count under attack measured the client's share of the cores.
+/// At 200 it gets all of it alone, and what the attack takes from it shows.
+const HONEST_RATE: &str = "200";
 const HONEST_DURATION: &str = "20s";
 const ATTACK_SECONDS: &str = "35";
 const SLOW_BODIES: &str = "200";
