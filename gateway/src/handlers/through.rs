@@ -102,7 +102,12 @@ fn meta_from_listing(entry: &rusty_s3::actions::list_objects_v2::ListObjectsCont
 
 /// Step 1 of a write: the intent record.
 pub async fn write_intent(ctx: &ReqCtx, bucket: &str, key: &str) -> S3Result<()> {
-    ctx.store().put(schema::intent(bucket, key), Vec::new(), Condition::None).await.map(drop)
+    put_intent(ctx.store().clone(), schema::intent(bucket, key)).await
+}
+
+/// Writes the intent record `record` (a `schema::intent` key), with the store's durability.
+async fn put_intent(store: Store, record: Vec<u8>) -> S3Result<()> {
+    store.put(record, Vec::new(), Condition::None).await.map(drop)
 }
 
 /// Step 1 of a write whose upstream request starts before its intent is durable: the
@@ -118,10 +123,7 @@ enum IntentState {
 impl IntentWrite {
     /// Starts writing `bucket/key`'s intent record.
     pub fn start(ctx: &ReqCtx, bucket: &str, key: &str) -> IntentWrite {
-        let store = ctx.store().clone();
-        let record = schema::intent(bucket, key);
-        let task =
-            tokio::spawn(async move { store.put(record, Vec::new(), Condition::None).await.map(drop) });
+        let task = tokio::spawn(put_intent(ctx.store().clone(), schema::intent(bucket, key)));
         IntentWrite(IntentState::Pending(task))
     }
 
