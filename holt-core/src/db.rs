@@ -69,7 +69,9 @@ impl Db {
             source,
             may_have_applied: false,
         })?;
-        let fs = StdFs::with_io_uring(dir, options.use_io_uring).with_direct_io(options.direct_io);
+        let fs = StdFs::with_io_uring(dir, options.use_io_uring)
+            .with_direct_io(options.direct_io)
+            .with_mapped_reads(options.mapped_reads);
         Self::open_on(Arc::new(fs), options, dir)
     }
 

@@ -95,9 +95,17 @@ fn every_key_of_a_database_ten_times_its_budget_reads_back_in_a_few_pages() {
 
 /// Flips a byte in page 2 of one frame and zeroes page 3 of another (a write that lost one
 /// sector): reads through those pages fail with a corruption error naming the page, every
-/// other read returns its value.
+/// other read returns its value. Pages read in place from the mapping of the frames file
+/// (the default) and pages copied by `pread` are checked alike.
 #[test]
 fn a_corrupt_or_torn_page_is_named_never_served() {
+    for mapped_reads in [true, false] {
+        println!("mapped reads: {mapped_reads}");
+        corrupt_or_torn_page_is_named(holt_core::Options { mapped_reads, ..options(BUDGET_BYTES) });
+    }
+}
+
+fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
     let dir = scratch_dir();
     let count = 60_000;
     load(dir.path(), count);
@@ -120,7 +128,7 @@ fn a_corrupt_or_torn_page_is_named_never_served() {
     std::fs::write(&path, &bytes).unwrap();
     drop_page_cache(dir.path());
 
-    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
     let mut named: HashMap<String, u32> = HashMap::new();
     for i in 0..count {
         match db.get(&key(i)) {

@@ -16,21 +16,33 @@ pub struct HoltCore {
 /// weighs an object record by the object's size): every overwrite changes it, so every
 /// write also updates its frame's usage totals and its ancestors'.
 fn options(open: OpenOptions, durability: Durability) -> Options {
-    let weigher = (std::env::var("HOLT_BENCH_WEIGH").as_deref() == Ok("size")).then_some(holt_core::Weigher {
-        name: "bench-record-size",
-        // `{"size":NNNNNNNN,...`: the eight digits after the field name (`data::value`).
-        weigh: |v| v.get(8..16).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0),
-    });
+    let weigher =
+        (std::env::var("HOLT_BENCH_WEIGH").as_deref() == Ok("size")).then_some(holt_core::Weigher {
+            name: "bench-record-size",
+            // `{"size":NNNNNNNN,...`: the eight digits after the field name (`data::value`).
+            weigh: |v| v.get(8..16).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0),
+        });
     Options { durability, memory_budget_bytes: open.cache_bytes, weigher, ..Options::default() }
 }
 
 impl HoltCore {
     pub fn open(dir: &Path, open: OpenOptions) -> BenchResult<HoltCore> {
+        Self::open_with(dir, open, true)
+    }
+
+    /// `open` with evicted frames' pages read by `pread` instead of through a mapping
+    /// (`Options::mapped_reads` off): the two read paths side by side in one process.
+    pub fn open_pread(dir: &Path, open: OpenOptions) -> BenchResult<HoltCore> {
+        Self::open_with(dir, open, false)
+    }
+
+    fn open_with(dir: &Path, open: OpenOptions, mapped_reads: bool) -> BenchResult<HoltCore> {
         let durability = match open.mode {
             WriteMode::LogToPageCache => Durability::Async,
             WriteMode::Fsync => Durability::Sync,
         };
-        Ok(HoltCore { db: Db::open(dir, options(open, durability))?, persistent: true })
+        let options = Options { mapped_reads, ..options(open, durability) };
+        Ok(HoltCore { db: Db::open(dir, options)?, persistent: true })
     }
 
     /// No log and no files: only comparable with peers on reads, never on writes.

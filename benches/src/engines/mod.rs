@@ -241,8 +241,18 @@ pub fn generic_list<E: Engine + ?Sized>(
 }
 
 /// Every engine this harness knows, by the name used on the command line.
-pub const ENGINE_NAMES: &[&str] =
-    &["holt-core", "holt-core-mem", "btreemap", "holt-0.9.2", "lmdb", "redb", "rocksdb", "sqlite", "fjall"];
+pub const ENGINE_NAMES: &[&str] = &[
+    "holt-core",
+    "holt-core-mem",
+    "holt-core-pread",
+    "btreemap",
+    "holt-0.9.2",
+    "lmdb",
+    "redb",
+    "rocksdb",
+    "sqlite",
+    "fjall",
+];
 
 /// Opens engine `name` in `dir` (created if missing).
 pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn Engine>> {
@@ -252,8 +262,10 @@ pub fn open(name: &str, dir: &Path, options: OpenOptions) -> BenchResult<Box<dyn
         "holt-core" => Box::new(holt_core::HoltCore::open(dir, options)?),
         #[cfg(feature = "holt-core")]
         "holt-core-mem" => Box::new(holt_core::HoltCore::open_in_memory(options)?),
+        #[cfg(feature = "holt-core")]
+        "holt-core-pread" => Box::new(holt_core::HoltCore::open_pread(dir, options)?),
         #[cfg(not(feature = "holt-core"))]
-        "holt-core" | "holt-core-mem" => {
+        "holt-core" | "holt-core-mem" | "holt-core-pread" => {
             return Err("built without the `holt-core` feature (holt-core did not compile)".into())
         }
         "btreemap" => Box::new(btreemap::BTreeMapEngine::new()),

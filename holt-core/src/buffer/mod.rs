@@ -26,7 +26,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
-use crate::format::frame::{self, FrameHead, FRAME_HEADER_LEN, PAGE_BYTES, STORE_ALIGN_BYTES};
+use crate::format::frame::{
+    self, FrameHead, FRAME_HEADER_LEN, PAGES_PER_FRAME, PAGE_BYTES, STORE_ALIGN_BYTES,
+};
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::sync::root_cell::RootCell;
 
@@ -42,6 +44,14 @@ pub(crate) trait FrameSource: Send + Sync {
     /// pages its path crosses, and pages read again are served from memory the process does
     /// not hold). Whole pages: `offset` and the length are multiples of `PAGE_BYTES`.
     fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()>;
+    /// Calls `f` once: with frame `id`'s last checkpointed slot (`FRAME_SIZE` bytes, the
+    /// image unverified but for the manifest's checksum of it) lent in place from a mapping of
+    /// the page cache, or with `None` where the source cannot lend it (`f` then reads pages
+    /// with `read_pages`). The slot cannot be freed while `f` runs.
+    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
+        let _ = id;
+        f(None)
+    }
     /// How many deltas apply on top of frame `id`'s image (its image alone is stale if any).
     fn delta_count(&self, id: FrameId) -> usize {
         let _ = id;
@@ -958,20 +968,34 @@ impl<N> BufferPool<N> {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);
-        let kept = cell.image_head.lock().clone();
-        let mut image = PagedImage::open(&**source, cell.id, kept.clone())?;
-        if kept.is_none() {
-            *cell.image_head.lock() = Some(Arc::clone(&image.head));
-        }
         // The frame's deltas (changes to keys since its image; each a few KiB), read whole:
         // the walk looks the key up in them, newest first, before trusting the image.
         let deltas = self.kept_deltas(cell, &**source)?;
-        let result = walk(&mut image, &deltas);
+        let kept = cell.image_head.lock().clone();
+        // Asked before the slot is lent: the source's lock is held while it is.
+        let location = source.locate(cell.id);
+        let (mut walk, mut walked) = (Some(walk), None);
+        source.lend_image(cell.id, &mut |mapped| {
+            let mut image = PagedImage::open(&**source, cell.id, location.clone(), kept.clone(), mapped)?;
+            if kept.is_none() {
+                *cell.image_head.lock() = Some(Arc::clone(&image.head));
+            }
+            if let Some(walk) = walk.take() {
+                walked = Some((walk(&mut image, &deltas), image.pages_read));
+            }
+            Ok(())
+        })?;
+        let Some((result, pages_read)) = walked else {
+            return Err(Error::InvalidArgument(format!(
+                "frame {}'s image was not lent to the walk",
+                cell.id
+            )));
+        };
         if admit {
-            let pages = u32::try_from(image.pages_read).unwrap_or(u32::MAX);
+            let pages = u32::try_from(pages_read).unwrap_or(u32::MAX);
             cell.image_pages.fetch_add(pages, Ordering::Relaxed);
         }
-        self.page_reads.fetch_add(image.pages_read, Ordering::Relaxed);
+        self.page_reads.fetch_add(pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
         result.map(Some)
     }
@@ -1118,50 +1142,76 @@ pub(crate) trait ImageBody {
 }
 
 /// An evicted frame's image, read page by page through the page cache: page 0 (header and
-/// page table) at open, then the pages holding each record the walk visits, kept in a small
-/// window (a point read moves from the root record towards the body's start, visiting
-/// about one record per level).
+/// page table) at open, then the pages holding each record the walk visits. Where the source
+/// lends the slot from a mapping, records are read in place, each page verified the first
+/// time the walk touches it; otherwise pages are copied into a small window (a point read
+/// moves from the root record towards the body's start, visiting about one record per level).
 pub(crate) struct PagedImage<'s> {
     source: &'s dyn FrameSource,
     id: FrameId,
     head: Arc<FrameHead>,
     location: (PathBuf, u64),
-    /// Image pages `first ..` (whole pages, each verified).
+    /// The slot, lent by the source (`FrameSource::lend_image`).
+    mapped: Option<&'s [u8]>,
+    /// Pages of `mapped` verified so far, a bit each.
+    verified: u128,
+    /// Without a mapping: image pages `first ..` (whole pages, each verified).
     window: Vec<u8>,
     first: usize,
     /// Pages fetched from the source.
     pub(crate) pages_read: u64,
 }
 
+const _: () = assert!(PAGES_PER_FRAME <= u128::BITS as usize, "a bit per page of a frame");
+
 impl<'s> PagedImage<'s> {
     /// Opens frame `id`'s image: with its header as a point read verified it before
-    /// (`kept`), or by reading and verifying page 0 (header, page table and first records).
+    /// (`kept`), or by verifying page 0 (header, page table and first records), read in
+    /// `mapped` where the source lent the slot. `location` is where the source keeps it.
     pub(crate) fn open(
         source: &'s dyn FrameSource,
         id: FrameId,
+        location: (PathBuf, u64),
         kept: Option<Arc<FrameHead>>,
+        mapped: Option<&'s [u8]>,
     ) -> Result<PagedImage<'s>> {
-        let location = source.locate(id);
-        if let Some(head) = kept {
-            return Ok(PagedImage {
-                source,
-                id,
-                head,
-                location,
-                window: Vec::new(),
-                first: 0,
-                pages_read: 0,
-            });
-        }
-        let mut window = vec![0u8; PAGE_BYTES];
-        source.read_pages(id, 0, &mut window)?;
-        let head = frame::open_frame_head(&window, FRAME_SIZE, id)
-            .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
-        Ok(PagedImage { source, id, head: Arc::new(head), location, window, first: 0, pages_read: 1 })
+        let (head, window, verified): (_, _, u128) = match kept {
+            Some(head) => (head, Vec::new(), 0),
+            None => {
+                let mut window = Vec::new();
+                let page0 = match mapped {
+                    Some(slot) => &slot[..PAGE_BYTES],
+                    None => {
+                        window = vec![0u8; PAGE_BYTES];
+                        source.read_pages(id, 0, &mut window)?;
+                        &window[..]
+                    }
+                };
+                let head = frame::open_frame_head(page0, FRAME_SIZE, id)
+                    .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
+                (Arc::new(head), window, 1)
+            }
+        };
+        let pages_read = u64::from(verified.count_ones());
+        Ok(PagedImage { source, id, head, location, mapped, verified, window, first: 0, pages_read })
     }
 
     fn window_pages(&self) -> std::ops::Range<usize> {
         self.first..self.first + self.window.len() / PAGE_BYTES
+    }
+
+    /// Pages `first..last` of the lent slot, each verified once; the bytes from `start`.
+    fn mapped_at(&mut self, slot: &'s [u8], start: usize, first: usize, last: usize) -> Result<&'s [u8]> {
+        for page in first..last {
+            if self.verified & (1 << page) == 0 {
+                if let Err(e) = self.head.pages.check(page, &slot[page * PAGE_BYTES..]) {
+                    return Err(self.corruption(e.offset, e.reason));
+                }
+                self.verified |= 1 << page;
+                self.pages_read += 1;
+            }
+        }
+        Ok(&slot[start..self.head.used.min(last * PAGE_BYTES)])
     }
 }
 
@@ -1179,6 +1229,9 @@ impl ImageBody for PagedImage<'_> {
             return Err(self.corruption(start, "a record lies outside the body".into()));
         }
         let (first, last) = (start / PAGE_BYTES, end.div_ceil(PAGE_BYTES));
+        if let Some(slot) = self.mapped {
+            return self.mapped_at(slot, start, first, last);
+        }
         let have = self.window_pages();
         if !(have.start <= first && last <= have.end) {
             // Keep what the window holds when it starts the run (a record found longer than

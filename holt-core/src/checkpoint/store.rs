@@ -340,6 +340,26 @@ impl FrameSource for FrameStore {
         Ok(())
     }
 
+    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
+        let slots = self.slots.read();
+        if let Some(loc) = slots.get(&id.0) {
+            let at = slot_offset(loc.image);
+            let mut outcome = Ok(());
+            let lent = self
+                .file
+                .lend_mapped(at, FRAME_SIZE, &mut |slot| {
+                    outcome = check_sum(id.0, at, loc.image_sum, slot).and_then(|()| f(Some(slot)));
+                })
+                .map_err(|source| Error::Io { op: "map frame pages", source, may_have_applied: false })?;
+            if lent {
+                return outcome;
+            }
+        }
+        // Unlocked first: `f` reads pages through `read_pages`, which takes the lock again.
+        drop(slots);
+        f(None)
+    }
+
     fn delta_count(&self, id: FrameId) -> usize {
         self.slots.read().get(&id.0).map_or(0, |loc| loc.deltas.len())
     }

@@ -4,6 +4,8 @@
 //! - `Uring` (feature `io-uring`, Linux): batched frame reads and writes through io_uring.
 //! - `DirectFile` (Linux): frame I/O through O_DIRECT with aligned bounce buffers, buffered
 //!   where the file system refuses it (`StdFs::with_direct_io`).
+//! - `MappedFile` (Linux): the frames file's page reads through a read-only mapping
+//!   (`StdFs::with_mapped_reads`).
 //! - `SimFs`: a simulated, fault-injecting file system that keeps each file's durable bytes
 //!   apart from its not-yet-synced bytes, for crash tests.
 //!
@@ -15,6 +17,8 @@ use std::sync::Arc;
 
 #[cfg(target_os = "linux")]
 mod direct;
+#[cfg(target_os = "linux")]
+mod mapped;
 mod sim;
 mod std_fs;
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
@@ -51,6 +55,13 @@ pub trait VfsFile: Send + Sync {
     /// I/O otherwise (small reads that are likely read again: a point read's frame pages).
     fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.read_exact_at(buf, offset)
+    }
+    /// Hands `f` the bytes `[offset, offset + len)` in place, from a mapping of the page
+    /// cache, and returns `true`; `false` (and `f` not called) where the file has no mapping
+    /// or the bytes lie past the end it knows. Only for bytes nothing writes while `f` runs.
+    fn lend_mapped(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<bool> {
+        let _ = (offset, len, f);
+        Ok(false)
     }
     /// Writes all of `buf` at `offset`, growing the file if needed.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;

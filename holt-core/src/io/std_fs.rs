@@ -15,24 +15,34 @@ pub struct StdFs {
     io_uring: bool,
     /// Open the frames file with O_DIRECT where the file system allows it.
     direct_io: bool,
+    /// Serve the frames file's page reads from a read-only mapping (`io/mapped.rs`).
+    mapped_reads: bool,
 }
 
 impl StdFs {
     /// Uses `dir` (which must exist) as the database directory.
     pub fn new(dir: impl Into<PathBuf>) -> StdFs {
-        StdFs { dir: dir.into(), io_uring: false, direct_io: false }
+        StdFs { dir: dir.into(), io_uring: false, direct_io: false, mapped_reads: false }
     }
 
     /// Like `new`, with batched frame I/O through io_uring when `enabled` (feature
     /// `io-uring`, Linux) and the kernel allows it; pread/pwrite otherwise.
     pub fn with_io_uring(dir: impl Into<PathBuf>, enabled: bool) -> StdFs {
-        StdFs { dir: dir.into(), io_uring: enabled, direct_io: false }
+        StdFs { dir: dir.into(), io_uring: enabled, direct_io: false, mapped_reads: false }
     }
 
     /// Frame reads and writes through O_DIRECT (Linux) when `enabled` and the file system
     /// accepts it; buffered otherwise. See `io/direct.rs`.
     pub fn with_direct_io(mut self, enabled: bool) -> StdFs {
         self.direct_io = enabled;
+        self
+    }
+
+    /// The frames file's page reads (`VfsFile::read_cached_at`) through a read-only mapping
+    /// when `enabled` and the file can be mapped; `pread` otherwise. See `io/mapped.rs` for
+    /// what it costs: a media error while a page is read becomes SIGBUS.
+    pub fn with_mapped_reads(mut self, enabled: bool) -> StdFs {
+        self.mapped_reads = enabled;
         self
     }
 
@@ -197,6 +207,39 @@ impl Vfs for StdFs {
     }
 
     fn open_batched(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
+        let file = self.open_unmapped(path)?;
+        #[cfg(target_os = "linux")]
+        if self.mapped_reads {
+            match File::open(self.dir.join(path))
+                .and_then(|reader| super::mapped::MappedFile::new(Arc::clone(&file), reader))
+            {
+                Ok(mapped) => return Ok(Arc::new(mapped)),
+                Err(e) => {
+                    tracing::info!(error = %e, "the frames file cannot be mapped; page reads use pread")
+                }
+            }
+        }
+        Ok(file)
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(path))?;
+        // flock locks belong to the open file description: a second open of the same file,
+        // in this process or another, is refused, and the lock dies with the descriptor.
+        flock_exclusive(&file)?;
+        Ok(Box::new(file))
+    }
+}
+
+impl StdFs {
+    /// The frames file as `open_batched` opens it before any mapping: O_DIRECT beside a
+    /// buffered descriptor where allowed, batched through io_uring where enabled.
+    fn open_unmapped(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -222,18 +265,5 @@ impl Vfs for StdFs {
             }
         }
         Ok(self.batched(file))
-    }
-
-    fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.dir.join(path))?;
-        // flock locks belong to the open file description: a second open of the same file,
-        // in this process or another, is refused, and the lock dies with the descriptor.
-        flock_exclusive(&file)?;
-        Ok(Box::new(file))
     }
 }
