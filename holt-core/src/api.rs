@@ -44,10 +44,12 @@ pub struct Options {
     pub use_io_uring: bool,
     /// Open frame files with O_DIRECT where the filesystem supports it.
     pub direct_io: bool,
-    /// Read evicted frames' pages through a read-only mapping of the frames file instead of
-    /// a `pread` each (Linux). Faster beyond the memory budget; the cost is that a media
-    /// error while the kernel reads such a page kills the process with SIGBUS instead of
-    /// failing the read with an I/O error.
+    /// Read evicted frames' pages in place through a read-only mapping of the frames file
+    /// instead of a `pread` each (Linux), verifying each page of an image once per process
+    /// rather than on every read. Faster beyond the memory budget; the costs: a media error
+    /// while the kernel reads such a page kills the process with SIGBUS instead of failing
+    /// the read with an I/O error, and damage on the disk after a page's first check is
+    /// found at the next open, not the next read.
     pub mapped_reads: bool,
     /// The weight of each stored value in usage totals (`Db::usage`); `None` weighs every
     /// value 0, so usage counts keys only.

@@ -977,7 +977,7 @@ impl<N> BufferPool<N> {
         let (mut walk, mut walked) = (Some(walk), None);
         source.lend_image(cell.id, &mut |mapped| {
             let mut image = PagedImage::open(&**source, cell.id, location.clone(), kept.clone(), mapped)?;
-            if kept.is_none() {
+            if kept.as_ref().is_none_or(|kept| !Arc::ptr_eq(kept, &image.head)) {
                 *cell.image_head.lock() = Some(Arc::clone(&image.head));
             }
             if let Some(walk) = walk.take() {
@@ -1175,6 +1175,9 @@ impl<'s> PagedImage<'s> {
         kept: Option<Arc<FrameHead>>,
         mapped: Option<&'s [u8]>,
     ) -> Result<PagedImage<'s>> {
+        // A kept header describes the image a walk read before; in a mapped slot it must be
+        // this one (its trusted pages say nothing of another image).
+        let kept = kept.filter(|head| mapped.is_none_or(|slot| frame::image_sum_of(slot) == Some(head.sum)));
         let (head, window, verified): (_, _, u128) = match kept {
             Some(head) => (head, Vec::new(), 0),
             None => {
@@ -1189,6 +1192,9 @@ impl<'s> PagedImage<'s> {
                 };
                 let head = frame::open_frame_head(page0, FRAME_SIZE, id)
                     .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
+                if mapped.is_some() {
+                    head.trusted[0].fetch_or(1, Ordering::Release); // page 0, verified in place
+                }
                 (Arc::new(head), window, 1)
             }
         };
@@ -1200,16 +1206,24 @@ impl<'s> PagedImage<'s> {
         self.first..self.first + self.window.len() / PAGE_BYTES
     }
 
-    /// Pages `first..last` of the lent slot, each verified once; the bytes from `start`.
+    /// Pages `first..last` of the lent slot, the bytes from `start`. Each page is verified
+    /// the first time any walk of this image touches it (`FrameHead::trusted`): the slot's
+    /// bytes cannot change while the manifest names it, so a page once verified in the page
+    /// cache stays verified for this process.
     fn mapped_at(&mut self, slot: &'s [u8], start: usize, first: usize, last: usize) -> Result<&'s [u8]> {
         for page in first..last {
-            if self.verified & (1 << page) == 0 {
+            if self.verified & (1 << page) != 0 {
+                continue;
+            }
+            let (trusted, bit) = (&self.head.trusted[page / 64], 1u64 << (page % 64));
+            if trusted.load(Ordering::Acquire) & bit == 0 {
                 if let Err(e) = self.head.pages.check(page, &slot[page * PAGE_BYTES..]) {
                     return Err(self.corruption(e.offset, e.reason));
                 }
-                self.verified |= 1 << page;
-                self.pages_read += 1;
+                trusted.fetch_or(bit, Ordering::Release);
             }
+            self.verified |= 1 << page;
+            self.pages_read += 1;
         }
         Ok(&slot[start..self.head.used.min(last * PAGE_BYTES)])
     }

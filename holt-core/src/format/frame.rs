@@ -346,14 +346,25 @@ impl PageTable {
     }
 }
 
+/// The checksum field of the image whose header `page0` starts with (`FrameHead::sum`).
+pub(crate) fn image_sum_of(page0: &[u8]) -> Option<u32> {
+    (page0.len() >= HEADER_LEN).then(|| le_u32(page0, OFF_CHECKSUM))
+}
+
 /// What a point read needs from a frame's page 0 before it fetches any other page.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FrameHead {
+    /// The image's checksum field (header offset 24): tells this image from another image
+    /// of the same frame in the same slot.
+    pub sum: u32,
     /// Header and records: the image bytes that can hold records.
     pub used: usize,
     /// The root record's offset in the body.
     pub root_offset: usize,
     pub pages: PageTable,
+    /// Pages of this image verified in place (a bit each), which later walks of the
+    /// mapped image trust (`buffer::PagedImage`).
+    pub trusted: [std::sync::atomic::AtomicU64; 2],
 }
 
 /// Validates a frame's header and page table, given its page 0 (`page0`, `PAGE_BYTES` long,
@@ -365,7 +376,8 @@ pub(crate) fn open_frame_head(page0: &[u8], len: usize, expected: FrameId) -> Re
     let pages = PageTable::of(page0, head.used);
     pages.check(0, page0)?;
     let root_offset = root_in(head.word, head.used - FRAME_HEADER_LEN)?;
-    Ok(FrameHead { used: head.used, root_offset, pages })
+    let sum = le_u32(page0, OFF_CHECKSUM);
+    Ok(FrameHead { sum, used: head.used, root_offset, pages, trusted: Default::default() })
 }
 
 #[cfg(test)]
