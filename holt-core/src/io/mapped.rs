@@ -22,7 +22,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use memmap2::{Advice, Mmap, MmapOptions};
+use memmap2::{Mmap, MmapOptions};
 use parking_lot::RwLock;
 
 use super::VfsFile;
@@ -58,14 +58,14 @@ impl MappedFile {
         // SAFETY: the mapping is read-only and read only below `safe_len` (see the module
         // comment); nothing in this process writes the file through another mapping, and
         // writes through the descriptor only reach slots no reader reads (the frames file's
-        // invariant), so no reference into the mapping sees bytes change under it: readers
-        // copy out of it at once.
+        // invariant), so no slice a reader is lent sees its bytes change.
         #[expect(unsafe_code, reason = "a mapping of a file is unsafe to make: see SAFETY")]
-        let map = unsafe { MmapOptions::new().len(bytes).map(&self.file)? };
-        // Point reads touch a few scattered pages: read-around on a fault would fetch 128
-        // KiB around each from a cold disk.
-        map.advise(Advice::Random)?;
-        Ok(map)
+        // The kernel's default read-around stays: a fault on a cold page reads the pages
+        // around it too, which are the same frame's (a frame is 128 pages). Cold point reads
+        // at 1M keys took 13.4 µs with it and 69.6 with `MADV_RANDOM` (one page a fault).
+        unsafe {
+            MmapOptions::new().len(bytes).map(&self.file)
+        }
     }
 
     /// Raises `safe_len` to `end` (after a write or extension that made the file reach it).
