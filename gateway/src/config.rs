@@ -54,6 +54,10 @@ pub struct Cli {
     /// Engine frame-cache budget in MiB.
     #[arg(long, env = "HOLT_MEMORY_BUDGET_MIB")]
     pub memory_budget_mib: Option<u64>,
+    /// Read metadata pages outside the memory budget through a mapping of the engine's frames
+    /// file: on (default; a disk read error there stops the process) or off (pread).
+    #[arg(long, env = "HOLT_MAPPED_READS")]
+    pub mapped_reads: Option<String>,
     /// Threads for work that may block on disk (engine reads that miss the frame cache, body
     /// files); default 4 per core, at least 8.
     #[arg(long, env = "HOLT_BLOCKING_THREADS")]
@@ -126,6 +130,8 @@ pub struct FileConfig {
     pub max_inflight_per_user: Option<usize>,
     /// `--memory-budget-mib`: the engine's frame-cache budget in MiB.
     pub memory_budget_mib: Option<u64>,
+    /// `--mapped-reads`: `on` or `off`.
+    pub mapped_reads: Option<String>,
     /// `--blocking-threads`: threads for work that may block on disk.
     pub blocking_threads: Option<usize>,
     /// `--log-format`: `text` or `json`.
@@ -190,6 +196,8 @@ pub struct Config {
     pub max_inflight_per_user: usize,
     /// The engine's frame-cache budget in MiB (at least `MEMORY_BUDGET_MIB_MIN`; default 1024).
     pub memory_budget_mib: u64,
+    /// `holt_core::Options::mapped_reads`.
+    pub mapped_reads: bool,
     /// Size of tokio's blocking pool (at least 1; default 4 per core, at least 8).
     pub blocking_threads: usize,
     /// How logs are written.
@@ -204,6 +212,15 @@ pub struct Config {
     pub upstream_events_token: Option<String>,
     /// Time between reconciliations; `None`: never.
     pub upstream_reconcile: Option<Duration>,
+}
+
+/// An `on`/`off` setting named `flag`; unset is on.
+fn on_off(flag: &str, value: Option<String>) -> Result<bool, String> {
+    match value.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(format!("{flag} must be on or off, not {other}")),
+    }
 }
 
 /// The default size of the blocking pool: 4 threads per core, at least 8. Each thread holds
@@ -305,11 +322,8 @@ impl Config {
         if blocking_threads == 0 {
             return Err("--blocking-threads must be at least 1".into());
         }
-        let sigv2 = match cli.sigv2.or(file.sigv2).as_deref() {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => return Err(format!("--sigv2 must be on or off, not {other}")),
-        };
+        let sigv2 = on_off("--sigv2", cli.sigv2.or(file.sigv2))?;
+        let mapped_reads = on_off("--mapped-reads", cli.mapped_reads.or(file.mapped_reads))?;
         let domain = cli
             .domain
             .or(file.domain)
@@ -335,6 +349,7 @@ impl Config {
             max_inflight,
             max_inflight_per_user: cli.max_inflight_per_user.or(file.max_inflight_per_user).unwrap_or(0),
             memory_budget_mib,
+            mapped_reads,
             blocking_threads,
             log_format,
             metrics_token: cli.metrics_token.or(file.metrics_token).filter(|t| !t.is_empty()),
@@ -414,6 +429,7 @@ mod tests {
         assert_eq!(c.durability, holt_core::Durability::Sync);
         assert_eq!(c.max_inflight, 1024);
         assert_eq!(c.memory_budget_mib, 1024);
+        assert!(c.mapped_reads && c.sigv2);
         assert_eq!(c.log_format, LogFormat::Text);
         assert!(c.domain.is_none());
     }
@@ -478,6 +494,10 @@ mod tests {
         assert!(Config::merge(cli, FileConfig::default()).is_err());
         let cli = Cli { listen: Some("nowhere".into()), ..Default::default() };
         assert!(Config::merge(cli, FileConfig::default()).is_err());
+        let cli = Cli { mapped_reads: Some("maybe".into()), ..Default::default() };
+        assert!(Config::merge(cli, FileConfig::default()).unwrap_err().contains("--mapped-reads"));
+        let file: FileConfig = toml::from_str("mapped_reads = \"off\"").unwrap();
+        assert!(!Config::merge(Cli::default(), file).unwrap().mapped_reads);
     }
 
     #[test]

@@ -139,6 +139,7 @@ async fn run(config: Config) -> Result<(), String> {
         memory_budget_bytes: usize::try_from(config.memory_budget_mib.saturating_mul(1 << 20))
             .unwrap_or(usize::MAX),
         weigher: Some(gateway::storage::meta::RECORD_WEIGHER),
+        mapped_reads: config.mapped_reads,
         ..holt_core::Options::default()
     };
     let db = tokio::task::spawn_blocking(move || holt_core::Db::open(&meta_dir, options))
