@@ -223,12 +223,7 @@ impl Vfs for StdFs {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<super::DirLock> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.dir.join(path))?;
+        let file = self.open_or_create(path)?;
         // flock locks belong to the open file description: a second open of the same file,
         // in this process or another, is refused, and the lock dies with the descriptor.
         flock_exclusive(&file)?;
@@ -237,15 +232,15 @@ impl Vfs for StdFs {
 }
 
 impl StdFs {
+    /// `path` opened for reading and writing, created empty if missing, never truncated.
+    fn open_or_create(&self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(self.dir.join(path))
+    }
+
     /// The frames file as `open_batched` opens it before any mapping: O_DIRECT beside a
     /// buffered descriptor where allowed, batched through io_uring where enabled.
     fn open_unmapped(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.dir.join(path))?;
+        let file = self.open_or_create(path)?;
         #[cfg(target_os = "linux")]
         if self.direct_io {
             use std::os::unix::fs::OpenOptionsExt;
