@@ -971,13 +971,17 @@ impl<N> BufferPool<N> {
         // The frame's deltas (changes to keys since its image; each a few KiB), read whole:
         // the walk looks the key up in them, newest first, before trusting the image.
         let deltas = self.kept_deltas(cell, &**source)?;
-        let kept = cell.image_head.lock().clone();
+        let mut kept = cell.image_head.lock().clone();
         // Asked before the slot is lent: the source's lock is held while it is.
-        let location = source.locate(cell.id);
+        let mut location = Some(source.locate(cell.id));
         let (mut walk, mut walked) = (Some(walk), None);
         source.lend_image(cell.id, &mut |mapped| {
-            let mut image = PagedImage::open(&**source, cell.id, location.clone(), kept.clone(), mapped)?;
-            if kept.as_ref().is_none_or(|kept| !Arc::ptr_eq(kept, &image.head)) {
+            // `lend_image` calls this once: the location and the kept header move in.
+            let location = location.take().unwrap_or_default();
+            let kept = kept.take();
+            let kept_at = kept.as_ref().map(Arc::as_ptr);
+            let mut image = PagedImage::open(&**source, cell.id, location, kept, mapped)?;
+            if kept_at != Some(Arc::as_ptr(&image.head)) {
                 *cell.image_head.lock() = Some(Arc::clone(&image.head));
             }
             if let Some(walk) = walk.take() {
@@ -1177,7 +1181,7 @@ impl<'s> PagedImage<'s> {
     ) -> Result<PagedImage<'s>> {
         // A kept header describes the image a walk read before; in a mapped slot it must be
         // this one (its trusted pages say nothing of another image).
-        let kept = kept.filter(|head| mapped.is_none_or(|slot| frame::image_sum_of(slot) == Some(head.sum)));
+        let kept = kept.filter(|head| mapped.is_none_or(|slot| frame::image_sum(slot) == Some(head.sum)));
         let (head, window, verified): (_, _, u128) = match kept {
             Some(head) => (head, Vec::new(), 0),
             None => {

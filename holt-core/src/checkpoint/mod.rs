@@ -38,13 +38,14 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::api::Options;
 use crate::error::{Error, Result};
+use crate::format::frame::image_sum;
 use crate::format::manifest::{Manifest, StoredUsage, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::format::wal::parse_segment_name;
 use crate::format::FRAME_SIZE;
 use crate::io::{failpoint, DirLock, Vfs};
 use crate::tree::{encode_delta, encode_frame, Capture, CapturedFrame, Tree};
 use crate::wal::{Rolled, Wal};
-use store::{image_sum, manifest_lists, FrameLoc, FrameStore, SlotTable, SlotWrite};
+use store::{manifest_lists, FrameLoc, FrameStore, SlotTable, SlotWrite};
 
 /// How long after a failed background checkpoint the next attempt waits.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);

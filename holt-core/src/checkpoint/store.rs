@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 
 use crate::buffer::FrameSource;
 use crate::error::{Error, Location, Result};
-use crate::format::frame::{claimed_used, stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
+use crate::format::frame::{claimed_used, image_sum, stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
 use crate::format::manifest::Entry;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::io::{failpoint, Vfs, VfsFile};
@@ -64,13 +64,6 @@ pub(crate) fn manifest_lists(table: &SlotTable) -> (SlotList, SlotList) {
     let deltas =
         ids.iter().flat_map(|id| table[id].deltas.iter().map(move |&(at, sum)| (*id, at, sum))).collect();
     (frames, deltas)
-}
-
-/// The checksum field of an image or delta (header offset 24, in both), as the manifest
-/// records it.
-pub(crate) fn image_sum(image: &[u8]) -> Option<u32> {
-    let field = image.get(24..28)?;
-    Some(u32::from_le_bytes([field[0], field[1], field[2], field[3]]))
 }
 
 /// Refuses an image or delta whose checksum field is not the one the manifest recorded for

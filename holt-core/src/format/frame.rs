@@ -346,9 +346,10 @@ impl PageTable {
     }
 }
 
-/// The checksum field of the image whose header `page0` starts with (`FrameHead::sum`).
-pub(crate) fn image_sum_of(page0: &[u8]) -> Option<u32> {
-    (page0.len() >= HEADER_LEN).then(|| le_u32(page0, OFF_CHECKSUM))
+/// The checksum field of the image or delta whose header `bytes` starts with (the same
+/// offset in both), as the manifest records it and `FrameHead::sum` keeps it.
+pub(crate) fn image_sum(bytes: &[u8]) -> Option<u32> {
+    (bytes.len() >= OFF_CHECKSUM + 4).then(|| le_u32(bytes, OFF_CHECKSUM))
 }
 
 /// What a point read needs from a frame's page 0 before it fetches any other page.
