@@ -354,7 +354,7 @@ pub struct Stats {
     pub frame_image_reads: u64,
     /// 4 KiB pages those reads fetched (through the page cache), header pages included.
     pub frame_page_reads: u64,
-    /// Puts recorded in an evicted frame's change log without loading the frame.
+    /// Puts and deletes recorded in an evicted frame's change log without loading the frame.
     pub frame_unloaded_writes: u64,
     /// Bytes written to the write-ahead log since open (0 in memory).
     pub wal_bytes_written: u64,

@@ -1,8 +1,9 @@
-//! Puts to frames that are evicted while the cache is full are recorded without loading
-//! the frames (their change logs take the writes; reads, loads, listings and checkpoints
-//! apply them on top of the disk state): every key reads back its latest value before and
-//! after checkpoints, after a reopen, and through a listing; the frames written to are not
-//! loaded one per write; and the heap stays within the budget plus the documented bound.
+//! Puts and deletes to frames that are evicted while the cache is full are recorded without
+//! loading the frames (their change logs take the writes; reads, loads, listings and
+//! checkpoints apply them on top of the disk state): every key reads back its latest state
+//! before and after checkpoints, after a reopen, and through a listing; the frames written to
+//! are not loaded one per write; and the heap stays within the budget plus the documented
+//! bound.
 
 mod page_cache;
 
@@ -62,10 +63,11 @@ fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, count: u32, when: &str
     }
 }
 
-/// Random single puts (overwrites of present keys and new keys) over a database about ten
-/// times its budget, with a checkpoint in the middle and a reopen at the end.
+/// Random single puts (overwrites of present keys and new keys) and deletes (of present and
+/// absent keys) over a database about ten times its budget, with a checkpoint in the middle
+/// and a reopen at the end; the key count and weight the tree keeps agree with the model.
 #[test]
-fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
+fn writes_to_evicted_frames_read_back_without_loading_a_frame_per_write() {
     let _serial = serial();
     let seed: u64 = rand::thread_rng().gen();
     println!("seed {seed}");
@@ -84,9 +86,14 @@ fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
         let before_puts = db.stats();
         for n in 0..puts / 2 {
             let i = rng.gen_range(0..count);
-            let v = format!("round {round} put {n} of {i}").into_bytes();
-            db.put(&key(i), &v).unwrap();
-            model.insert(key(i), v);
+            if rng.gen_bool(0.25) {
+                let existed = db.delete(&key(i)).unwrap();
+                assert_eq!(existed, model.remove(&key(i)).is_some(), "delete of key {i}");
+            } else {
+                let v = format!("round {round} put {n} of {i}").into_bytes();
+                db.put(&key(i), &v).unwrap();
+                model.insert(key(i), v);
+            }
             if n % 500 == 0 {
                 // What the cache counts (the budget's business) is what the heap holds, the
                 // states the change logs hold alone included, give or take the read buffers.
@@ -108,7 +115,7 @@ fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
     }
     let end = db.stats();
     println!(
-        "{puts} puts over {} frames: {recorded} recorded unloaded, {loads} frames loaded, {image_reads} image reads; \
+        "{puts} writes over {} frames: {recorded} recorded unloaded, {loads} frames loaded, {image_reads} image reads; \
          checkpoints wrote {} deltas, \
          {} whole; cache {} B of {BUDGET_BYTES}; heap above the cache's count at most {peak} B",
         end.frames,
@@ -118,10 +125,12 @@ fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
     );
     assert!(end.frames >= 20, "only {} frames: the data does not exceed the budget", end.frames);
     // Loading a frame per put is what this spares: at most a few percent of the puts load.
-    assert!(loads < u64::from(puts) / 20, "{loads} frame loads for {puts} puts");
+    assert!(loads < u64::from(puts) / 20, "{loads} frame loads for {puts} writes");
     assert!(end.checkpoint_frames_delta > start.checkpoint_frames_delta, "no deltas written");
     // Most puts land in evicted frames (a few frames fit the budget).
-    assert!(recorded > u64::from(puts) / 3, "only {recorded} of {puts} puts recorded unloaded");
+    assert!(recorded > u64::from(puts) / 3, "only {recorded} of {puts} writes recorded unloaded");
+    let usage = db.usage(b"").unwrap();
+    assert_eq!(usage.keys, model.len() as u64, "the key count after the writes");
     // Not counted: the read buffers (one per concurrent load, one thread here); the images a
     // background checkpoint (started by the cache's pressure) is encoding, a batch of up to
     // 16 frames, here mostly deltas (8 frames' worth allowed); and what a resident frame's
@@ -158,9 +167,10 @@ fn puts_to_evicted_frames_read_back_without_loading_a_frame_per_put() {
     db.close().unwrap();
 }
 
-/// Recorded puts that no checkpoint wrote are recovered from the log after a crash.
+/// Recorded puts and deletes that no checkpoint wrote are recovered from the log after a
+/// crash.
 #[test]
-fn recorded_puts_survive_a_crash_through_the_log() {
+fn recorded_writes_survive_a_crash_through_the_log() {
     let _serial = serial();
     let dir = scratch_dir();
     let count = 120_000;
@@ -169,6 +179,11 @@ fn recorded_puts_survive_a_crash_through_the_log() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for n in 0..3_000u32 {
         let i = rng.gen_range(0..count);
+        if n % 3 == 0 {
+            db.delete(&key(i)).unwrap();
+            model.remove(&key(i));
+            continue;
+        }
         let v = format!("crash put {n} of {i}").into_bytes();
         db.put(&key(i), &v).unwrap();
         model.insert(key(i), v);
@@ -210,6 +225,46 @@ fn conditions_on_evicted_frames_see_recorded_puts() {
     }
     assert!(checked > 200);
     assert!(db.stats().frame_image_reads > 200, "the puts did not walk evicted frames");
+}
+
+/// A conditional delete of a key in an evicted frame checks its condition against the latest
+/// state, and a delete recorded without loading the frame is seen by the next condition.
+#[test]
+fn conditional_deletes_on_evicted_frames_see_the_latest_state() {
+    let _serial = serial();
+    let dir = scratch_dir();
+    let count = 240_000;
+    load(dir.path(), count);
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let before = db.stats();
+    let mut deleted = 0u64;
+    for i in (0..count).step_by(2 * 397) {
+        let k = key(i);
+        let version = db.get(&k).unwrap().unwrap_or_else(|| panic!("key {i} missing")).version;
+        let stale = holt_core::Version(version.0 + 1);
+        let refused = db.delete_with(&k, Condition::Version(stale), WriteOptions::default());
+        assert!(matches!(refused, Err(Error::ConditionFailed)), "key {i}: {refused:?}");
+        assert!(db.delete_with(&k, Condition::Version(version), WriteOptions::default()).unwrap(), "key {i}");
+        assert_eq!(db.get(&k).unwrap(), None, "key {i} still reads after its delete");
+        let again = db.delete_with(&k, Condition::Version(version), WriteOptions::default());
+        assert!(matches!(again, Err(Error::ConditionFailed)), "key {i}: a deleted key met its old version");
+        assert!(!db.delete(&k).unwrap(), "key {i} deleted twice");
+        // Never written (odd): absent for the condition too.
+        assert!(!db.delete(&key(i + 1)).unwrap(), "key {} was never written", i + 1);
+        deleted += 1;
+    }
+    let after = db.stats();
+    let loads =
+        (after.frame_reads - after.frame_image_reads) - (before.frame_reads - before.frame_image_reads);
+    let recorded = after.frame_unloaded_writes - before.frame_unloaded_writes;
+    println!("{deleted} keys deleted: {recorded} recorded unloaded, {loads} frames loaded");
+    assert!(deleted > 200);
+    // Loading a frame per delete is what this spares (frames load only until the cache is full).
+    assert!(loads < deleted / 20, "{loads} frame loads for {deleted} deletes");
+    // The rest land in the few frames resident (those loaded while the cache had room).
+    assert!(recorded > deleted / 2, "only {recorded} of {deleted} deletes recorded unloaded");
+    assert_eq!(db.usage(b"").unwrap().keys, u64::from(count / 2) - deleted, "the key count");
+    db.close().unwrap();
 }
 
 /// Point reads, puts and checkpoints at once, with frames evicted: no read fails, loses a

@@ -11,7 +11,7 @@
 //!   and from `Some` to `None` only under its write latch while the frame is clean (or once
 //!   it is retired: `Tree::release_retired`), so a frame a writer changed is never replaced
 //!   by older bytes. An evicted frame may still be written: its change logs then hold the
-//!   writes (`Tree::put_unloaded`), and a load applies them.
+//!   writes (`Tree::write_unloaded`), and a load applies them.
 //! - A frame's lead (the first byte of its root's own bytes) is set only by `publish`, with
 //!   the root it describes, and survives eviction.
 //! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
@@ -26,6 +26,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Location, Result};
+use crate::format::delta::{entry_at, find_indexed, DeltaEntry};
 use crate::format::frame::{
     self, FrameHead, FRAME_HEADER_LEN, PAGES_PER_FRAME, PAGE_BYTES, STORE_ALIGN_BYTES,
 };
@@ -45,10 +46,12 @@ pub(crate) trait FrameSource: Send + Sync {
     /// not hold). Whole pages: `offset` and the length are multiples of `PAGE_BYTES`.
     fn read_pages(&self, id: FrameId, offset: usize, buf: &mut [u8]) -> Result<()>;
     /// Calls `f` once: with frame `id`'s last checkpointed slot (`FRAME_SIZE` bytes, the
-    /// image unverified but for the manifest's checksum of it) lent in place from a mapping of
-    /// the page cache, or with `None` where the source cannot lend it (`f` then reads pages
-    /// with `read_pages`). The slot cannot be freed while `f` runs.
-    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
+    /// image unverified but for the manifest's checksum of it) and its deltas' stored bytes
+    /// (likewise) lent in place from a mapping of the page cache, or with `None` where the
+    /// source cannot lend them all (`f` then reads pages with `read_pages` and deltas with
+    /// `read_delta`, and the source holds no lock meanwhile). Nothing lent can be freed while
+    /// `f` runs.
+    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>) -> Result<()> {
         let _ = id;
         f(None)
     }
@@ -70,8 +73,100 @@ pub(crate) trait FrameSource: Send + Sync {
     }
 }
 
-/// A delta's bytes, and its file and byte offset.
-pub(crate) type Delta = (Vec<u8>, (PathBuf, u64));
+/// What a source lends a walk in place (`FrameSource::lend_image`): a frame's slot, and each
+/// of its deltas' stored bytes, in the order they apply.
+pub(crate) struct Lent<'a> {
+    pub slot: &'a [u8],
+    /// Each delta's byte offset in the file and its bytes.
+    pub deltas: &'a [(u64, &'a [u8])],
+}
+
+/// A delta of a frame, verified whole once (checksum, frame, chain position, entries in
+/// ascending key order) when it was first read or lent, with where each entry starts: a walk
+/// then finds a key by binary search, and nothing checks the delta again.
+pub(crate) struct Delta {
+    id: FrameId,
+    /// Its bytes, when held in memory (read through `FrameSource::read_delta`); `None` when
+    /// only the index is kept and each walk is lent the bytes (`Lent::deltas`).
+    bytes: Option<Vec<u8>>,
+    /// Its header's checksum field: tells it from another delta lent in its place.
+    sum: Option<u32>,
+    /// Where it lies (file and byte offset), for errors.
+    location: (PathBuf, u64),
+    /// Body offsets of its entries, in key order.
+    entries: Vec<u32>,
+}
+
+impl Delta {
+    /// Verifies `bytes` as delta `index` (from 0) of frame `id`'s chain, found at `location`;
+    /// keeps the bytes if `keep` (else each walk must be lent them).
+    pub(crate) fn verify(
+        id: FrameId,
+        index: usize,
+        bytes: &[u8],
+        location: (PathBuf, u64),
+        keep: bool,
+    ) -> Result<Delta> {
+        let fail = |offset: usize, reason: String| corruption_at(&location, id, offset, reason);
+        let view = crate::format::delta::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
+        if view.chain_index as usize != index + 1 {
+            return Err(fail(
+                28,
+                format!("delta is number {} of its chain, expected {}", view.chain_index, index + 1),
+            ));
+        }
+        let entries = view.entry_offsets().map_err(|e| fail(e.offset, e.reason))?;
+        let stored = frame::claimed_used(bytes).next_multiple_of(STORE_ALIGN_BYTES).min(bytes.len());
+        let sum = frame::image_sum(bytes);
+        let bytes = keep.then(|| bytes[..stored].to_vec());
+        Ok(Delta { id, bytes, sum, location, entries })
+    }
+
+    /// Heap bytes it holds.
+    fn memory(&self) -> usize {
+        self.bytes.as_ref().map_or(0, Vec::len) + self.entries.len() * size_of::<u32>()
+    }
+
+    /// Whether `bytes` (lent in its place) are this delta's.
+    fn is(&self, bytes: &[u8]) -> bool {
+        self.sum.is_some() && self.sum == frame::image_sum(bytes)
+    }
+
+    /// This delta read from its kept bytes, or from `lent` (its bytes lent in place).
+    fn read<'a>(&'a self, lent: Option<&'a [u8]>) -> Option<DeltaRef<'a>> {
+        let bytes = self.bytes.as_deref().or(lent)?;
+        Some(DeltaRef { body: crate::format::delta::verified_body(bytes), delta: self })
+    }
+}
+
+/// A verified delta as a walk reads it: its body, borrowed from its kept or lent bytes.
+#[derive(Clone, Copy)]
+pub(crate) struct DeltaRef<'a> {
+    body: &'a [u8],
+    delta: &'a Delta,
+}
+
+impl<'a> DeltaRef<'a> {
+    /// Every entry, in key order.
+    pub(crate) fn entries(&self) -> Result<Vec<DeltaEntry<'a>>> {
+        let body = self.body;
+        self.delta.entries.iter().map(|&at| entry_at(body, at).map_err(|e| self.corruption(e))).collect()
+    }
+
+    /// The entry for `key` (relative to the frame), if the delta has one.
+    pub(crate) fn find(&self, key: &[u8]) -> Result<Option<DeltaEntry<'a>>> {
+        find_indexed(self.body, &self.delta.entries, key).map_err(|e| self.corruption(e))
+    }
+
+    /// The bytes of its body (its entries).
+    pub(crate) fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    fn corruption(&self, e: crate::format::node::RecordError) -> Error {
+        corruption_at(&self.delta.location, self.delta.id, e.offset, e.reason)
+    }
+}
 
 /// What a frame's root tells a listing about the frame without being loaded.
 pub(crate) trait FrameRoot: Clone {
@@ -131,10 +226,12 @@ pub(crate) struct FrameCell<N> {
     /// point read that fetched them while the frame is clean (its image cannot move then),
     /// so later point reads skip page 0: 552 bytes per frame, not counted in the budget.
     image_head: Mutex<Option<Arc<FrameHead>>>,
-    /// The frame's deltas on disk, kept from the first point read that fetched them while
-    /// the frame is evicted, until its chain changes (`mark_clean`) or it is loaded: a read
-    /// or write walk of a frame with deltas would otherwise read them whole every time.
-    /// Counted in the cache's bytes, within `DELTA_CACHE_FRACTION` of the budget.
+    /// The frame's deltas on disk, verified and indexed by the first walk that met them while
+    /// the frame is evicted, kept until its chain changes (`mark_clean`) or it is loaded: a
+    /// read or write walk of a frame with deltas would otherwise read and check them whole
+    /// every time. Where the source lends deltas in place only their indexes are kept (a few
+    /// bytes an entry); otherwise their bytes too. Counted in the cache's bytes, within
+    /// `DELTA_CACHE_FRACTION` of the budget.
     kept_deltas: Mutex<Option<Arc<Vec<Delta>>>>,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
@@ -150,7 +247,7 @@ pub(crate) struct FrameCell<N> {
 
 /// A frame's change logs: the one writes append to, and the one a checkpoint captured and is
 /// writing. While a frame is evicted these hold the writes made to it since its image and
-/// deltas on disk (see `Tree::put_unloaded`): reads and loads apply `captured`, then
+/// deltas on disk (see `Tree::write_unloaded`): reads and loads apply `captured`, then
 /// `current`, on top of what they read from disk.
 #[derive(Debug)]
 struct ChangeLogs<N> {
@@ -519,9 +616,8 @@ impl<N> FrameCell<N> {
         (self.size_bytes() / CHANGE_LOG_FRACTION).max(STORE_ALIGN_BYTES)
     }
 
-    /// Records a put to the evicted frame (under its latch, the write gate and its load lock,
-    /// with the root still `None`): `state` is held by the log alone and costs `memory` heap
-    /// bytes, which the caller adds to the cache's count. Refused (`false`, nothing recorded)
+    /// Whether a write to the evicted frame may be recorded (under its latch, the write gate
+    /// and its load lock, with the root still `None`; see `record_unloaded`). Refused (`false`)
     /// when the log would pass its limit, since giving up would lose the write: the caller
     /// loads the frame instead. Checked before the write is logged.
     pub(crate) fn can_record_unloaded(&self, key: &[u8], value_len: usize) -> bool {
@@ -542,20 +638,30 @@ impl<N> FrameCell<N> {
         !logs.current.states.is_empty() || logs.captured.as_ref().is_some_and(|l| !l.states.is_empty())
     }
 
-    /// Records the put `can_record_unloaded` allowed; the frame grows by at most the entry's
-    /// bytes, counted now so its size stays an upper bound while it is evicted. `memory` is
+    /// Records the write `can_record_unloaded` allowed: `state` is the put's leaf, or `None`
+    /// for a deletion. A put grows the frame by at most the entry's bytes, counted now so its
+    /// size stays an upper bound while it is evicted (a deletion only shrinks it). `memory` is
     /// the state's heap bytes; returns the heap bytes the log grew by (the state's and any
     /// growth of the log's buffers), for the caller to add to the cache's count.
-    pub(crate) fn record_unloaded(&self, key: &[u8], state: N, value_len: usize, memory: usize) -> usize {
+    pub(crate) fn record_unloaded(
+        &self,
+        key: &[u8],
+        state: Option<N>,
+        value_len: usize,
+        memory: usize,
+    ) -> usize {
         let bytes = change_bytes(key, value_len);
+        let grows = state.is_some();
         let mut logs = self.changes.lock();
         let log = &mut logs.current;
         let before = log.buffer_bytes();
         log.accounted += bytes;
-        log.push(key, Some(state), true);
+        log.push(key, state, true);
         let grown = memory + log.buffer_bytes().saturating_sub(before);
         log.detached += grown;
-        self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if grows {
+            self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
         grown
     }
 
@@ -687,9 +793,9 @@ impl<N> FrameCell<N> {
     }
 }
 
-/// The bytes of a frame's deltas as kept in memory.
+/// The heap bytes of a frame's deltas as kept in memory (bytes and indexes).
 fn delta_bytes(deltas: &[Delta]) -> usize {
-    deltas.iter().map(|(bytes, _)| bytes.len()).sum()
+    deltas.iter().map(Delta::memory).sum()
 }
 
 /// Deltas kept for evicted frames take at most this fraction of the budget.
@@ -740,7 +846,7 @@ pub(crate) struct BufferPool<N> {
     source_reads: AtomicU64,
     /// Pages read by point reads of evicted frames.
     page_reads: AtomicU64,
-    /// Puts recorded in an evicted frame's change log (`Tree::put_unloaded`).
+    /// Puts and deletes recorded in an evicted frame's change log (`Tree::write_unloaded`).
     unloaded_writes: AtomicU64,
     /// Bytes of the deltas kept on evicted frames (`FrameCell::kept_deltas`).
     kept_delta_bytes: AtomicI64,
@@ -839,7 +945,7 @@ impl<N> BufferPool<N> {
         cell.image_pages.fetch_add(u32::try_from(pages).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
-    /// Counts a put recorded in an evicted frame's change log.
+    /// Counts a put or delete recorded in an evicted frame's change log.
     pub(crate) fn count_unloaded_write(&self) {
         self.unloaded_writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -874,7 +980,7 @@ impl<N> BufferPool<N> {
     pub(crate) fn load(
         &self,
         cell: &Arc<FrameCell<N>>,
-        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<(N, FrameSize)>,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[DeltaRef<'_>]) -> Result<(N, FrameSize)>,
     ) -> Result<N>
     where
         N: FrameRoot,
@@ -912,13 +1018,15 @@ impl<N> BufferPool<N> {
     pub(crate) fn read_stored<R>(
         &self,
         id: FrameId,
-        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[Delta]) -> Result<R>,
+        decode: impl FnOnce(&[u8], &(PathBuf, u64), &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<R> {
         let source = self.source.as_ref().ok_or_else(|| Error::Corruption {
             location: Location { file: PathBuf::from("<memory>"), frame: Some(id.0), offset: 0 },
             reason: "frame is not resident and there is no frame source".into(),
         })?;
         let deltas = self.read_deltas(&**source, id)?;
+        // Read with their bytes: each reads from them.
+        let deltas: Vec<DeltaRef<'_>> = deltas.iter().filter_map(|d| d.read(None)).collect();
         self.read_frame(&**source, id, |bytes, at| decode(bytes, at, &deltas))
     }
 
@@ -933,19 +1041,19 @@ impl<N> BufferPool<N> {
     pub(crate) fn read_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
-        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         self.walk_image(cell, true, walk)
     }
 
-    /// `read_image` for a write (`Tree::put_unloaded`): it does not count towards admitting
+    /// `read_image` for a write (`Tree::write_unloaded`): it does not count towards admitting
     /// the frame, since a write that loaded the frame would pin it (a dirty frame cannot be
     /// evicted) until the next checkpoint; a write that only passes through the frame counts
     /// itself (`count_passing_write`), so frames on many writes' paths are admitted.
     pub(crate) fn read_image_for_write<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
-        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         self.walk_image(cell, false, walk)
     }
@@ -954,7 +1062,7 @@ impl<N> BufferPool<N> {
         &self,
         cell: &Arc<FrameCell<N>>,
         admit: bool,
-        walk: impl FnOnce(&mut dyn ImageBody, &[Delta]) -> Result<R>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         if !self.is_full() {
@@ -968,19 +1076,29 @@ impl<N> BufferPool<N> {
             return Ok(None); // `load` resets the count
         }
         self.source_reads.fetch_add(1, Ordering::Relaxed);
-        // The frame's deltas (changes to keys since its image; each a few KiB), read whole:
-        // the walk looks the key up in them, newest first, before trusting the image.
-        let deltas = self.kept_deltas(cell, &**source)?;
         let mut kept = cell.image_head.lock().clone();
         // Asked before the slot is lent: the source's lock is held while it is.
         let mut location = Some(source.locate(cell.id));
         let (mut walk, mut walked) = (Some(walk), None);
-        source.lend_image(cell.id, &mut |mapped| {
+        source.lend_image(cell.id, &mut |lent| {
             // `lend_image` calls this once: the location and the kept header move in.
             let location = location.take().unwrap_or_default();
+            // The frame's deltas (changes to keys since its image): the walk looks the key up
+            // in them, newest first, before trusting the image.
+            let deltas = self.walk_deltas(cell, &**source, &location.0, lent.as_ref().map(|l| l.deltas))?;
+            let lent_delta = |i: usize| lent.as_ref().and_then(|l| l.deltas.get(i)).map(|&(_, bytes)| bytes);
+            let deltas: Vec<DeltaRef<'_>> = deltas
+                .iter()
+                .enumerate()
+                .map(|(i, delta)| delta.read(lent_delta(i)))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!("frame {}: a delta was neither kept nor lent", cell.id))
+                })?;
             let kept = kept.take();
             let kept_at = kept.as_ref().map(Arc::as_ptr);
-            let mut image = PagedImage::open(&**source, cell.id, location, kept, mapped)?;
+            let mut image =
+                PagedImage::open(&**source, cell.id, location, kept, lent.as_ref().map(|l| l.slot))?;
             if kept_at != Some(Arc::as_ptr(&image.head)) {
                 *cell.image_head.lock() = Some(Arc::clone(&image.head));
             }
@@ -1017,19 +1135,49 @@ impl<N> BufferPool<N> {
         source.read_frame(id, bytes).and_then(|n| f(&bytes[..n], &source.locate(id)))
     }
 
-    /// The deltas of the evicted frame `cell` (under its load lock): those kept on it, or read
-    /// and kept while the kept deltas of all frames fit their share of the budget.
-    fn kept_deltas(&self, cell: &FrameCell<N>, source: &dyn FrameSource) -> Result<Arc<Vec<Delta>>> {
-        if let Some(kept) = cell.kept_deltas.lock().as_ref() {
-            return Ok(Arc::clone(kept));
+    /// The deltas of the evicted frame `cell` for a walk (under its load lock): those kept on
+    /// it, if they are usable with what the source lent (`lent`: each delta's offset and
+    /// bytes, if lent); else verified from `lent`, or read from the source, and kept while
+    /// the kept deltas of all frames fit their share of the budget. `file` names the frames
+    /// file in errors.
+    fn walk_deltas(
+        &self,
+        cell: &FrameCell<N>,
+        source: &dyn FrameSource,
+        file: &std::path::Path,
+        lent: Option<&[(u64, &[u8])]>,
+    ) -> Result<Arc<Vec<Delta>>> {
+        let kept = cell.kept_deltas.lock().clone();
+        if let Some(kept) = kept {
+            let usable = match lent {
+                Some(lent) => {
+                    kept.len() == lent.len()
+                        && kept.iter().zip(lent).all(|(d, &(_, bytes))| d.bytes.is_some() || d.is(bytes))
+                }
+                None => kept.iter().all(|d| d.bytes.is_some()),
+            };
+            if usable {
+                return Ok(kept);
+            }
         }
-        let deltas = Arc::new(self.read_deltas(source, cell.id)?);
+        let deltas = Arc::new(match lent {
+            Some(lent) => lent
+                .iter()
+                .enumerate()
+                .map(|(i, &(at, bytes))| Delta::verify(cell.id, i, bytes, (file.to_path_buf(), at), false))
+                .collect::<Result<Vec<_>>>()?,
+            None => self.read_deltas(source, cell.id)?,
+        });
+        let mut slot = cell.kept_deltas.lock();
+        if let Some(old) = slot.take() {
+            self.released(0, delta_bytes(&old));
+        }
         let bytes = delta_bytes(&deltas) as i64;
         let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
         if bytes > 0 && self.kept_delta_bytes.load(Ordering::Relaxed) + bytes <= share {
             self.kept_delta_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.cached_bytes.fetch_add(bytes, Ordering::Relaxed);
-            *cell.kept_deltas.lock() = Some(Arc::clone(&deltas));
+            *slot = Some(Arc::clone(&deltas));
         }
         Ok(deltas)
     }
@@ -1041,7 +1189,8 @@ impl<N> BufferPool<N> {
         self.cached_bytes.fetch_sub((detached + deltas) as i64, Ordering::Relaxed);
     }
 
-    /// The deltas of frame `id`, in order, read through one of the pool's buffers.
+    /// The deltas of frame `id`, in order, read through one of the pool's buffers, verified
+    /// and held in memory.
     fn read_deltas(&self, source: &dyn FrameSource, id: FrameId) -> Result<Vec<Delta>> {
         let count = source.delta_count(id);
         if count == 0 {
@@ -1051,7 +1200,7 @@ impl<N> BufferPool<N> {
         (0..count)
             .map(|i| {
                 let (n, at) = source.read_delta(id, i, &mut buffer.bytes)?;
-                Ok((buffer.bytes[..n].to_vec(), at))
+                Delta::verify(id, i, &buffer.bytes[..n], at, true)
             })
             .collect()
     }

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use smallvec::{smallvec, SmallVec};
 
-use crate::buffer::FrameSource;
+use crate::buffer::{FrameSource, Lent};
 use crate::error::{Error, Location, Result};
-use crate::format::frame::{claimed_used, image_sum, stored_len, HEADER_LEN, STORE_ALIGN_BYTES};
+use crate::format::frame::{claimed_used, image_sum, stored_len, STORE_ALIGN_BYTES};
 use crate::format::manifest::Entry;
 use crate::format::{FrameId, FRAME_SIZE};
 use crate::io::{failpoint, Vfs, VfsFile};
@@ -278,15 +279,42 @@ impl FrameStore {
             }
             None => {
                 read(&mut buf[..STORE_ALIGN_BYTES], 0)?;
-                let len = claimed_used(&buf[..HEADER_LEN]).next_multiple_of(STORE_ALIGN_BYTES).min(room);
+                let len = self.learn_len(offset, &buf[..STORE_ALIGN_BYTES]);
                 if len > STORE_ALIGN_BYTES {
                     read(&mut buf[STORE_ALIGN_BYTES..len], STORE_ALIGN_BYTES)?;
                 }
-                self.lengths.lock().insert(offset, (len, claimed_used(buf)));
                 len
             }
         };
         Ok(len)
+    }
+
+    /// Records the stored and used bytes of the image or delta at `offset` from `head`, its
+    /// first 4 KiB, and returns the stored bytes (what lies between `offset` and its slot's
+    /// end at most).
+    fn learn_len(&self, offset: u64, head: &[u8]) -> usize {
+        let room = FRAME_SIZE - (offset % FRAME_SIZE as u64) as usize;
+        let used = claimed_used(head);
+        let len = used.next_multiple_of(STORE_ALIGN_BYTES).min(room);
+        self.lengths.lock().insert(offset, (len, used));
+        len
+    }
+
+    /// The stored bytes of the delta at `offset` of frame `frame`: known, or learnt from its
+    /// first 4 KiB, read through the page cache.
+    fn delta_len(&self, frame: u64, offset: u64) -> Result<usize> {
+        if let Some(&(stored, _)) = self.lengths.lock().get(&offset) {
+            return Ok(stored);
+        }
+        let mut head = [0u8; STORE_ALIGN_BYTES];
+        self.file.read_cached_at(&mut head, offset).map_err(|source| match source.kind() {
+            io::ErrorKind::UnexpectedEof => Error::Corruption {
+                location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(frame), offset },
+                reason: "frames file ends inside the slot".into(),
+            },
+            _ => Error::Io { op: "read frame", source, may_have_applied: false },
+        })?;
+        Ok(self.learn_len(offset, &head))
     }
 }
 
@@ -333,15 +361,27 @@ impl FrameSource for FrameStore {
         Ok(())
     }
 
-    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
+    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>) -> Result<()> {
         let slots = self.slots.read();
         if let Some(loc) = slots.get(&id.0) {
             let at = slot_offset(loc.image);
+            let mut ranges: SmallVec<[(u64, usize); 8]> = smallvec![(at, FRAME_SIZE)];
+            for &(delta_at, _) in &loc.deltas {
+                ranges.push((delta_at, self.delta_len(id.0, delta_at)?));
+            }
             let mut outcome = Ok(());
             let lent = self
                 .file
-                .lend_mapped(at, FRAME_SIZE, &mut |slot| {
-                    outcome = check_sum(id.0, at, loc.image_sum, slot).and_then(|()| f(Some(slot)));
+                .lend_mapped(&ranges, &mut |lent| {
+                    outcome = (|| {
+                        check_sum(id.0, at, loc.image_sum, lent[0])?;
+                        let mut deltas: SmallVec<[(u64, &[u8]); 8]> = SmallVec::new();
+                        for (&(delta_at, sum), &bytes) in loc.deltas.iter().zip(&lent[1..]) {
+                            check_sum(id.0, delta_at, sum, bytes)?;
+                            deltas.push((delta_at, bytes));
+                        }
+                        f(Some(Lent { slot: lent[0], deltas: &deltas }))
+                    })();
                 })
                 .map_err(|source| Error::Io { op: "map frame pages", source, may_have_applied: false })?;
             if lent {

@@ -83,59 +83,91 @@ pub(crate) fn open(image: &[u8], expected: FrameId) -> Result<DeltaView<'_>, Rec
 impl<'a> DeltaView<'a> {
     /// Every entry in order; fails (with the offset in the image) on a malformed entry, a key
     /// out of order, or a count that disagrees with the body.
+    #[cfg(test)]
     pub(crate) fn entries(&self) -> Result<Vec<DeltaEntry<'a>>, RecordError> {
-        let mut reader = RecordReader::new(self.body);
         let mut out: Vec<DeltaEntry<'a>> = Vec::with_capacity(self.count.min(1 << 16) as usize);
+        self.each_entry(|_, entry| out.push(entry))?;
+        Ok(out)
+    }
+
+    /// Where each entry starts in the body, in key order, checked as `entries` checks them:
+    /// the index a point read searches (`find_indexed`) once the delta is verified.
+    pub(crate) fn entry_offsets(&self) -> Result<Vec<u32>, RecordError> {
+        let mut out = Vec::with_capacity(self.count.min(1 << 16) as usize);
+        // A body is at most a frame long: its offsets fit in u32.
+        self.each_entry(|at, _| out.push(at as u32))?;
+        Ok(out)
+    }
+
+    /// Hands `visit` each entry and its body offset, in order, checking order and count.
+    fn each_entry(&self, mut visit: impl FnMut(usize, DeltaEntry<'a>)) -> Result<(), RecordError> {
+        let mut reader = RecordReader::new(self.body);
         let at = |offset: usize| HEADER_LEN + offset;
         // Reader offsets are within the body; errors name offsets within the image.
         let shift = |e: RecordError| RecordError { offset: at(e.offset), ..e };
+        let (mut previous, mut count): (Option<&'a [u8]>, usize) = (None, 0);
+        // Bound: every entry consumes at least one byte of the body.
         while !reader.is_at_end() {
             let start = reader.position();
             let entry = read_entry(&mut reader).map_err(shift)?;
-            if out.last().is_some_and(|last| last.key() >= entry.key()) {
+            let (DeltaEntry::Put { key, .. } | DeltaEntry::Delete { key }) = entry;
+            if previous.is_some_and(|p| p >= key) {
                 return Err(RecordError {
                     offset: at(start),
                     reason: "delta keys not strictly ascending".into(),
                 });
             }
-            out.push(entry);
+            previous = Some(key);
+            count += 1;
+            visit(start, entry);
         }
-        if out.len() != self.count as usize {
+        if count != self.count as usize {
             return Err(RecordError {
                 offset: 20,
-                reason: format!("delta counts {} entries, its body holds {}", self.count, out.len()),
+                reason: format!("delta counts {} entries, its body holds {count}", self.count),
             });
         }
-        Ok(out)
+        Ok(())
     }
 }
 
-impl<'a> DeltaView<'a> {
-    /// The entry for `key`, if the delta has one: entries are read in order up to the first
-    /// key not below `key` (what a point read needs), each checked as `entries` checks it.
-    pub(crate) fn find(&self, key: &[u8]) -> Result<Option<DeltaEntry<'a>>, RecordError> {
-        let mut reader = RecordReader::new(self.body);
-        let shift = |e: RecordError| RecordError { offset: HEADER_LEN + e.offset, ..e };
-        let mut previous: Option<&'a [u8]> = None;
-        // Bound: every entry consumes at least one byte of the body.
-        while !reader.is_at_end() {
-            let start = reader.position();
-            let entry = read_entry(&mut reader).map_err(shift)?;
-            let (DeltaEntry::Put { key: entry_key, .. } | DeltaEntry::Delete { key: entry_key }) = entry;
-            if previous.is_some_and(|p| p >= entry_key) {
-                return Err(RecordError {
-                    offset: HEADER_LEN + start,
-                    reason: "delta keys not strictly ascending".into(),
-                });
-            }
-            match entry_key.cmp(key) {
-                std::cmp::Ordering::Less => previous = Some(entry_key),
-                std::cmp::Ordering::Equal => return Ok(Some(entry)),
-                std::cmp::Ordering::Greater => return Ok(None),
-            }
+/// The body of a delta verified before (`open`, then `entry_offsets`), read again without
+/// checking: its bytes after the header, up to its used length.
+pub(crate) fn verified_body(image: &[u8]) -> &[u8] {
+    image.get(HEADER_LEN..frame::claimed_used(image).min(image.len())).unwrap_or_default()
+}
+
+/// The entry at offset `at` of a verified delta's `body` (an offset `entry_offsets` gave).
+/// Errors, which only a wrong offset can cause, name offsets within the image.
+pub(crate) fn entry_at(body: &[u8], at: u32) -> Result<DeltaEntry<'_>, RecordError> {
+    let at = at as usize;
+    let rest = body.get(at..).ok_or_else(|| RecordError {
+        offset: HEADER_LEN + at,
+        reason: "a delta entry offset lies outside the body".into(),
+    })?;
+    read_entry(&mut RecordReader::new(rest))
+        .map_err(|e| RecordError { offset: HEADER_LEN + at + e.offset, ..e })
+}
+
+/// The entry for `key` in a verified delta's `body`, by binary search over its entry
+/// offsets (`entry_offsets`, in key order).
+pub(crate) fn find_indexed<'a>(
+    body: &'a [u8],
+    offsets: &[u32],
+    key: &[u8],
+) -> Result<Option<DeltaEntry<'a>>, RecordError> {
+    let (mut low, mut high) = (0, offsets.len());
+    // Bound: the range shrinks every step.
+    while low < high {
+        let mid = low + (high - low) / 2;
+        let entry = entry_at(body, offsets[mid])?;
+        match entry.key().cmp(key) {
+            std::cmp::Ordering::Less => low = mid + 1,
+            std::cmp::Ordering::Equal => return Ok(Some(entry)),
+            std::cmp::Ordering::Greater => high = mid,
         }
-        Ok(None)
     }
+    Ok(None)
 }
 
 /// Appends `entry` in a delta's entry encoding.
@@ -174,20 +206,26 @@ const _: () = assert!(TAG_DELETE != TAG_LEAF);
 mod tests {
     use super::*;
 
-    /// `find` agrees with the whole list of entries, for every key in it and keys between.
+    /// `find_indexed` agrees with the whole list of entries, for every key in it, keys
+    /// between them, and keys before and after all of them.
     #[test]
-    fn find_agrees_with_the_entries() {
+    fn find_indexed_agrees_with_the_entries() {
         let image = sample();
         let view = open(&image, FrameId(4)).unwrap();
-        let entries = view.entries().unwrap();
+        let (entries, offsets) = (view.entries().unwrap(), view.entry_offsets().unwrap());
+        let body = verified_body(&image);
+        assert_eq!(offsets.len(), entries.len());
         for entry in &entries {
-            assert_eq!(view.find(entry.key()).unwrap().as_ref(), Some(entry));
+            assert_eq!(find_indexed(body, &offsets, entry.key()).unwrap().as_ref(), Some(entry));
             let mut after = entry.key().to_vec();
             after.push(0);
             let between = entries.iter().any(|e| e.key() == after.as_slice());
-            assert_eq!(view.find(&after).unwrap().is_some(), between);
+            assert_eq!(find_indexed(body, &offsets, &after).unwrap().is_some(), between);
         }
-        assert_eq!(view.find(b"\xff\xff").unwrap(), None);
+        assert_eq!(find_indexed(body, &offsets, b"\xff\xff").unwrap(), None);
+        assert_eq!(find_indexed(body, &offsets[..0], b"").unwrap(), None);
+        let bad = entry_at(body, body.len() as u32 + 1).unwrap_err();
+        assert!(bad.reason.contains("outside"), "{bad:?}");
     }
 
     fn sample() -> Vec<u8> {

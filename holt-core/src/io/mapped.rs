@@ -75,10 +75,14 @@ impl MappedFile {
         self.safe_len.fetch_max(end, Ordering::AcqRel);
     }
 
-    /// Hands the mapped bytes `offset .. offset + len` to `f`, under the mapping's read lock;
-    /// `None` (and `f` not called) when they lie past `safe_len`.
-    fn lend<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<Option<R>> {
-        let Some(end) = offset.checked_add(len as u64) else { return Ok(None) };
+    /// Hands the mapped bytes of each range `(offset, len)` to `f`, under the mapping's read
+    /// lock; `None` (and `f` not called) when any lies past `safe_len`.
+    fn lend<R>(&self, ranges: &[(u64, usize)], f: impl FnOnce(&[&[u8]]) -> R) -> io::Result<Option<R>> {
+        let mut end = 0;
+        for &(offset, len) in ranges {
+            let Some(range_end) = offset.checked_add(len as u64) else { return Ok(None) };
+            end = end.max(range_end);
+        }
         loop {
             {
                 let map = self.map.read();
@@ -86,8 +90,12 @@ impl MappedFile {
                     return Ok(None);
                 }
                 if let Some(map) = map.as_ref().filter(|m| end <= m.len() as u64) {
-                    // In bounds of the mapping, so `offset..end` fits in usize.
-                    return Ok(Some(f(&map[offset as usize..end as usize])));
+                    // Every range ends in bounds of the mapping, so its offsets fit in usize.
+                    let lent: smallvec::SmallVec<[&[u8]; 8]> = ranges
+                        .iter()
+                        .map(|&(offset, len)| &map[offset as usize..offset as usize + len])
+                        .collect();
+                    return Ok(Some(f(&lent)));
                 }
             }
             let mut map = self.map.write();
@@ -104,14 +112,14 @@ impl VfsFile for MappedFile {
     }
 
     fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        match self.lend(offset, buf.len(), |bytes| buf.copy_from_slice(bytes))? {
+        match self.lend(&[(offset, buf.len())], |lent| buf.copy_from_slice(lent[0]))? {
             Some(()) => Ok(()),
             None => self.inner.read_cached_at(buf, offset),
         }
     }
 
-    fn lend_mapped(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<bool> {
-        Ok(self.lend(offset, len, f)?.is_some())
+    fn lend_mapped(&self, ranges: &[(u64, usize)], f: &mut dyn FnMut(&[&[u8]])) -> io::Result<bool> {
+        Ok(self.lend(ranges, f)?.is_some())
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -170,7 +178,7 @@ mod tests {
 
     fn lent(file: &dyn VfsFile, offset: u64, len: usize) -> Option<Vec<u8>> {
         let mut copy = None;
-        let done = file.lend_mapped(offset, len, &mut |bytes| copy = Some(bytes.to_vec())).unwrap();
+        let done = file.lend_mapped(&[(offset, len)], &mut |lent| copy = Some(lent[0].to_vec())).unwrap();
         assert_eq!(done, copy.is_some(), "lend_mapped says it lent exactly when it called back");
         copy
     }
@@ -187,6 +195,13 @@ mod tests {
         file.read_cached_at(&mut page, 4096).unwrap();
         assert_eq!(page, [7u8; 4096]);
         assert_eq!(lent(&*file, 0, 8192), Some(vec![7u8; 8192]));
+        // Several ranges at once, each where it lies.
+        let mut both = None;
+        let two = [(0, 16), (4096, 8)];
+        assert!(file
+            .lend_mapped(&two, &mut |lent| both = Some((lent[0].to_vec(), lent[1].to_vec())))
+            .unwrap());
+        assert_eq!(both, Some((vec![7u8; 16], vec![7u8; 8])));
 
         // Past the first mapping (64 MiB): the file is mapped again.
         let far = 3 * MIN_MAP_BYTES;
@@ -201,6 +216,8 @@ mod tests {
         file.set_len(4096).unwrap();
         assert_eq!(lent(&*file, 4096, 4096), None);
         assert_eq!(lent(&*file, far, 4096), None);
+        // None of several is lent when one lies past the end.
+        assert!(!file.lend_mapped(&[(0, 16), (4096, 8)], &mut |_| panic!("lent past the end")).unwrap());
         let short = file.read_cached_at(&mut page, 4096).unwrap_err();
         assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(lent(&*file, 0, 4096), Some(vec![7u8; 4096]));

@@ -56,11 +56,12 @@ pub trait VfsFile: Send + Sync {
     fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.read_exact_at(buf, offset)
     }
-    /// Hands `f` the bytes `[offset, offset + len)` in place, from a mapping of the page
-    /// cache, and returns `true`; `false` (and `f` not called) where the file has no mapping
-    /// or the bytes lie past the end it knows. Only for bytes nothing writes while `f` runs.
-    fn lend_mapped(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<bool> {
-        let _ = (offset, len, f);
+    /// Hands `f` the bytes `[offset, offset + len)` of each range in `ranges`, in place, from
+    /// a mapping of the page cache, and returns `true`; `false` (and `f` not called) where the
+    /// file has no mapping or some bytes lie past the end it knows. Only for bytes nothing
+    /// writes while `f` runs.
+    fn lend_mapped(&self, ranges: &[(u64, usize)], f: &mut dyn FnMut(&[&[u8]])) -> io::Result<bool> {
+        let _ = (ranges, f);
         Ok(false)
     }
     /// Writes all of `buf` at `offset`, growing the file if needed.

@@ -386,27 +386,21 @@ impl Tree {
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Option<ApplyOutcome>> {
         let key = op.key();
-        // Where a put's owner walk goes on from: the frame an evicted frame's image linked to.
+        // Where the owner walk goes on from: the frame an evicted frame's image linked to.
         let mut from = None;
         loop {
-            let (cell, depth) = match op {
-                Op::Put { .. } => self.find_owner_unloaded(key, from.take())?,
-                Op::Delete { .. } => self.find_owner(key)?,
-            };
+            let (cell, depth) = self.find_owner_unloaded(key, from.take())?;
             let latch = cell.latch.lock();
             if cell.is_retired() {
                 continue;
             }
-            if let Op::Put { value, condition, .. } = op {
-                let condition = if check_conditions { *condition } else { Condition::None };
-                match self.put_unloaded(&cell, key, depth, value, condition, log)? {
-                    Unloaded::Done(outcome) => return Ok(Some(outcome)),
-                    Unloaded::Descend(child, depth) => {
-                        from = Some((child, depth));
-                        continue;
-                    }
-                    Unloaded::Load => {}
+            match self.write_unloaded(&cell, op, depth, check_conditions, log)? {
+                Unloaded::Done(outcome) => return Ok(Some(outcome)),
+                Unloaded::Descend(child, depth) => {
+                    from = Some((child, depth));
+                    continue;
                 }
+                Unloaded::Load => {}
             }
             let root = self.load_root(&cell)?;
             let needs_parent = cell.lead() != first_own_byte(&root)
@@ -456,47 +450,56 @@ impl Tree {
     }
 }
 
-/// How `Tree::put_unloaded` ended.
+/// How `Tree::write_unloaded` ended.
 enum Unloaded {
     /// Recorded in the evicted frame's change log.
     Done(ApplyOutcome),
     /// The key's path leaves the frame for this linked frame, entered at this depth.
     Descend(Arc<Cell>, usize),
-    /// The frame is resident, the cache has room, or the put may change what the frame's
+    /// The frame is resident, the cache has room, or the write may change what the frame's
     /// parent relies on: load the frame and write as usual.
     Load,
 }
 
 impl Tree {
-    /// A put to the evicted frame `cell` (latched; `key` enters it at `depth`) while the cache
-    /// is full, recorded without loading the frame: the key's current version is read from
-    /// the frame's image (the few pages on its path), its deltas and the writes already
-    /// recorded this way; the new leaf goes to the frame's change log, which reads and loads
-    /// apply on top of the disk state and the next checkpoint writes as a delta. A full frame
-    /// image read and decoded per write (the cost of loading) is what this saves once the
-    /// frames written to no longer fit the budget.
+    /// A put or delete to the evicted frame `cell` (latched; `key` enters it at `depth`) while
+    /// the cache is full, recorded without loading the frame: the key's current version is
+    /// read from the frame's image (the few pages on its path), its deltas and the writes
+    /// already recorded this way; the new leaf (or the deletion) goes to the frame's change
+    /// log, which reads and loads apply on top of the disk state and the next checkpoint
+    /// writes as a delta. A full frame image read and decoded per write (the cost of loading)
+    /// is what this saves once the frames written to no longer fit the budget; and a frame
+    /// loaded by a write stays in memory, dirty, until a checkpoint.
     ///
-    /// Only a put that cannot change the frame's lead (its parent's rollups rely on it), that
-    /// keeps the frame within the split threshold, and that fits the change log's limit;
-    /// otherwise `Unloaded::Load`.
-    fn put_unloaded(
+    /// Only a write that keeps what the frame's parent relies on, that keeps the frame within
+    /// the split threshold, and that fits the change log's limit; otherwise `Unloaded::Load`.
+    /// A put must not change the frame's lead. A delete cannot change a lead the frame has
+    /// (the root's first own byte stays first: see `lead_from_image`); a root without own
+    /// bytes may gain some (a child folded into it), and the cell goes on saying it has none
+    /// until the frame is loaded, which costs listings only their fast path over the link. A
+    /// delete must not empty the frame, which would need its parent latched to unlink it: it
+    /// is recorded only when the frame and the frames below it hold another key too.
+    fn write_unloaded(
         &self,
         cell: &Arc<Cell>,
-        key: &[u8],
+        op: &Op<'_>,
         depth: usize,
-        value: &[u8],
-        condition: Condition,
+        check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Unloaded> {
+        let key = op.key();
         let rel = key.get(depth..).unwrap_or_default();
         // Checked again under the load lock below; this spares the gate when it is resident.
         if cell.root.load().is_some() {
             return Ok(Unloaded::Load);
         }
+        if matches!(op, Op::Delete { .. }) && cell.subtree_usage().0 < 2 {
+            return Ok(Unloaded::Load);
+        }
         // Held before the load lock: a merge holding the gate may wait for that lock.
         let gate = self.gate_read();
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
-            // The key's current version, newest first: puts recorded while the frame was
+            // The key's current version, newest first: writes recorded while the frame was
             // evicted, then its deltas, then its image. A path leaving the frame goes on.
             let (current, old_weight) = match cell.unloaded_state(rel) {
                 Some(Some(Node::Leaf(leaf))) => (Some(leaf.version()), leaf.weight()),
@@ -514,7 +517,7 @@ impl Tree {
                 },
             };
             // Under the latch and the load lock with the root evicted: nothing publishes the
-            // lead, so it is the frame's current one (puts recorded this way keep it).
+            // lead, so it is the frame's current one (writes recorded this way keep it).
             let lead = match cell.known_lead() {
                 Some(lead) => lead,
                 // Not loaded since open: with no deltas and no writes recorded, the frame is
@@ -526,28 +529,35 @@ impl Tree {
                 }
                 None => return Ok(Unloaded::Load),
             };
-            if lead.is_some_and(|lead| rel.first() != Some(&lead)) {
+            let value = match op {
+                Op::Put { value, .. } => Some(*value),
+                Op::Delete { .. } => None,
+            };
+            let value_len = value.map_or(0, <[u8]>::len);
+            if value.is_some() && lead.is_some_and(|lead| rel.first() != Some(&lead)) {
                 return Ok(Unloaded::Load);
             }
-            if cell.size_bytes() + 8 + rel.len() + value.len() > self.frame_budget_bytes
-                || !cell.can_record_unloaded(rel, value.len())
+            if cell.size_bytes() + 8 + rel.len() + value_len > self.frame_budget_bytes
+                || !cell.can_record_unloaded(rel, value_len)
             {
                 return Ok(Unloaded::Load);
             }
-            if !condition_holds(condition, current) {
+            if check_conditions && !condition_holds(op.condition(), current) {
                 return Err(Error::ConditionFailed);
             }
             let seq = log()?;
-            let weight = (self.weigh)(value);
-            let leaf = Node::Leaf(Shared::new(Leaf::new(&[], value, seq, weight)));
-            let memory = leaf.footprint().memory.max(0) as usize;
-            let grown = cell.record_unloaded(rel, leaf, value.len(), memory);
-            cell.mark_dirty();
-            self.pool.resized(grown as i64);
-            self.pool.count_unloaded_write();
-            let op = Op::Put { key, value, condition };
             let existed = current.is_some();
-            let (keys, weight) = usage_change(&op, existed, old_weight, weight);
+            let weight = value.map_or(0, |v| (self.weigh)(v));
+            // A delete of a key the frame does not hold changes nothing: logged, not recorded.
+            if value.is_some() || existed {
+                let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
+                let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
+                let grown = cell.record_unloaded(rel, state, value_len, memory);
+                cell.mark_dirty();
+                self.pool.resized(grown as i64);
+                self.pool.count_unloaded_write();
+            }
+            let (keys, weight) = usage_change(op, existed, old_weight, weight);
             self.count_usage(cell, keys, weight);
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
         })?;

@@ -11,9 +11,9 @@ use super::node::{touch, Cell, Inner, Leaf, Node, Shared, Weigh};
 use super::Tree;
 use super::{walk_frame, write, Walk};
 use crate::buffer::FrameSize;
-use crate::buffer::{corruption_at as corruption, ChangeLog, Delta, ImageBody};
+use crate::buffer::{corruption_at as corruption, ChangeLog, DeltaRef, ImageBody};
 use crate::error::{Error, Result};
-use crate::format::delta::{self as delta_format, DeltaEntry, DeltaView, DeltaWriter};
+use crate::format::delta::{DeltaEntry, DeltaWriter};
 use crate::format::frame::{self, FRAME_HEADER_LEN};
 use crate::format::node::{write_inner, write_leaf, write_link, Record, RecordError, RecordReader};
 use crate::format::{FrameId, FRAME_SIZE};
@@ -147,11 +147,9 @@ fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
 
 /// Applies frame `id`'s deltas, in order, to `root` (the frame's decoded image); returns the
 /// resulting root.
-pub(super) fn apply_deltas(id: FrameId, mut root: Node, deltas: &[Delta], weigh: Weigh) -> Result<Node> {
-    for (i, (bytes, location)) in deltas.iter().enumerate() {
-        let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-        let view = open_delta(id, i, bytes, location)?;
-        for entry in view.entries().map_err(|e| fail(e.offset, e.reason))? {
+pub(super) fn apply_deltas(mut root: Node, deltas: &[DeltaRef<'_>], weigh: Weigh) -> Result<Node> {
+    for delta in deltas {
+        for entry in delta.entries()? {
             let change = match entry {
                 DeltaEntry::Put { key, value, version } => {
                     write::put(&root, key, 0, value, version, weigh(value))?
@@ -186,35 +184,6 @@ pub(super) fn apply_change(root: &Node, key: &[u8], state: Option<&Node>) -> Res
         None => None,
     };
     Ok((change.root, stored))
-}
-
-/// The entries of delta `i` (from 0) of frame `id`'s chain, verified (`open_delta`).
-pub(super) fn delta_entries<'a>(
-    id: FrameId,
-    i: usize,
-    bytes: &'a [u8],
-    location: &(PathBuf, u64),
-) -> Result<Vec<DeltaEntry<'a>>> {
-    let view = open_delta(id, i, bytes, location)?;
-    view.entries().map_err(|e| corruption(location, id, e.offset, e.reason))
-}
-
-/// Opens delta `i` (from 0) of frame `id`'s chain: header, checksum, and its position.
-fn open_delta<'a>(
-    id: FrameId,
-    i: usize,
-    bytes: &'a [u8],
-    location: &(PathBuf, u64),
-) -> Result<DeltaView<'a>> {
-    let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-    let view = delta_format::open(bytes, id).map_err(|e| fail(e.offset, e.reason))?;
-    if view.chain_index as usize != i + 1 {
-        return Err(fail(
-            28,
-            format!("delta is number {} of its chain, expected {}", view.chain_index, i + 1),
-        ));
-    }
-    Ok(view)
 }
 
 /// A decoded record waiting for its parent: leaves stay bare until we know whether they are
@@ -487,7 +456,7 @@ impl Tree {
         cell: &Arc<Cell>,
         bytes: &[u8],
         location: &(PathBuf, u64),
-        deltas: &[Delta],
+        deltas: &[DeltaRef<'_>],
     ) -> Result<(Node, FrameSize)> {
         let frames = self.frames.lock();
         let (root, encoded) = decode_frame(bytes, cell.id, location, self.weigh, |id| {
@@ -499,9 +468,9 @@ impl Tree {
         let mut root = root;
         let mut changed = !deltas.is_empty();
         if changed {
-            root = apply_deltas(cell.id, root, deltas, self.weigh)?;
+            root = apply_deltas(root, deltas, self.weigh)?;
         }
-        // Writes made while the frame was evicted (`Tree::put_unloaded`), not on disk yet.
+        // Writes made while the frame was evicted (`Tree::write_unloaded`), not on disk yet.
         let released = cell.replay_changes(|key, state| {
             changed = true;
             let (new_root, stored) = apply_change(&root, key, state)?;
@@ -546,8 +515,8 @@ impl Tree {
                 Subtree::Empty => (prefix.len(), Node::Inner(Inner::empty())),
             };
             let under = &prefix[..depth];
-            for (i, (bytes, location)) in deltas.iter().enumerate() {
-                for entry in delta_entries(cell.id, i, bytes, location)? {
+            for delta in deltas {
+                for entry in delta.entries()? {
                     node = match entry {
                         DeltaEntry::Put { key, value, version } if key.starts_with(under) => {
                             write::put(&node, key, depth, value, version, (self.weigh)(value))?.root
@@ -600,9 +569,8 @@ impl Tree {
                 None => None,
                 Some(first) => {
                     let mut kept = true;
-                    for (i, (bytes, location)) in deltas.iter().enumerate() {
-                        let entries = delta_entries(cell.id, i, bytes, location)?;
-                        kept &= entries.iter().all(|entry| entry.key().first() == Some(&first));
+                    for delta in deltas {
+                        kept &= delta.entries()?.iter().all(|entry| entry.key().first() == Some(&first));
                     }
                     cell.each_change(|key, _| {
                         kept &= key.first() == Some(&first);
@@ -664,12 +632,12 @@ const RECORD_GUESS_BYTES: usize = 256;
 /// shape, so a key under a link is never in them).
 pub(super) fn walk_image(
     image: &mut dyn ImageBody,
-    deltas: &[Delta],
+    deltas: &[DeltaRef<'_>],
     key: &[u8],
     depth: usize,
 ) -> Result<ImageWalk> {
     if !deltas.is_empty() {
-        if let Some(state) = delta_state(image.id(), deltas, key.get(depth..).unwrap_or_default())? {
+        if let Some(state) = delta_state(deltas, key.get(depth..).unwrap_or_default())? {
             return Ok(state);
         }
     }
@@ -677,12 +645,10 @@ pub(super) fn walk_image(
 }
 
 /// The state the last of `deltas` that names `key` (relative to the frame) gives it; `None`
-/// when none does. Each delta is verified (checksum, chain position) before it is used.
-fn delta_state(id: FrameId, deltas: &[Delta], key: &[u8]) -> Result<Option<ImageWalk>> {
-    for (i, (bytes, location)) in deltas.iter().enumerate().rev() {
-        let fail = |offset: usize, reason: String| corruption(location, id, offset, reason);
-        let view = open_delta(id, i, bytes, location)?;
-        if let Some(entry) = view.find(key).map_err(|e| fail(e.offset, e.reason))? {
+/// when none does.
+fn delta_state(deltas: &[DeltaRef<'_>], key: &[u8]) -> Result<Option<ImageWalk>> {
+    for delta in deltas.iter().rev() {
+        if let Some(entry) = delta.find(key)? {
             return Ok(Some(match entry {
                 DeltaEntry::Put { value, version, .. } => ImageWalk::Found { value: value.to_vec(), version },
                 DeltaEntry::Delete { .. } => ImageWalk::Missing,

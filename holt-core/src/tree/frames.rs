@@ -19,7 +19,7 @@ pub(crate) struct CapturedFrame {
     pub id: FrameId,
     /// Pass back to `mark_clean` once this image is durable.
     pub generation: u64,
-    /// The frame's root; `None` for a frame written to while evicted (`Tree::put_unloaded`),
+    /// The frame's root; `None` for a frame written to while evicted (`Tree::write_unloaded`),
     /// whose state is its disk state with `changes` applied (`Tree::rebuild_unloaded`).
     pub root: Option<Node>,
     /// The keys changed since the previous capture (see `ChangeLog`).
@@ -51,7 +51,7 @@ impl Tree {
     /// per dirty frame. The caller must pass every captured frame to `checkpoint_failed` if the
     /// checkpoint fails, or to `mark_clean` once it is durable.
     /// A dirty frame without a resident root holds its changes in its change log alone
-    /// (`Tree::put_unloaded`): it is captured without a root.
+    /// (`Tree::write_unloaded`): it is captured without a root.
     pub(crate) fn capture(&self) -> Result<Capture> {
         let frames = self.frames.lock();
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
@@ -112,7 +112,7 @@ impl Tree {
                 self.linked_frame(&frames, cell, id)
             })?;
             drop(frames);
-            super::codec::apply_deltas(cell.id, root, deltas, self.weigh)
+            super::codec::apply_deltas(root, deltas, self.weigh)
         })?;
         for (key, state) in frame.changes.iter() {
             root = super::codec::apply_change(&root, key, state)?.0;

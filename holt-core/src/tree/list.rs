@@ -488,7 +488,7 @@ impl Tree {
             let mut pruning = Pruning { tree: self, walk, cell, image, promised: &mut promised };
             let kept = pruning.record(root, &mut spelled, checked, bounds, true)?;
             // The deltas scanned count towards admitting the frame as the pages they fill.
-            let delta_bytes: usize = deltas.iter().map(|(bytes, _)| bytes.len()).sum();
+            let delta_bytes: usize = deltas.iter().map(|delta| delta.len()).sum();
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
             let mut kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
             for (key, value, version) in &puts {
@@ -526,7 +526,7 @@ fn changed_keys<'d>(
     walk: &Walk<'_>,
     path: &[u8],
     cell: &Cell,
-    deltas: &'d [crate::buffer::Delta],
+    deltas: &[crate::buffer::DeltaRef<'d>],
 ) -> Result<Option<Vec<Put<'d>>>> {
     // Keyed by the name the page would show for the key (the key, or the common prefix it
     // rolls up to; relative to the frame): a later change of the same key replaces an
@@ -544,8 +544,8 @@ fn changed_keys<'d>(
                 .map_or(key.len(), |end| end.saturating_sub(path.len()).min(key.len()))
         })
     };
-    for (i, (bytes, location)) in deltas.iter().enumerate() {
-        for entry in codec::delta_entries(cell.id, i, bytes, location)? {
+    for delta in deltas {
+        for entry in delta.entries()? {
             match entry {
                 DeltaEntry::Put { key, value, version } => {
                     if let Some(n) = name_len(key) {

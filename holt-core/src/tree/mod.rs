@@ -465,7 +465,7 @@ impl Tree {
 
     /// The first frame on `key`'s path from `from` (the root frame if `None`) that is evicted,
     /// or the owner if every frame down to it is resident: for a put that may be recorded
-    /// without loading its frame (`put_unloaded`, which walks the evicted frame's image and
+    /// without loading its frame (`write_unloaded`, which walks the evicted frame's image and
     /// goes on from the frame it links to, if any).
     pub(super) fn find_owner_unloaded(&self, key: &[u8], from: Option<Owner>) -> Result<Owner> {
         self.find_owner_in(key, from, true)
