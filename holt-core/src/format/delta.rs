@@ -160,14 +160,29 @@ pub(crate) fn find_indexed<'a>(
     // Bound: the range shrinks every step.
     while low < high {
         let mid = low + (high - low) / 2;
-        let entry = entry_at(body, offsets[mid])?;
-        match entry.key().cmp(key) {
+        match key_at(body, offsets[mid])?.cmp(key) {
             std::cmp::Ordering::Less => low = mid + 1,
-            std::cmp::Ordering::Equal => return Ok(Some(entry)),
+            std::cmp::Ordering::Equal => return entry_at(body, offsets[mid]).map(Some),
             std::cmp::Ordering::Greater => high = mid,
         }
     }
     Ok(None)
+}
+
+/// The key of the entry at offset `at` of a verified delta's `body`, without reading the rest
+/// of the entry: a put (a leaf record) and a delete both begin with their tag, the key's
+/// length and the key.
+fn key_at(body: &[u8], at: u32) -> Result<&[u8], RecordError> {
+    let at = at as usize;
+    let shift = |e: RecordError| RecordError { offset: HEADER_LEN + at + e.offset, ..e };
+    let rest = body.get(at..).ok_or_else(|| RecordError {
+        offset: HEADER_LEN + at,
+        reason: "a delta entry offset lies outside the body".into(),
+    })?;
+    let mut reader = RecordReader::new(rest);
+    reader.byte().map_err(shift)?;
+    let len = reader.length(KEY_LEN_MAX, "delta key length").map_err(shift)?;
+    reader.slice(len).map_err(shift)
 }
 
 /// Appends `entry` in a delta's entry encoding.

@@ -22,6 +22,7 @@ use super::Tree;
 use crate::format::delta::DeltaEntry;
 use crate::format::node::InnerKind;
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// A listing page and how many nodes the walk visited (the cost measure tests assert on).
@@ -469,9 +470,10 @@ impl Tree {
     /// delimiter is kept as a stub (its own bytes, no children), which the walk rolls up
     /// without looking inside; and once the parts kept hold more entries than the page can
     /// take, later children are left out. The frame's deltas and recorded writes are applied
-    /// on top. `None` when the frame should be read another way: the cache has room (it is
-    /// loaded), the frame is read often enough to be admitted, or its changes since the image
-    /// include deletes (one could empty a part kept as a stub).
+    /// on top, deleted keys left uncounted while parts are kept. `None` when the frame should
+    /// be read another way: the cache has room (it is loaded), the frame is read often enough
+    /// to be admitted, or its changes since the image delete a key the page would roll up
+    /// (the deletion could empty a part kept as a stub).
     fn pruned_from_image(
         &self,
         walk: &Walk<'_>,
@@ -481,11 +483,20 @@ impl Tree {
         bounds: Bounds,
     ) -> Result<Option<Node>> {
         let kept = self.pool.read_image(cell, |image, deltas| {
-            let Some(puts) = changed_keys(walk, path, cell, deltas)? else { return Ok(None) };
+            let Some((puts, deleted)) = changed_keys(walk, path, cell, deltas)? else { return Ok(None) };
             let mut spelled = path.to_vec();
             let mut promised = 0;
             let root = image.root_offset();
-            let mut pruning = Pruning { tree: self, walk, cell, image, promised: &mut promised };
+            let frame_at = path.len();
+            let mut pruning = Pruning {
+                tree: self,
+                walk,
+                cell,
+                image,
+                promised: &mut promised,
+                deleted: &deleted,
+                frame_at,
+            };
             let kept = pruning.record(root, &mut spelled, checked, bounds, true)?;
             // The deltas scanned count towards admitting the frame as the pages they fill.
             let delta_bytes: usize = deltas.iter().map(|delta| delta.len()).sum();
@@ -493,6 +504,9 @@ impl Tree {
             let mut kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
             for (key, value, version) in &puts {
                 kept = super::write::put(&kept, key, 0, value, *version, (self.weigh)(value))?.root;
+            }
+            for key in &deleted {
+                kept = super::write::delete(&kept, key, 0)?.root;
             }
             Ok(Some(kept))
         })?;
@@ -514,69 +528,85 @@ impl Tree {
 /// borrowed from the frame's deltas, or copied from its change logs.
 type Put<'d> = (Cow<'d, [u8]>, Cow<'d, [u8]>, u64);
 
+/// What `changed_keys` finds: the puts, and the keys deleted (relative to the frame).
+type Changes<'d> = (Vec<Put<'d>>, BTreeSet<Vec<u8>>);
+
 /// The changes the evicted frame `cell` (reached by `path`) took since its image that the
-/// walk can see, as puts (its deltas', then its logs', in order, the last change of a key
-/// winning), keeping only keys the page could list and, of the keys under one common
-/// prefix, one (one is enough to make the walk emit it: a stub or a key already there rolls
-/// up the same way). A frame written many times holds thousands of changes, most of them
-/// beside the page. `None` if a deletion is among the changes the page can see: the walk
-/// then decodes what the prefix leads to instead (a deletion could empty a part kept as a
+/// walk can see (its deltas', then its logs', in order, the last change of a key winning):
+/// puts, keeping only keys the page could list and, of the keys under one common prefix, one
+/// (one is enough to make the walk emit it: a stub or a key already there rolls up the same
+/// way); and the keys deleted, each relative to the frame, which the page would list as
+/// themselves. A frame written many times holds thousands of changes, most of them beside
+/// the page. `None` if the page would roll a deleted key up into a common prefix: the walk
+/// then decodes what the prefix leads to instead (the deletion could empty a part kept as a
 /// stub).
 fn changed_keys<'d>(
     walk: &Walk<'_>,
     path: &[u8],
     cell: &Cell,
     deltas: &[crate::buffer::DeltaRef<'d>],
-) -> Result<Option<Vec<Put<'d>>>> {
+) -> Result<Option<Changes<'d>>> {
     // Keyed by the name the page would show for the key (the key, or the common prefix it
     // rolls up to; relative to the frame): a later change of the same key replaces an
     // earlier one, and one put under a common prefix stands for all of them.
     let mut puts: std::collections::BTreeMap<Cow<'d, [u8]>, Put<'d>> = Default::default();
+    let mut deleted: BTreeSet<Vec<u8>> = BTreeSet::new();
     let mut full = path.to_vec();
-    // The length of the name `key` (relative to the frame) shows as, if the page reaches it.
-    let mut name_len = |key: &[u8]| {
+    // The length of the name `key` (relative to the frame) shows as, and whether that is a
+    // common prefix it rolls up to, if the page reaches it.
+    let mut name_of = |key: &[u8]| {
         full.truncate(path.len());
         full.extend_from_slice(key);
         walk.reaches(&full).then(|| {
             // A delimiter in `path` past the prefix would have rolled the frame up before
             // the walk entered it, so a common prefix ends inside `key`.
-            walk.delimiter_end(&full, 0)
-                .map_or(key.len(), |end| end.saturating_sub(path.len()).min(key.len()))
+            match walk.delimiter_end(&full, 0) {
+                Some(end) => (end.saturating_sub(path.len()).min(key.len()), true),
+                None => (key.len(), false),
+            }
         })
     };
     for delta in deltas {
         for entry in delta.entries()? {
             match entry {
                 DeltaEntry::Put { key, value, version } => {
-                    if let Some(n) = name_len(key) {
+                    deleted.remove(key);
+                    if let Some((n, _)) = name_of(key) {
                         puts.insert(
                             Cow::Borrowed(&key[..n]),
                             (Cow::Borrowed(key), Cow::Borrowed(value), version),
                         );
                     }
                 }
-                DeltaEntry::Delete { key } => {
-                    if name_len(key).is_some() {
-                        return Ok(None);
+                DeltaEntry::Delete { key } => match name_of(key) {
+                    None => {}
+                    Some((_, true)) => return Ok(None),
+                    Some((_, false)) => {
+                        puts.remove(key);
+                        deleted.insert(key.to_vec());
                     }
-                }
+                },
             }
         }
     }
-    let mut deleted = false;
+    let mut rolled_up_deletion = false;
     cell.each_change(|key, state| {
-        if let Some(n) = name_len(key) {
-            match state {
-                Some(Node::Leaf(leaf)) => {
-                    let put = (Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version());
-                    puts.insert(Cow::Owned(key[..n].to_vec()), put);
-                }
-                _ => deleted = true,
+        match (name_of(key), state) {
+            (None, _) => {}
+            (Some((n, _)), Some(Node::Leaf(leaf))) => {
+                deleted.remove(key);
+                let put = (Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version());
+                puts.insert(Cow::Owned(key[..n].to_vec()), put);
             }
+            (Some((_, false)), _) => {
+                puts.remove(key);
+                deleted.insert(key.to_vec());
+            }
+            (Some((_, true)), _) => rolled_up_deletion = true,
         }
         Ok(())
     })?;
-    Ok((!deleted).then(|| puts.into_values().collect()))
+    Ok((!rolled_up_deletion).then(|| (puts.into_values().collect(), deleted)))
 }
 
 /// The top-down read of an evicted frame's image that `Tree::pruned_from_image` makes.
@@ -587,9 +617,25 @@ struct Pruning<'p, 'w> {
     image: &'p mut dyn crate::buffer::ImageBody,
     /// Entries the parts kept so far will give the walk, at least.
     promised: &'p mut usize,
+    /// Keys deleted since the image (relative to the frame), which the parts kept may still
+    /// hold: they promise nothing.
+    deleted: &'p BTreeSet<Vec<u8>>,
+    /// Where the frame's keys start in the path the walk spells.
+    frame_at: usize,
 }
 
 impl Pruning<'_, '_> {
+    /// Whether the key `path` spells was deleted since the image.
+    fn is_deleted(&self, path: &[u8]) -> bool {
+        !self.deleted.is_empty() && path.get(self.frame_at..).is_some_and(|key| self.deleted.contains(key))
+    }
+
+    /// How many keys deleted since the image begin with what `path` spells.
+    fn deleted_under(&self, path: &[u8]) -> usize {
+        let Some(under) = path.get(self.frame_at..).filter(|_| !self.deleted.is_empty()) else { return 0 };
+        self.deleted.range(under.to_vec()..).take_while(|key| key.starts_with(under)).count()
+    }
+
     /// What the walk can reach of the subtree whose top record is at body offset `pos`,
     /// reached by `path`; `None` if nothing.
     fn record(
@@ -622,9 +668,10 @@ impl Pruning<'_, '_> {
             OwnedRecord::Leaf(leaf) => {
                 path.extend_from_slice(leaf.suffix());
                 let shows = self.walk.bounds(path, bounds).map(|b| self.walk.shows(path, checked, b));
+                let deleted = self.is_deleted(path);
                 path.truncate(base);
                 shows.map(|shows| {
-                    *self.promised += usize::from(shows);
+                    *self.promised += usize::from(shows && !deleted);
                     Node::Leaf(Shared::new(leaf))
                 })
             }
@@ -671,7 +718,7 @@ impl Pruning<'_, '_> {
             None => None,
             Some(&back) => match codec::read_record(&mut *self.image, pos - back, self.tree.weigh)? {
                 OwnedRecord::Leaf(t) if t.suffix().is_empty() => {
-                    *self.promised += usize::from(b.in_prefix && !b.on_start_after);
+                    *self.promised += usize::from(b.in_prefix && !b.on_start_after && !self.is_deleted(path));
                     Some(Shared::new(t))
                 }
                 _ => {
@@ -704,7 +751,12 @@ impl Pruning<'_, '_> {
                     let resolve = |id| tree.linked_frame(&tree.frames.lock(), cell, id);
                     codec::decode_subtree(&mut *self.image, pos - back, tree.weigh, resolve).map(
                         |(node, keys)| {
-                            *self.promised += keys.max(1);
+                            // Deleted keys under it may be among its keys (or not: then this
+                            // promises too few, which only keeps more).
+                            *self.promised += match self.deleted_under(path) {
+                                0 => keys.max(1),
+                                deleted => keys.saturating_sub(deleted),
+                            };
                             Some(node)
                         },
                     )
