@@ -30,6 +30,12 @@ usage: scripts/bench.sh [options]
                     the bucket attached (import time measured), then head, list (1,000-entry
                     delimiter pages), get and put against MinIO and through the gateway
   --skip-upstream   do not run the upstream-mode section
+  --gw-scale LIST   object counts of the gateway-at-scale section (default: not run; the
+                    issue's run is 1000000,10000000). For each size: a fresh gateway with its
+                    default 1 GiB budget is loaded through PutObject (timed), then HeadObject,
+                    GetObject and a 1,000-entry delimiter page after a random object
+                    (`list-random`) over up to 1,000,000 random objects of the whole set, at
+                    64 connections, --gw-reps times; peak RSS and bytes on disk recorded
   --no-build        use the binaries already built
   -h, --help        this text
 
@@ -55,6 +61,7 @@ BEYOND="10000000"
 RUN_BEYOND=1
 UPSTREAM_OBJECTS=1000000
 RUN_UPSTREAM=1
+GW_SCALE=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --keys) KEYS="$2"; shift 2 ;;
@@ -70,6 +77,7 @@ while [[ $# -gt 0 ]]; do
         --skip-beyond) RUN_BEYOND=0; shift ;;
         --upstream-objects) UPSTREAM_OBJECTS="$2"; shift 2 ;;
         --skip-upstream) RUN_UPSTREAM=0; shift ;;
+        --gw-scale) GW_SCALE="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -295,6 +303,47 @@ PY
     else
         rm -f "$OUT/gateway-failures-$OBJECTS.md"
     fi
+fi
+
+# --- the gateway at scale: its own figures at each size, same client, same pool size --------
+if [[ -n "$GW_SCALE" ]]; then
+    GW_BIN="$ROOT/target/release/holt-gateway"
+    if [[ $BUILD -eq 1 ]]; then
+        (cd "$ROOT" && nice -n 19 cargo build --release -p gateway) || log "holt-gateway did not build"
+    fi
+    SCALE_RAW="$RUN_DIR/gateway-scale.jsonl"
+    : > "$SCALE_RAW"
+    IFS=',' read -r -a scale_sizes <<< "$GW_SCALE"
+    for size in "${scale_sizes[@]}"; do
+        rm -rf "$DATA_DIR/gateway-scale"; mkdir -p "$DATA_DIR/gateway-scale"
+        "$GW_BIN" --data-dir "$DATA_DIR/gateway-scale" --listen 127.0.0.1:0 --durability sync \
+            > "$RUN_DIR/gateway-scale.log" 2>&1 &
+        SC_PID=$!
+        if ! wait_for_line "$RUN_DIR/gateway-scale.log" "listening on http://" 30; then
+            log "holt-gateway did not start at $size objects (see $RUN_DIR/gateway-scale.log)"
+            stop_pid "$SC_PID"
+            continue
+        fi
+        ADDR=$(grep -o 'listening on http://[0-9.:]*' "$RUN_DIR/gateway-scale.log" | head -1 | sed 's/listening on //')
+        scale_row() { sed "/\"objects\":/! s/^{/{\"objects\":$size,/; s/^{/{\"server\":\"holt-gateway\",\"scale\":true,/"; }
+        log "gateway at scale: loading $size objects"
+        "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op prepare --objects "$size" --connections 64 \
+            --server-pid "$SC_PID" --access-key holtadmin --secret-key holtadmin-secret-key | scale_row >> "$SCALE_RAW"
+        pool=$((size < 1000000 ? size : 1000000))
+        for ((rep = 1; rep <= GW_REPS; rep++)); do
+            for op in head get list-random; do
+                "$BIN/s3load" --endpoint "$ADDR" --bucket bench --op "$op" --connections 64 \
+                    --duration-s "$GW_SECONDS" --objects "$size" --pool "$pool" --server-pid "$SC_PID" \
+                    --access-key holtadmin --secret-key holtadmin-secret-key | scale_row >> "$SCALE_RAW" \
+                    || log "gateway at scale: $op at $size objects failed"
+            done
+        done
+        disk=$(du -sb "$DATA_DIR/gateway-scale" | cut -f1)
+        echo "{\"server\":\"holt-gateway\",\"objects\":$size,\"scale\":true,\"op\":\"disk\",\"bytes\":$disk}" >> "$SCALE_RAW"
+        stop_pid "$SC_PID"
+        rm -rf "$DATA_DIR/gateway-scale"
+    done
+    cp "$SCALE_RAW" "$OUT/gateway-scale-raw.jsonl"
 fi
 
 # --- upstream mode: the gateway in front of MinIO ------------------------------------------

@@ -1,10 +1,12 @@
 //! A small S3 load generator for loopback benchmarks: HeadObject, GetObject 1 KiB, PutObject
-//! 1 KiB, ListObjectsV2 with delimiter (1000-entry pages) and a mix, over N keep-alive HTTP/1.1
+//! 1 KiB, ListObjectsV2 with delimiter (1000-entry pages: the first of a tenant, or with
+//! `list-random` one after a random object) and a mix, over N keep-alive HTTP/1.1
 //! connections, bounded in time and in request count. Requests are signed with AWS SigV4 (the
 //! SDKs' own signer) ahead of time into a pool that is replayed, so the generator spends its
 //! CPU on HTTP, not on HMACs (signatures stay valid for 15 minutes; runs are far shorter).
 //!
-//! usage: s3load --endpoint http://127.0.0.1:9000 --bucket B --op prepare|head|get|put|list|mixed
+//! usage: s3load --endpoint http://127.0.0.1:9000 --bucket B
+//!               --op prepare|head|get|put|list|list-random|mixed
 //!               [--connections 16] [--duration-s 10] [--max-requests 1000000] [--objects 100000]
 //!               [--access-key K] [--secret-key S] [--region us-east-1] [--server-pid PID]
 //!               [--threads 1] [--pool 2000] [--ca CA.pem]
@@ -252,6 +254,19 @@ fn list(args: &Args, i: u64) -> Result<Prepared, Error> {
     prepare(args, Method::GET, format!("/{}?{q}", args.bucket), Bytes::new(), 200)
 }
 
+/// A 1,000-entry delimiter page at a random place of the data set: under a random tenant,
+/// after a random one of its flat objects (`random` picks both).
+fn list_random(args: &Args, random: u64) -> Result<Prepared, Error> {
+    let per_tenant = (args.objects / TENANTS).max(1);
+    let tenant = random % TENANTS;
+    let flat_from = per_tenant * 8 / 10;
+    let j = flat_from + (random / TENANTS) % (per_tenant - flat_from).max(1);
+    let after = encode_key(&object_key(tenant * per_tenant + j, args.objects)).replace('/', "%2F");
+    let q =
+        format!("delimiter=%2F&list-type=2&max-keys=1000&prefix=tenant-{tenant:02}%2F&start-after={after}");
+    prepare(args, Method::GET, format!("/{}?{q}", args.bucket), Bytes::new(), 200)
+}
+
 /// The request pool for an operation. The mix: 60% head, 15% get, 15% put, 10% list.
 fn pool(args: &Args) -> Result<Vec<Prepared>, Error> {
     let mut rng = 0x5EED_u64;
@@ -265,6 +280,7 @@ fn pool(args: &Args) -> Result<Vec<Prepared>, Error> {
             "get" => head_or_get(args, Method::GET, next()),
             "put" => put(args, n),
             "list" => list(args, n),
+            "list-random" => list_random(args, next()),
             "mixed" => match next() % 100 {
                 0..=59 => head_or_get(args, Method::HEAD, next()),
                 60..=74 => head_or_get(args, Method::GET, next()),
