@@ -67,6 +67,18 @@ pub(crate) fn manifest_lists(table: &SlotTable) -> (SlotList, SlotList) {
     (frames, deltas)
 }
 
+/// The error of a failed read of the image or delta of frame `frame` at byte `offset`: a
+/// file that ends inside the slot is corruption, anything else an I/O error.
+fn read_failed(frame: u64, offset: u64, source: io::Error) -> Error {
+    match source.kind() {
+        io::ErrorKind::UnexpectedEof => Error::Corruption {
+            location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(frame), offset },
+            reason: "frames file ends inside the slot".into(),
+        },
+        _ => Error::Io { op: "read frame", source, may_have_applied: false },
+    }
+}
+
 /// Refuses an image or delta whose checksum field is not the one the manifest recorded for
 /// it: an older valid image of the same frame, left where a write was lost or misdirected.
 fn check_sum(id: u64, at: u64, expected: Option<u32>, image: &[u8]) -> Result<()> {
@@ -260,10 +272,7 @@ impl FrameStore {
             } else {
                 self.file.read_exact_at(buf, offset + at as u64)
             };
-            done.map_err(|source| match source.kind() {
-                io::ErrorKind::UnexpectedEof => corrupt("frames file ends inside the slot"),
-                _ => Error::Io { op: "read frame", source, may_have_applied: false },
-            })
+            done.map_err(|source| read_failed(frame, offset, source))
         };
         // The bytes from `offset` to its slot's end: no image is longer.
         let room = FRAME_SIZE - (offset % FRAME_SIZE as u64) as usize;
@@ -307,13 +316,7 @@ impl FrameStore {
             return Ok(stored);
         }
         let mut head = [0u8; STORE_ALIGN_BYTES];
-        self.file.read_cached_at(&mut head, offset).map_err(|source| match source.kind() {
-            io::ErrorKind::UnexpectedEof => Error::Corruption {
-                location: Location { file: PathBuf::from(FRAMES_NAME), frame: Some(frame), offset },
-                reason: "frames file ends inside the slot".into(),
-            },
-            _ => Error::Io { op: "read frame", source, may_have_applied: false },
-        })?;
+        self.file.read_cached_at(&mut head, offset).map_err(|source| read_failed(frame, offset, source))?;
         Ok(self.learn_len(offset, &head))
     }
 }
