@@ -26,6 +26,13 @@ impl Lmdb {
                 options.flags(EnvFlags::NO_SYNC);
             }
         }
+        if std::env::var_os("HOLT_BENCH_LMDB_NO_READ_AHEAD").is_some_and(|v| v == "1") {
+            // SAFETY: MDB_NORDAHEAD only turns off the kernel's read-around on the mapping.
+            // Set to compare cold reads with holt-core's, which reads no pages around a fault.
+            unsafe {
+                options.flags(EnvFlags::NO_READ_AHEAD);
+            }
+        }
         // SAFETY: the directory is private to this process for the benchmark's lifetime, so
         // nothing else maps or truncates the file.
         let env = unsafe { options.open(dir)? };

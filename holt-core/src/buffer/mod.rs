@@ -1164,7 +1164,10 @@ impl<N> BufferPool<N> {
             Some(lent) => lent
                 .iter()
                 .enumerate()
-                .map(|(i, &(at, bytes))| Delta::verify(cell.id, i, bytes, (file.to_path_buf(), at), false))
+                .map(|(i, &(at, bytes))| {
+                    crate::io::will_need(bytes); // verifying reads it all
+                    Delta::verify(cell.id, i, bytes, (file.to_path_buf(), at), false)
+                })
                 .collect::<Result<Vec<_>>>()?,
             None => self.read_deltas(source, cell.id)?,
         });
@@ -1345,8 +1348,11 @@ impl<'s> PagedImage<'s> {
                 };
                 let head = frame::open_frame_head(page0, FRAME_SIZE, id)
                     .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
-                if mapped.is_some() {
+                if let Some(slot) = mapped {
                     head.trusted[0].fetch_or(1, Ordering::Release); // page 0, verified in place
+                                                                    // The first walk of this image in this process: read the rest of its
+                                                                    // used bytes in, in the background, rather than one page a fault.
+                    crate::io::will_need(slot.get(PAGE_BYTES..head.used).unwrap_or_default());
                 }
                 (Arc::new(head), window, 1)
             }

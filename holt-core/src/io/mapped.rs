@@ -56,18 +56,20 @@ impl MappedFile {
     fn map_at_least(&self, len: u64) -> io::Result<Mmap> {
         let bytes = len.saturating_mul(2).max(MIN_MAP_BYTES);
         let bytes = usize::try_from(bytes).map_err(|_| io::Error::other("file too long to map"))?;
-        // The kernel's default read-around stays: a fault on a cold page reads the pages
-        // around it too, which are the same frame's (a frame is 128 pages). Cold point reads
-        // at 1M keys took 13.4 µs with it and 69.6 with `MADV_RANDOM` (one page a fault).
-        //
         // SAFETY: the mapping is read-only and read only below `safe_len` (see the module
         // comment); nothing in this process writes the file through another mapping, and
         // writes through the descriptor only reach slots no reader reads (the frames file's
         // invariant), so no slice a reader is lent sees its bytes change.
         #[expect(unsafe_code, reason = "a mapping of a file is unsafe to make: see SAFETY")]
-        unsafe {
-            MmapOptions::new().len(bytes).map(&self.file)
+        let map = unsafe { MmapOptions::new().len(bytes).map(&self.file)? };
+        // No read-around: a fault reads its own page. The kernel's read-around is the
+        // device's read-ahead size (8 MiB on some virtual disks: 16 slots, with their punched
+        // tails read as zeros into the page cache); callers ask for what they will read
+        // (`will_need`). Advice is a hint: a kernel that refuses it only reads more.
+        if let Err(e) = map.advise(memmap2::Advice::Random) {
+            tracing::debug!(error = %e, "madvise(MADV_RANDOM) refused on the frames file's mapping");
         }
+        Ok(map)
     }
 
     /// Raises `safe_len` to `end` (after a write or extension that made the file reach it).
@@ -106,13 +108,45 @@ impl MappedFile {
     }
 }
 
+/// Asks the kernel to start reading the pages under `bytes`, lent from the mapping, into the
+/// page cache, and returns at once: one request for a range a reader is about to read
+/// through, where page faults would read it a page at a time (the mapping reads no pages
+/// around a fault). Costs a page-cache lookup per page already there. A hint: errors are
+/// ignored, and slices outside a mapping are left alone by the kernel.
+pub(crate) fn will_need(bytes: &[u8]) {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let page = *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system.
+        #[expect(unsafe_code, reason = "libc call: see SAFETY")]
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).ok().filter(|&s| s.is_power_of_two()).unwrap_or(4096)
+    });
+    if bytes.is_empty() {
+        return;
+    }
+    let start = bytes.as_ptr() as usize & !(page - 1);
+    let len = bytes.as_ptr() as usize + bytes.len() - start;
+    // SAFETY: MADV_WILLNEED only schedules reads into the page cache; it changes no byte
+    // of any mapping. The range starts at most a page below a lent slice, inside the same
+    // page-aligned mapping.
+    #[expect(unsafe_code, reason = "libc call: see SAFETY")]
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_WILLNEED);
+    }
+}
+
 impl VfsFile for MappedFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner.read_exact_at(buf, offset)
     }
 
     fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        match self.lend(&[(offset, buf.len())], |lent| buf.copy_from_slice(lent[0]))? {
+        let ranges = [(offset, buf.len())];
+        let copy = |lent: &[&[u8]]| {
+            will_need(lent[0]);
+            buf.copy_from_slice(lent[0])
+        };
+        match self.lend(&ranges, copy)? {
             Some(()) => Ok(()),
             None => self.inner.read_cached_at(buf, offset),
         }
@@ -227,5 +261,58 @@ mod tests {
         assert_eq!(lent(&*file, 8192, 4096), Some(vec![0u8; 4096]));
         // An offset whose end overflows is not lent.
         assert_eq!(lent(&*file, u64::MAX - 10, 4096), None);
+    }
+
+    /// Which of the first `pages` 4 KiB pages of `file` the page cache holds.
+    #[expect(unsafe_code, reason = "mapping a file and asking mincore of it: see SAFETY")]
+    fn resident(file: &File, pages: usize) -> Vec<bool> {
+        // SAFETY: the mapping is only passed to mincore, never read.
+        let map = unsafe { MmapOptions::new().len(pages * 4096).map(file).unwrap() };
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `map` is a live mapping of `pages` pages and `vec` holds a byte for each.
+        let done = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), vec.as_mut_ptr()) };
+        assert_eq!(done, 0, "mincore: {}", io::Error::last_os_error());
+        vec.iter().map(|&b| b & 1 != 0).collect()
+    }
+
+    /// A fault on the mapping reads its own page, not the pages around it (the kernel's
+    /// read-around reads the device's read-ahead size: 8 MiB, 16 slots, on some virtual disks),
+    /// and `will_need` reads a range in. Skipped where the page cache cannot be emptied (tmpfs).
+    #[test]
+    #[expect(unsafe_code, reason = "posix_fadvise: see SAFETY")]
+    fn a_fault_reads_its_own_page_and_will_need_a_range() {
+        use std::os::fd::AsRawFd;
+        const PAGES: usize = 512;
+        let dir = tempfile::tempdir().unwrap();
+        let file = StdFs::new(dir.path()).with_mapped_reads(true).open_batched(Path::new("f")).unwrap();
+        file.write_all_at(&vec![5u8; PAGES * 4096], 0).unwrap();
+        file.sync_data().unwrap();
+        let probe = File::open(dir.path().join("f")).unwrap();
+        // SAFETY: a hint on a descriptor this test owns.
+        unsafe { libc::posix_fadvise(probe.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if resident(&probe, PAGES).contains(&true) {
+            eprintln!("skipped: the file system keeps the file's pages in memory");
+            return;
+        }
+
+        assert_eq!(lent(&*file, 300 * 4096 + 8, 16), Some(vec![5u8; 16]));
+        let now = resident(&probe, PAGES);
+        let held: Vec<usize> = (0..PAGES).filter(|&p| now[p]).collect();
+        assert_eq!(held, [300], "one fault, one page");
+
+        let range = [(100 * 4096, 64 * 4096)];
+        assert!(file.lend_mapped(&range, &mut |lent| will_need(lent[0])).unwrap());
+        let wanted = 100..164;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let now = resident(&probe, PAGES);
+            if wanted.clone().all(|p| now[p]) {
+                let outside = (0..PAGES).filter(|&p| now[p] && !wanted.contains(&p) && p != 300).count();
+                assert_eq!(outside, 0, "will_need read only the range");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the range was not read in");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

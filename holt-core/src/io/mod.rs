@@ -27,6 +27,12 @@ mod uring;
 pub use sim::{Fault, FaultError, OpKind, SimFs};
 pub use std_fs::StdFs;
 
+#[cfg(target_os = "linux")]
+pub(crate) use mapped::will_need;
+/// Nothing is mapped elsewhere, so there is nothing to read ahead.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn will_need(_bytes: &[u8]) {}
+
 /// Held while a database directory is open; dropping it releases the lock.
 pub type DirLock = Box<dyn std::any::Any + Send + Sync>;
 
