@@ -338,7 +338,7 @@ if [[ -n "$GW_SCALE" ]]; then
                     || log "gateway at scale: $op at $size objects failed"
             done
         done
-        disk=$(du -sb "$DATA_DIR/gateway-scale" | cut -f1)
+        disk=$(du -s --block-size=1 "$DATA_DIR/gateway-scale" | cut -f1)
         echo "{\"server\":\"holt-gateway\",\"objects\":$size,\"scale\":true,\"op\":\"disk\",\"bytes\":$disk}" >> "$SCALE_RAW"
         stop_pid "$SC_PID"
         rm -rf "$DATA_DIR/gateway-scale"
