@@ -180,9 +180,11 @@ impl Db {
         self.tree.get_with(key, f)
     }
 
-    /// `get` served only from frames already in memory, for callers that must not block on
-    /// disk (an async runtime's worker): `Ok(None)` when a frame on the key's path is evicted
-    /// and would have to be read first; then call `get` where blocking is fine.
+    /// `get` served only from memory, for callers that must not block on disk (an async
+    /// runtime's worker): from frames in the cache, and from evicted frames whose pages the
+    /// operating system's page cache holds (through the mapping, once a `get` has opened the
+    /// frame's image). `Ok(None)` when the read would wait for the disk or for another thread
+    /// loading a frame on the path, having read nothing; then call `get` where blocking is fine.
     pub fn get_resident(&self, key: &[u8]) -> Result<Option<Option<Entry>>> {
         check_key(key)?;
         self.check_readable()?;

@@ -93,6 +93,51 @@ fn every_key_of_a_database_ten_times_its_budget_reads_back_in_a_few_pages() {
     db.close().unwrap();
 }
 
+/// A lookup that may not wait (`Db::get_resident`, which the gateway runs on its async
+/// workers) reads an evicted frame only once a walk has opened its image and the page cache
+/// holds the image's pages. With the cache filled by loading gets of one bucket, keys of
+/// another bucket answer "not resident"; after loading gets of them, they are served from the
+/// page cache, each with its value.
+#[test]
+fn resident_lookups_read_evicted_frames_only_from_the_page_cache() {
+    let dir = scratch_dir();
+    let count = 150_000;
+    load(dir.path(), count);
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    // Bucket 0 fills the cache; bucket 1 is read after.
+    for i in (0..count).filter(|i| i % 3 == 0) {
+        assert_eq!(db.get(&key(i)).unwrap().unwrap_or_else(|| panic!("key {i} lost")).value, value(i));
+    }
+    assert!(db.stats().frame_image_reads > 0, "the cache never filled");
+    let other: Vec<u32> = (0..count).filter(|i| i % 3 == 1).step_by(5).collect();
+    let evicted: Vec<u32> = other.iter().copied().filter(|&i| !db.is_resident(&key(i)).unwrap()).collect();
+    assert!(
+        evicted.len() > other.len() / 2,
+        "only {} of {} keys cross an evicted frame",
+        evicted.len(),
+        other.len()
+    );
+
+    let early = evicted.iter().filter(|&&i| db.get_resident(&key(i)).unwrap().is_some()).count();
+    assert_eq!(early, 0, "keys of frames no walk opened were read by a lookup that may not wait");
+
+    for &i in &evicted {
+        assert_eq!(db.get(&key(i)).unwrap().unwrap_or_else(|| panic!("key {i} lost")).value, value(i));
+    }
+    let mut served = 0;
+    for &i in &evicted {
+        if let Some(found) = db.get_resident(&key(i)).unwrap() {
+            assert_eq!(found.unwrap_or_else(|| panic!("key {i} lost")).value, value(i), "key {i}");
+            served += 1;
+        }
+    }
+    println!("{served} of {} keys in evicted frames served from the page cache", evicted.len());
+    // Not all: a frame admitted meanwhile may have been evicted again, unopened.
+    assert!(served > evicted.len() / 2, "only {served} of {} served from the page cache", evicted.len());
+    db.close().unwrap();
+}
+
 /// Flips a byte in page 2 of one frame and zeroes page 3 of another (a write that lost one
 /// sector): reads through those pages fail with a corruption error naming the page, every
 /// other read returns its value, on the first pass over the keys and the second. Pages read

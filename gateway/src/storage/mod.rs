@@ -249,7 +249,8 @@ impl Store {
         self.db.stats()
     }
 
-    /// Inline when every frame on the key's path is cached; on the blocking pool otherwise.
+    /// Inline when the key's path is in memory (frames in the engine's cache, or pages the
+    /// page cache holds: `Db::get_resident`); on the blocking pool otherwise.
     pub async fn get(&self, key: Vec<u8>) -> S3Result<Option<Entry>> {
         if let Some(found) = self.db.get_resident(&key)? {
             return Ok(found);

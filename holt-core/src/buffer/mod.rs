@@ -50,9 +50,16 @@ pub(crate) trait FrameSource: Send + Sync {
     /// (likewise) lent in place from a mapping of the page cache, or with `None` where the
     /// source cannot lend them all (`f` then reads pages with `read_pages` and deltas with
     /// `read_delta`, and the source holds no lock meanwhile). Nothing lent can be freed while
-    /// `f` runs.
-    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>) -> Result<()> {
-        let _ = id;
+    /// `f` runs. With `resident` of `Some(n)`, lends only if the page cache holds the slot's
+    /// first `n` bytes and every delta, so that reading them waits for no disk; otherwise
+    /// `f(None)`, having read nothing.
+    fn lend_image(
+        &self,
+        id: FrameId,
+        resident: Option<usize>,
+        f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>,
+    ) -> Result<()> {
+        let _ = (id, resident);
         f(None)
     }
     /// How many deltas apply on top of frame `id`'s image (its image alone is stale if any).
@@ -1043,7 +1050,19 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.walk_image(cell, true, walk)
+        self.walk_image(cell, true, false, walk)
+    }
+
+    /// `read_image` that waits for nothing: it walks only an image whose header a walk
+    /// opened before and whose used bytes and deltas the page cache holds, and only if no
+    /// other walk or load holds the frame; `None` otherwise, having read nothing. For a caller
+    /// on an async runtime's worker, which hands the read to a blocking thread on `None`.
+    pub(crate) fn read_image_cached<R>(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        self.walk_image(cell, true, true, walk)
     }
 
     /// `read_image` for a write (`Tree::write_unloaded`): it does not count towards admitting
@@ -1055,32 +1074,52 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.walk_image(cell, false, walk)
+        self.walk_image(cell, false, false, walk)
     }
 
+    /// `cached`: see `read_image_cached`.
     fn walk_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
         admit: bool,
+        cached: bool,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
         if !self.is_full() {
             return Ok(None); // no lock needed to decide to load instead
         }
-        let _loading = cell.load_lock.lock();
+        let _loading = match cached {
+            false => cell.load_lock.lock(),
+            true => match cell.load_lock.try_lock() {
+                Some(guard) => guard,
+                None => return Ok(None),
+            },
+        };
         if cell.root.load().is_some() || !self.is_full() {
             return Ok(None);
         }
         if cell.image_pages.load(Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_PAGES {
             return Ok(None); // `load` resets the count
         }
-        self.source_reads.fetch_add(1, Ordering::Relaxed);
         let mut kept = cell.image_head.lock().clone();
+        let resident = match (cached, &kept) {
+            (false, _) => None,
+            (true, Some(head)) => Some(head.used),
+            (true, None) => return Ok(None), // opening the header reads page 0
+        };
         // Asked before the slot is lent: the source's lock is held while it is.
         let mut location = Some(source.locate(cell.id));
         let (mut walk, mut walked) = (Some(walk), None);
-        source.lend_image(cell.id, &mut |lent| {
+        let mut not_cached = false;
+        let lent = source.lend_image(cell.id, resident, &mut |lent| {
+            // A kept header of another image (rewritten since) does not say what is resident.
+            let other_image =
+                |lent: &Lent<'_>| kept.as_ref().is_none_or(|h| frame::image_sum(lent.slot) != Some(h.sum));
+            if cached && lent.as_ref().is_none_or(other_image) {
+                not_cached = true;
+                return Ok(());
+            }
             // `lend_image` calls this once: the location and the kept header move in.
             let location = location.take().unwrap_or_default();
             // The frame's deltas (changes to keys since its image): the walk looks the key up
@@ -1106,7 +1145,12 @@ impl<N> BufferPool<N> {
                 walked = Some((walk(&mut image, &deltas), image.pages_read));
             }
             Ok(())
-        })?;
+        });
+        if not_cached {
+            return Ok(None);
+        }
+        self.source_reads.fetch_add(1, Ordering::Relaxed);
+        lent?;
         let Some((result, pages_read)) = walked else {
             return Err(Error::InvalidArgument(format!(
                 "frame {}'s image was not lent to the walk",

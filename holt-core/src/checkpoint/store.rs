@@ -364,18 +364,48 @@ impl FrameSource for FrameStore {
         Ok(())
     }
 
-    fn lend_image(&self, id: FrameId, f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>) -> Result<()> {
+    fn lend_image(
+        &self,
+        id: FrameId,
+        resident: Option<usize>,
+        f: &mut dyn FnMut(Option<Lent<'_>>) -> Result<()>,
+    ) -> Result<()> {
         let slots = self.slots.read();
         if let Some(loc) = slots.get(&id.0) {
             let at = slot_offset(loc.image);
             let mut ranges: SmallVec<[(u64, usize); 8]> = smallvec![(at, FRAME_SIZE)];
+            let mut unknown = false;
             for &(delta_at, _) in &loc.deltas {
-                ranges.push((delta_at, self.delta_len(id.0, delta_at)?));
+                let len = match resident {
+                    // Learning a length reads the delta's header.
+                    Some(_) => match self.lengths.lock().get(&delta_at) {
+                        Some(&(stored, _)) => stored,
+                        None => {
+                            unknown = true;
+                            break;
+                        }
+                    },
+                    None => self.delta_len(id.0, delta_at)?,
+                };
+                ranges.push((delta_at, len));
+            }
+            if unknown {
+                drop(slots);
+                return f(None);
             }
             let mut outcome = Ok(());
+            let mut held = true;
             let lent = self
                 .file
                 .lend_mapped(&ranges, &mut |lent| {
+                    if let Some(len) = resident {
+                        // Before anything reads them (the checksums below do).
+                        held = crate::io::is_resident(&lent[0][..len.min(FRAME_SIZE)])
+                            && lent[1..].iter().all(|delta| crate::io::is_resident(delta));
+                        if !held {
+                            return;
+                        }
+                    }
                     outcome = (|| {
                         check_sum(id.0, at, loc.image_sum, lent[0])?;
                         let mut deltas: SmallVec<[(u64, &[u8]); 8]> = SmallVec::new();
@@ -387,7 +417,7 @@ impl FrameSource for FrameStore {
                     })();
                 })
                 .map_err(|source| Error::Io { op: "map frame pages", source, may_have_applied: false })?;
-            if lent {
+            if lent && held {
                 return outcome;
             }
         }

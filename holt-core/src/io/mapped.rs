@@ -114,13 +114,7 @@ impl MappedFile {
 /// around a fault). Costs a page-cache lookup per page already there. A hint: errors are
 /// ignored, and slices outside a mapping are left alone by the kernel.
 pub(crate) fn will_need(bytes: &[u8]) {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let page = *PAGE.get_or_init(|| {
-        // SAFETY: sysconf reads a constant of the system.
-        #[expect(unsafe_code, reason = "libc call: see SAFETY")]
-        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(size).ok().filter(|&s| s.is_power_of_two()).unwrap_or(4096)
-    });
+    let page = page_size();
     if bytes.is_empty() {
         return;
     }
@@ -133,6 +127,34 @@ pub(crate) fn will_need(bytes: &[u8]) {
     unsafe {
         libc::madvise(start as *mut libc::c_void, len, libc::MADV_WILLNEED);
     }
+}
+
+/// Whether the page cache holds every page under `bytes`, lent from the mapping (`mincore`):
+/// reading them then waits for no disk. `false` where the kernel cannot tell.
+pub(crate) fn is_resident(bytes: &[u8]) -> bool {
+    let page = page_size();
+    if bytes.is_empty() {
+        return true;
+    }
+    let start = bytes.as_ptr() as usize & !(page - 1);
+    let len = bytes.as_ptr() as usize + bytes.len() - start;
+    let mut held: smallvec::SmallVec<[u8; 128]> = smallvec::smallvec![0; len.div_ceil(page)];
+    // SAFETY: mincore reads the page tables of the range and writes a byte per page into
+    // `held`, which has one for each; the range lies in the live mapping a slice is lent from.
+    #[expect(unsafe_code, reason = "libc call: see SAFETY")]
+    let done = unsafe { libc::mincore(start as *mut libc::c_void, len, held.as_mut_ptr()) };
+    done == 0 && held.iter().all(|&b| b & 1 != 0)
+}
+
+/// The system's page size.
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system.
+        #[expect(unsafe_code, reason = "libc call: see SAFETY")]
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).ok().filter(|&s| s.is_power_of_two()).unwrap_or(4096)
+    })
 }
 
 impl VfsFile for MappedFile {
@@ -299,6 +321,16 @@ mod tests {
         let now = resident(&probe, PAGES);
         let held: Vec<usize> = (0..PAGES).filter(|&p| now[p]).collect();
         assert_eq!(held, [300], "one fault, one page");
+        let mut checked = None;
+        file.lend_mapped(&[(299 * 4096, 3 * 4096)], &mut |lent| {
+            checked = Some((
+                is_resident(&lent[0][4096..8192]),
+                is_resident(lent[0]),
+                is_resident(&lent[0][4100..4200]),
+            ))
+        })
+        .unwrap();
+        assert_eq!(checked, Some((true, false, true)), "is_resident of page 300, pages 299-301, part of 300");
 
         let range = [(100 * 4096, 64 * 4096)];
         assert!(file.lend_mapped(&range, &mut |lent| will_need(lent[0])).unwrap());

@@ -28,10 +28,15 @@ pub use sim::{Fault, FaultError, OpKind, SimFs};
 pub use std_fs::StdFs;
 
 #[cfg(target_os = "linux")]
-pub(crate) use mapped::will_need;
+pub(crate) use mapped::{is_resident, will_need};
 /// Nothing is mapped elsewhere, so there is nothing to read ahead.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn will_need(_bytes: &[u8]) {}
+/// Nothing is mapped elsewhere: no lent bytes are known to be in memory.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn is_resident(_bytes: &[u8]) -> bool {
+    false
+}
 
 /// Held while a database directory is open; dropping it releases the lock.
 pub type DirLock = Box<dyn std::any::Any + Send + Sync>;

@@ -161,6 +161,17 @@ enum Lookup {
     NotResident,
 }
 
+/// What a lookup may read for a frame that is not in the cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Nothing: the frame is not resident.
+    Memory,
+    /// Its image's pages, if the page cache holds them and nothing else holds the frame.
+    PageCache,
+    /// Whatever it needs, from the disk if it must.
+    Disk,
+}
+
 #[cfg(debug_assertions)]
 thread_local! {
     /// Write gates this thread holds (`Tree::gate_read`).
@@ -308,7 +319,7 @@ impl Tree {
         let mut out = None;
         let mut found = |value: &[u8], version: Version| out = f.take().map(|f| f(value, version));
         loop {
-            match self.get_in(&self.root, key, 0, true, &mut found)? {
+            match self.get_in(&self.root, key, 0, Reach::Disk, &mut found)? {
                 Lookup::Found => return Ok(out),
                 Lookup::Missing => return Ok(None),
                 Lookup::Restart => continue,
@@ -317,13 +328,14 @@ impl Tree {
         }
     }
 
-    /// Like `get`, but only from frames already in memory: `None` when a frame on the key's
-    /// path would have to be read from disk first (nothing is read, nothing is waited on).
+    /// Like `get`, but only from memory: frames in the cache, and evicted frames' pages that
+    /// the page cache holds (`BufferPool::read_image_cached`). `None` when the read would wait
+    /// for the disk, or for another thread loading a frame on the path; nothing is read then.
     pub(crate) fn get_resident(&self, key: &[u8]) -> Option<Option<Entry>> {
         let mut out = None;
         let mut found = |value: &[u8], version: Version| out = Some(Entry { value: value.to_vec(), version });
         loop {
-            match self.get_in(&self.root, key, 0, false, &mut found) {
+            match self.get_in(&self.root, key, 0, Reach::PageCache, &mut found) {
                 Ok(Lookup::Found) => return Some(out),
                 Ok(Lookup::Missing) => return Some(None),
                 Ok(Lookup::Restart) => continue,
@@ -336,7 +348,7 @@ impl Tree {
     /// descent to it) reads nothing from disk. Copies nothing.
     pub(crate) fn is_resident(&self, key: &[u8]) -> bool {
         loop {
-            match self.get_in(&self.root, key, 0, false, &mut |_, _| {}) {
+            match self.get_in(&self.root, key, 0, Reach::Memory, &mut |_, _| {}) {
                 Ok(Lookup::Found | Lookup::Missing) => return true,
                 Ok(Lookup::Restart) => continue,
                 Ok(Lookup::NotResident) | Err(_) => return false,
@@ -351,7 +363,7 @@ impl Tree {
         cell: &Arc<Cell>,
         key: &[u8],
         depth: usize,
-        load: bool,
+        reach: Reach,
         found: &mut dyn FnMut(&[u8], Version),
     ) -> Result<Lookup> {
         cell.touch();
@@ -359,12 +371,15 @@ impl Tree {
         let owned: Node;
         let root: &Node = match guard.get() {
             Some(root) => root,
-            None if !load => return Ok(Lookup::NotResident),
+            None if reach == Reach::Memory => return Ok(Lookup::NotResident),
             None if cell.is_retired() => return Ok(Lookup::Restart),
             None => {
                 drop(guard);
-                if let Some(lookup) = self.get_from_image(cell, key, depth, found)? {
+                if let Some(lookup) = self.get_from_image(cell, key, depth, reach, found)? {
                     return Ok(lookup);
+                }
+                if reach == Reach::PageCache {
+                    return Ok(Lookup::NotResident);
                 }
                 owned = self.load_root(cell)?;
                 &owned
@@ -380,7 +395,7 @@ impl Tree {
                 Ok(Lookup::Found)
             }
             Walk::Here(None) => Ok(Lookup::Missing),
-            Walk::Link(child, depth) => self.get_in(child, key, depth, load, found),
+            Walk::Link(child, depth) => self.get_in(child, key, depth, reach, found),
         }
     }
 
@@ -391,6 +406,7 @@ impl Tree {
         cell: &Arc<Cell>,
         key: &[u8],
         depth: usize,
+        reach: Reach,
         found: &mut dyn FnMut(&[u8], Version),
     ) -> Result<Option<Lookup>> {
         enum Step {
@@ -400,7 +416,7 @@ impl Tree {
             Missing,
             Link(Arc<Cell>, usize),
         }
-        let step = self.pool.read_image(cell, |image, deltas| {
+        let walk = |image: &mut dyn crate::buffer::ImageBody, deltas: &[crate::buffer::DeltaRef<'_>]| {
             // Writes made while the frame was evicted come first: they are newer than its disk state.
             if let Some(state) = cell.unloaded_state(key.get(depth..).unwrap_or_default()) {
                 return Ok(match state {
@@ -423,7 +439,11 @@ impl Tree {
                     Step::Link(self.image_link(cell, image, frame)?, depth)
                 }
             })
-        })?;
+        };
+        let step = match reach {
+            Reach::PageCache => self.pool.read_image_cached(cell, walk)?,
+            Reach::Memory | Reach::Disk => self.pool.read_image(cell, walk)?,
+        };
         // As after loading a root (the read protocol in `sync`): a frame merged away since
         // its parent was read may hold an older state than its parent now does.
         if step.is_some() && cell.is_retired() {
@@ -436,7 +456,7 @@ impl Tree {
                 Ok(Some(Lookup::Found))
             }
             Some(Step::Missing) => Ok(Some(Lookup::Missing)),
-            Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, true, found).map(Some),
+            Some(Step::Link(child, depth)) => self.get_in(&child, key, depth, reach, found).map(Some),
         }
     }
 
