@@ -1393,9 +1393,10 @@ impl<'s> PagedImage<'s> {
                 let head = frame::open_frame_head(page0, FRAME_SIZE, id)
                     .map_err(|e| corruption_at(&location, id, e.offset, e.reason))?;
                 if let Some(slot) = mapped {
-                    head.trusted[0].fetch_or(1, Ordering::Release); // page 0, verified in place
-                                                                    // The first walk of this image in this process: read the rest of its
-                                                                    // used bytes in, in the background, rather than one page a fault.
+                    // Page 0 was verified in place. This is the first walk of this image in
+                    // this process: the rest of its used bytes are read in, in the background,
+                    // rather than a page a fault.
+                    head.trusted[0].fetch_or(1, Ordering::Release);
                     crate::io::will_need(slot.get(PAGE_BYTES..head.used).unwrap_or_default());
                 }
                 (Arc::new(head), window, 1)
