@@ -114,12 +114,8 @@ impl MappedFile {
 /// around a fault). Costs a page-cache lookup per page already there. A hint: errors are
 /// ignored, and slices outside a mapping are left alone by the kernel.
 pub(crate) fn will_need(bytes: &[u8]) {
-    let page = page_size();
-    if bytes.is_empty() {
-        return;
-    }
-    let start = bytes.as_ptr() as usize & !(page - 1);
-    let len = bytes.as_ptr() as usize + bytes.len() - start;
+    // One page is read by its own fault: no system call for it.
+    let Some((start, len)) = page_span(bytes).filter(|&(_, len)| len > page_size()) else { return };
     // SAFETY: MADV_WILLNEED only schedules reads into the page cache; it changes no byte
     // of any mapping. The range starts at most a page below a lent slice, inside the same
     // page-aligned mapping.
@@ -132,18 +128,22 @@ pub(crate) fn will_need(bytes: &[u8]) {
 /// Whether the page cache holds every page under `bytes`, lent from the mapping (`mincore`):
 /// reading them then waits for no disk. `false` where the kernel cannot tell.
 pub(crate) fn is_resident(bytes: &[u8]) -> bool {
-    let page = page_size();
-    if bytes.is_empty() {
-        return true;
-    }
-    let start = bytes.as_ptr() as usize & !(page - 1);
-    let len = bytes.as_ptr() as usize + bytes.len() - start;
-    let mut held: smallvec::SmallVec<[u8; 128]> = smallvec::smallvec![0; len.div_ceil(page)];
+    let Some((start, len)) = page_span(bytes) else { return true };
+    let mut held: smallvec::SmallVec<[u8; 128]> = smallvec::smallvec![0; len.div_ceil(page_size())];
     // SAFETY: mincore reads the page tables of the range and writes a byte per page into
     // `held`, which has one for each; the range lies in the live mapping a slice is lent from.
     #[expect(unsafe_code, reason = "libc call: see SAFETY")]
     let done = unsafe { libc::mincore(start as *mut libc::c_void, len, held.as_mut_ptr()) };
     done == 0 && held.iter().all(|&b| b & 1 != 0)
+}
+
+/// The address and length of the whole pages under `bytes`; `None` for no bytes.
+fn page_span(bytes: &[u8]) -> Option<(usize, usize)> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let start = bytes.as_ptr() as usize & !(page_size() - 1);
+    Some((start, bytes.as_ptr() as usize + bytes.len() - start))
 }
 
 /// The system's page size.
