@@ -237,8 +237,8 @@ fn listings_of_evicted_frames_with_deltas_and_recorded_writes_match_the_model() 
 
     // Deletes, checkpointed (into deltas); then writes recorded in the change logs of evicted
     // frames (single puts to frames not loaded, overwrites and new keys, and deletes), not
-    // checkpointed. A listing lists around deleted keys without decoding what it reads,
-    // unless it would roll one up.
+    // checkpointed. A listing lists around deleted keys without decoding what it reads; where
+    // it would roll one up, it looks for a key left under the prefix.
     for _ in 0..300 {
         let i = rng.gen_range(0..count);
         db.delete(&key(i)).unwrap();
@@ -444,5 +444,113 @@ fn pages_of_an_evicted_frame_list_around_its_recorded_deletes() {
         stats.frame_image_reads > after_deletes.frame_image_reads,
         "no page read the evicted frame in part"
     );
+    db.close().unwrap();
+}
+
+/// A rollup over evicted frames whose changes since their images (deltas, then writes
+/// recorded in their change logs) delete keys the page rolls up: directories emptied, left
+/// with one key, emptied and given a new key, and names put and deleted again. The page
+/// drops exactly the prefixes left with no key (the walk looks for a key not deleted under
+/// each prefix, a few records, rather than decoding the frame), loads no frame, and matches
+/// the model's.
+#[test]
+fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
+    let dir = scratch_dir();
+    let (dirs, per_dir) = (3_000u32, 50u32);
+    let file = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:04}.bin").into_bytes();
+    let mut model = Model::new();
+    {
+        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
+        for chunk in (0..dirs).collect::<Vec<_>>().chunks(100) {
+            let mut batch = Batch::new();
+            for &d in chunk {
+                for f in 0..per_dir {
+                    let v = format!("{d}/{f}").into_bytes();
+                    batch.put(file(d, f), v.clone());
+                    model.insert(file(d, f), v);
+                }
+            }
+            db.write_batch(&batch, WriteOptions::default()).unwrap();
+        }
+        db.close().unwrap();
+    }
+    // Each variant on directories spread over the frames: `first` and then every 97th.
+    let change = |db: &Db, model: &mut Model, first: u32| {
+        for d in (first..dirs).step_by(97) {
+            match first % 5 {
+                // Emptied.
+                0 => (0..per_dir).for_each(|f| {
+                    db.delete(&file(d, f)).unwrap();
+                    model.remove(&file(d, f));
+                }),
+                // Left with one key.
+                1 => (0..per_dir).filter(|&f| f != per_dir / 2).for_each(|f| {
+                    db.delete(&file(d, f)).unwrap();
+                    model.remove(&file(d, f));
+                }),
+                // Emptied, then given a key it did not hold.
+                2 => {
+                    (0..per_dir).for_each(|f| {
+                        db.delete(&file(d, f)).unwrap();
+                        model.remove(&file(d, f));
+                    });
+                    db.put(&file(d, 9_999), b"new").unwrap();
+                    model.insert(file(d, 9_999), b"new".to_vec());
+                }
+                // A name put and deleted again beside the directory's keys (a temporary
+                // file), and in a directory of its own.
+                3 => {
+                    let tmp = [&file(d, 0)[..], b".tmp"].concat();
+                    let alone = format!("wide/dir-{d:04}-tmp/part").into_bytes();
+                    for k in [&tmp, &alone] {
+                        db.put(k, b"tmp").unwrap();
+                        db.delete(k).unwrap();
+                    }
+                }
+                // Emptied but for a key put and deleted again.
+                _ => {
+                    let tmp = [&file(d, 0)[..], b".tmp"].concat();
+                    db.put(&tmp, b"tmp").unwrap();
+                    (0..per_dir).for_each(|f| {
+                        db.delete(&file(d, f)).unwrap();
+                        model.remove(&file(d, f));
+                    });
+                    db.delete(&tmp).unwrap();
+                }
+            }
+        }
+    };
+    // Checkpointed into deltas.
+    {
+        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
+        for first in 0..5 {
+            change(&db, &mut model, first);
+        }
+        db.checkpoint().unwrap();
+        assert!(db.stats().checkpoint_frames_delta > 10, "the checkpoint wrote few deltas");
+        db.close().unwrap();
+    }
+    let check = |db: &Db, model: &Model, when: &str, most_loads: u64| {
+        let before = db.stats();
+        let got = db_list(db, b"wide/", b"/", b"", 1_000).unwrap();
+        assert!(got == model_list(model, b"wide/", b"/", b"", 1_000), "{when}: the rollup differs");
+        let after = db.stats();
+        let walks = after.frame_image_reads - before.frame_image_reads;
+        let loads = after.frame_reads - before.frame_reads - walks;
+        for limit in [7, 1_000] {
+            page_through(db, model, b"wide/", b"/", limit);
+        }
+        println!("{when}: {} frames, first page: {walks} partial reads, {loads} frames loaded", after.frames);
+        assert!(loads <= most_loads, "{when}: {loads} frames loaded by the rollup");
+    };
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    // Frames are loaded while the cache fills (its first frames); after that, none.
+    check(&db, &model, "deltas", 3);
+    // Recorded in the change logs of the evicted frames, on other directories.
+    for first in 5..10 {
+        change(&db, &mut model, first);
+    }
+    check(&db, &model, "deltas and recorded writes", 1);
     db.close().unwrap();
 }

@@ -340,62 +340,6 @@ fn decode_records(
     Ok(Decoded { root, records, leaves, first_start })
 }
 
-/// Where, in a frame's image, the keys starting with a prefix (relative to the frame) are.
-pub(super) enum Subtree {
-    /// In the subtree whose top record is at body offset `pos`, reached by the prefix's first
-    /// `depth` bytes (its own bytes follow): every key of the image that starts with them is
-    /// in it. `pos` is the root record's when the prefix does not narrow the frame.
-    At { pos: usize, depth: usize },
-    /// The image holds no key starting with the prefix.
-    Empty,
-}
-
-/// Walks a frame's image from its root record down along `prefix` (relative to the frame),
-/// as `walk_pages` walks a key, to the subtree holding every key that starts with it.
-pub(super) fn find_subtree(image: &mut dyn ImageBody, prefix: &[u8]) -> Result<Subtree> {
-    let root_offset = image.root_offset();
-    let mut pos = root_offset;
-    let mut depth = 0;
-    // Bound: `pos` strictly decreases at every step (as in `walk_pages`).
-    loop {
-        if depth == prefix.len() {
-            return Ok(Subtree::At { pos, depth });
-        }
-        let want = fetch_record(image, pos)?;
-        let bytes = image.bytes_at(pos, want)?;
-        let record = RecordReader::window(bytes, pos).next_record();
-        let rest = &prefix[depth..];
-        let step = match record {
-            Err(e) => Err((FRAME_HEADER_LEN + e.offset, e.reason)),
-            Ok(Record::Link { .. }) if pos == root_offset => {
-                Err((FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
-            }
-            Ok(Record::Leaf { .. } | Record::Link { .. }) => return Ok(Subtree::At { pos, depth }),
-            Ok(Record::Inner { prefix: own, has_terminal, keys, distances, .. }) => {
-                if own.len() >= rest.len() {
-                    return Ok(if own.starts_with(rest) {
-                        Subtree::At { pos, depth }
-                    } else {
-                        Subtree::Empty
-                    });
-                }
-                if !rest.starts_with(own) {
-                    return Ok(Subtree::Empty);
-                }
-                let Some(index) = keys.index_of(rest[own.len()]) else { return Ok(Subtree::Empty) };
-                depth += own.len() + 1;
-                distances
-                    .get(index + usize::from(has_terminal))
-                    .ok_or((FRAME_HEADER_LEN + pos, "missing back distance".to_string()))
-            }
-        };
-        match step {
-            Ok(back) => pos -= back,
-            Err((offset, reason)) => return Err(image.corruption(offset, reason)),
-        }
-    }
-}
-
 /// Decodes the subtree whose top record is at body offset `top` in a frame's image, fetching
 /// only its records: a subtree's records are contiguous and end with its top record (the
 /// encoding is post-order), and the first of them is found by following each inner record's
@@ -486,67 +430,6 @@ impl Tree {
         // The encoded size is the decoder's (what the frame holds); the memory is measured.
         let size = FrameSize { encoded, memory: super::split::frame_size(&root).memory };
         Ok((root, size))
-    }
-}
-
-impl Tree {
-    /// For a listing whose prefix reaches into the evicted frame `cell` (`prefix`, relative to
-    /// the frame): the part of the frame that holds every key starting with `prefix`, decoded
-    /// from the pages holding it (not the whole image), with the frame's deltas and the writes
-    /// recorded while it was evicted applied; and how many bytes of `prefix` lead to it.
-    /// `None` when the frame should be loaded instead: the cache has room, the frame has been
-    /// read often enough to be admitted (`BufferPool::read_image`), or the prefix does not
-    /// narrow the frame. The caller checks retirement after it, as after loading a root.
-    pub(super) fn subtree_from_image(
-        &self,
-        cell: &Arc<Cell>,
-        prefix: &[u8],
-    ) -> Result<Option<(usize, Node)>> {
-        let part = self.pool.read_image(cell, |image, deltas| {
-            let (depth, mut node) = match find_subtree(image, prefix)? {
-                Subtree::At { pos, .. } if pos == image.root_offset() => return Ok(None),
-                Subtree::At { pos, depth } => {
-                    // Resolved under this frame's load lock, as `get_from_image` resolves links.
-                    let (node, _) = decode_subtree(image, pos, self.weigh, |id| {
-                        self.linked_frame(&self.frames.lock(), cell, id)
-                    })?;
-                    (depth, node)
-                }
-                Subtree::Empty => (prefix.len(), Node::Inner(Inner::empty())),
-            };
-            let under = &prefix[..depth];
-            for delta in deltas {
-                for entry in delta.entries()? {
-                    node = match entry {
-                        DeltaEntry::Put { key, value, version } if key.starts_with(under) => {
-                            write::put(&node, key, depth, value, version, (self.weigh)(value))?.root
-                        }
-                        DeltaEntry::Delete { key } if key.starts_with(under) => {
-                            write::delete(&node, key, depth)?.root
-                        }
-                        _ => continue,
-                    };
-                }
-            }
-            cell.each_change(|key, state| {
-                if key.starts_with(under) {
-                    node = match state {
-                        Some(Node::Leaf(leaf)) => {
-                            write::put(&node, key, depth, leaf.value(), leaf.version(), leaf.weight())?.root
-                        }
-                        None => write::delete(&node, key, depth)?.root,
-                        Some(_) => {
-                            return Err(Error::InvalidArgument(
-                                "internal: a change log holds a state that is not a leaf".into(),
-                            ))
-                        }
-                    };
-                }
-                Ok(())
-            })?;
-            Ok(Some((depth, node)))
-        })?;
-        Ok(part.flatten())
     }
 }
 

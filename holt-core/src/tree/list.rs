@@ -283,28 +283,6 @@ impl Tree {
                 return Flow::Stop;
             }
         }
-        // One whose changes since its image include deletes: the part its prefix leads to.
-        let rel = walk.prefix.strip_prefix(&path[..]).filter(|rel| !rel.is_empty());
-        if let Some(rel) = rel {
-            match self.subtree_from_image(cell, rel) {
-                Ok(None) => {}
-                Ok(Some((depth, part))) => {
-                    if cell.is_retired() {
-                        walk.restart_at.clone_from(path);
-                        return Flow::Restart;
-                    }
-                    let base = path.len();
-                    path.extend_from_slice(&rel[..depth]);
-                    let flow = self.list_node(walk, &part, path, checked, bounds);
-                    path.truncate(base);
-                    return flow;
-                }
-                Err(e) => {
-                    walk.error = Some(e);
-                    return Flow::Stop;
-                }
-            }
-        }
         let root = match self.walk_root(cell) {
             Ok(root) => root,
             Err(e) => {
@@ -471,9 +449,9 @@ impl Tree {
     /// without looking inside; and once the parts kept hold more entries than the page can
     /// take, later children are left out. The frame's deltas and recorded writes are applied
     /// on top, deleted keys left uncounted while parts are kept. `None` when the frame should
-    /// be read another way: the cache has room (it is loaded), the frame is read often enough
-    /// to be admitted, or its changes since the image delete a key the page would roll up
-    /// (the deletion could empty a part kept as a stub).
+    /// be read another way: the cache has room (it is loaded) or the frame is read often
+    /// enough to be admitted. A stub under which keys were deleted since the image is kept
+    /// only if the image holds another key under it (`Pruning::survives`).
     fn pruned_from_image(
         &self,
         walk: &Walk<'_>,
@@ -483,7 +461,7 @@ impl Tree {
         bounds: Bounds,
     ) -> Result<Option<Node>> {
         let kept = self.pool.read_image(cell, |image, deltas| {
-            let Some((puts, deleted)) = changed_keys(walk, path, cell, deltas)? else { return Ok(None) };
+            let Changes { puts, deleted, rolled_deleted } = changed_keys(walk, path, cell, deltas)?;
             let mut spelled = path.to_vec();
             let mut promised = 0;
             let root = image.root_offset();
@@ -495,6 +473,7 @@ impl Tree {
                 image,
                 promised: &mut promised,
                 deleted: &deleted,
+                rolled_deleted: &rolled_deleted,
                 frame_at,
             };
             let kept = pruning.record(root, &mut spelled, checked, bounds, true)?;
@@ -528,29 +507,35 @@ impl Tree {
 /// borrowed from the frame's deltas, or copied from its change logs.
 type Put<'d> = (Cow<'d, [u8]>, Cow<'d, [u8]>, u64);
 
-/// What `changed_keys` finds: the puts, and the keys deleted (relative to the frame).
-type Changes<'d> = (Vec<Put<'d>>, BTreeSet<Vec<u8>>);
+/// What `changed_keys` finds, each key relative to the frame.
+struct Changes<'d> {
+    /// The puts the page can see.
+    puts: Vec<Put<'d>>,
+    /// Keys deleted that the page would list as themselves.
+    deleted: BTreeSet<Vec<u8>>,
+    /// Keys deleted that the page would roll up into a common prefix under which no put is
+    /// left: the prefix stays only if the image holds another key under it.
+    rolled_deleted: BTreeSet<Vec<u8>>,
+}
 
 /// The changes the evicted frame `cell` (reached by `path`) took since its image that the
 /// walk can see (its deltas', then its logs', in order, the last change of a key winning):
 /// puts, keeping only keys the page could list and, of the keys under one common prefix, one
-/// (one is enough to make the walk emit it: a stub or a key already there rolls up the same
-/// way); and the keys deleted, each relative to the frame, which the page would list as
-/// themselves. A frame written many times holds thousands of changes, most of them beside
-/// the page. `None` if the page would roll a deleted key up into a common prefix: the walk
-/// then decodes what the prefix leads to instead (the deletion could empty a part kept as a
-/// stub).
+/// still there (one is enough to make the walk emit it: a stub or a key already there rolls
+/// up the same way); and the keys deleted. A frame written many times holds thousands of
+/// changes, most of them beside the page.
 fn changed_keys<'d>(
     walk: &Walk<'_>,
     path: &[u8],
     cell: &Cell,
     deltas: &[crate::buffer::DeltaRef<'d>],
-) -> Result<Option<Changes<'d>>> {
-    // Keyed by the name the page would show for the key (the key, or the common prefix it
-    // rolls up to; relative to the frame): a later change of the same key replaces an
-    // earlier one, and one put under a common prefix stands for all of them.
+) -> Result<Changes<'d>> {
+    // Keys the page lists as themselves, by key: a later change replaces an earlier one.
     let mut puts: std::collections::BTreeMap<Cow<'d, [u8]>, Put<'d>> = Default::default();
     let mut deleted: BTreeSet<Vec<u8>> = BTreeSet::new();
+    // Keys the page would roll up, by key, with the length of their common prefix and their
+    // last change (`None`: deleted): whether a prefix stays depends on every key under it.
+    let mut rolled: std::collections::BTreeMap<Cow<'d, [u8]>, (usize, Option<Put<'d>>)> = Default::default();
     let mut full = path.to_vec();
     // The length of the name `key` (relative to the frame) shows as, and whether that is a
     // common prefix it rolls up to, if the page reaches it.
@@ -566,47 +551,57 @@ fn changed_keys<'d>(
             }
         })
     };
+    let mut change = |key: Cow<'d, [u8]>, put: Option<Put<'d>>| match name_of(&key) {
+        None => {}
+        Some((n, true)) => {
+            rolled.insert(key, (n, put));
+        }
+        Some((_, false)) => match put {
+            Some(put) => {
+                deleted.remove(&key[..]);
+                puts.insert(key, put);
+            }
+            None => {
+                puts.remove(&key[..]);
+                deleted.insert(key.into_owned());
+            }
+        },
+    };
     for delta in deltas {
         for entry in delta.entries()? {
             match entry {
                 DeltaEntry::Put { key, value, version } => {
-                    deleted.remove(key);
-                    if let Some((n, _)) = name_of(key) {
-                        puts.insert(
-                            Cow::Borrowed(&key[..n]),
-                            (Cow::Borrowed(key), Cow::Borrowed(value), version),
-                        );
-                    }
+                    change(Cow::Borrowed(key), Some((Cow::Borrowed(key), Cow::Borrowed(value), version)))
                 }
-                DeltaEntry::Delete { key } => match name_of(key) {
-                    None => {}
-                    Some((_, true)) => return Ok(None),
-                    Some((_, false)) => {
-                        puts.remove(key);
-                        deleted.insert(key.to_vec());
-                    }
-                },
+                DeltaEntry::Delete { key } => change(Cow::Borrowed(key), None),
             }
         }
     }
-    let mut rolled_up_deletion = false;
     cell.each_change(|key, state| {
-        match (name_of(key), state) {
-            (None, _) => {}
-            (Some((n, _)), Some(Node::Leaf(leaf))) => {
-                deleted.remove(key);
-                let put = (Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version());
-                puts.insert(Cow::Owned(key[..n].to_vec()), put);
+        let put = match state {
+            Some(Node::Leaf(leaf)) => {
+                Some((Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version()))
             }
-            (Some((_, false)), _) => {
-                puts.remove(key);
-                deleted.insert(key.to_vec());
-            }
-            (Some((_, true)), _) => rolled_up_deletion = true,
-        }
+            _ => None,
+        };
+        change(Cow::Owned(key.to_vec()), put);
         Ok(())
     })?;
-    Ok((!rolled_up_deletion).then(|| (puts.into_values().collect(), deleted)))
+    // One put left under a common prefix stands for all of them.
+    let mut live: std::collections::BTreeMap<&[u8], &Put<'d>> = Default::default();
+    for (key, (n, put)) in &rolled {
+        if let Some(put) = put {
+            live.entry(&key[..*n]).or_insert(put);
+        }
+    }
+    let rolled_deleted = rolled
+        .iter()
+        .filter(|(key, (n, put))| put.is_none() && !live.contains_key(&key[..*n]))
+        .map(|(key, _)| key.to_vec())
+        .collect();
+    let mut puts: Vec<Put<'d>> = puts.into_values().collect();
+    puts.extend(live.into_values().cloned());
+    Ok(Changes { puts, deleted, rolled_deleted })
 }
 
 /// The top-down read of an evicted frame's image that `Tree::pruned_from_image` makes.
@@ -620,6 +615,9 @@ struct Pruning<'p, 'w> {
     /// Keys deleted since the image (relative to the frame), which the parts kept may still
     /// hold: they promise nothing.
     deleted: &'p BTreeSet<Vec<u8>>,
+    /// Keys deleted since the image that the page would roll up into a common prefix no put
+    /// keeps (`Changes::rolled_deleted`).
+    rolled_deleted: &'p BTreeSet<Vec<u8>>,
     /// Where the frame's keys start in the path the walk spells.
     frame_at: usize,
 }
@@ -634,6 +632,60 @@ impl Pruning<'_, '_> {
     fn deleted_under(&self, path: &[u8]) -> usize {
         let Some(under) = path.get(self.frame_at..).filter(|_| !self.deleted.is_empty()) else { return 0 };
         self.deleted.range(under.to_vec()..).take_while(|key| key.starts_with(under)).count()
+    }
+
+    /// Whether a key the page would roll up, deleted since the image, begins with what `path`
+    /// spells (`whole`: is what it spells).
+    fn rolled_deleted_at(&self, path: &[u8], whole: bool) -> bool {
+        let Some(under) = path.get(self.frame_at..).filter(|_| !self.rolled_deleted.is_empty()) else {
+            return false;
+        };
+        match whole {
+            true => self.rolled_deleted.contains(under),
+            false => {
+                self.rolled_deleted.range(under.to_vec()..).next().is_some_and(|key| key.starts_with(under))
+            }
+        }
+    }
+
+    /// Whether the subtree whose top record is at body offset `pos`, reached by `path`, holds
+    /// a key not deleted since the image (of those the page would roll up). Reads down only
+    /// where deleted keys are: a part of the image under which none was deleted holds a key
+    /// (an image holds no empty node), and so does a linked frame (an emptied frame is
+    /// unlinked).
+    fn survives(&mut self, pos: usize, path: &mut Vec<u8>) -> Result<bool> {
+        if !self.rolled_deleted_at(path, false) {
+            return Ok(true);
+        }
+        if path.len() > KEY_LEN_MAX {
+            let at = crate::format::frame::FRAME_HEADER_LEN + pos;
+            return Err(self.image.corruption(at, "inner nodes spell a path longer than any key".into()));
+        }
+        let base = path.len();
+        let survives = match codec::read_record(&mut *self.image, pos, self.tree.weigh)? {
+            OwnedRecord::Link(_) => true,
+            OwnedRecord::Leaf(leaf) => {
+                path.extend_from_slice(leaf.suffix());
+                !self.rolled_deleted_at(path, true)
+            }
+            OwnedRecord::Inner { prefix, has_terminal, keys, distances, .. } => {
+                path.extend_from_slice(&prefix);
+                let mut found = has_terminal && !self.rolled_deleted_at(path, true);
+                let len = path.len();
+                for (&key, &back) in keys.iter().zip(&distances[distances.len().saturating_sub(keys.len())..])
+                {
+                    if found {
+                        break;
+                    }
+                    path.push(key);
+                    found = self.survives(pos - back, path)?;
+                    path.truncate(len);
+                }
+                found
+            }
+        };
+        path.truncate(base);
+        Ok(survives)
     }
 
     /// What the walk can reach of the subtree whose top record is at body offset `pos`,
@@ -669,8 +721,9 @@ impl Pruning<'_, '_> {
                 path.extend_from_slice(leaf.suffix());
                 let shows = self.walk.bounds(path, bounds).map(|b| self.walk.shows(path, checked, b));
                 let deleted = self.is_deleted(path);
+                let gone = self.rolled_deleted_at(path, true);
                 path.truncate(base);
-                shows.map(|shows| {
+                shows.filter(|_| !gone).map(|shows| {
                     *self.promised += usize::from(shows && !deleted);
                     Node::Leaf(Shared::new(leaf))
                 })
@@ -680,9 +733,16 @@ impl Pruning<'_, '_> {
                     return Err(corrupt(&*self.image, "missing back distance"));
                 }
                 path.extend_from_slice(&prefix);
+                let rolls_up = self.walk.delimiter_end(path, checked).is_some();
+                // A stub stands for a key under it: one must be left.
+                let emptied = rolls_up && self.rolled_deleted_at(path, false) && {
+                    let mut at = path[..base].to_vec();
+                    !self.survives(pos, &mut at)?
+                };
                 let kept = match self.walk.bounds(path, bounds) {
                     None => None,
-                    Some(b) if self.walk.delimiter_end(path, checked).is_some() => {
+                    Some(_) if emptied => None,
+                    Some(b) if rolls_up => {
                         *self.promised += usize::from(self.walk.shows(path, checked, b));
                         Some(Node::Inner(Inner::from_parts(
                             &prefix,
