@@ -192,6 +192,14 @@ impl<'a> Op<'a> {
             Op::Put { condition, .. } | Op::Delete { condition, .. } => condition,
         }
     }
+
+    /// A put's value; `None` for a delete.
+    pub(crate) fn value(&self) -> Option<&'a [u8]> {
+        match *self {
+            Op::Put { value, .. } => Some(value),
+            Op::Delete { .. } => None,
+        }
+    }
 }
 
 /// An atomic group of puts and deletes: all of it is applied and logged, or none of it.

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use holt_core::{Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
+use holt_core::{Batch, Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
 use page_cache::options;
 use rand::{Rng, SeedableRng};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -194,6 +194,114 @@ fn recorded_writes_survive_a_crash_through_the_log() {
     drop(db);
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
     check_all(&db, &model, count, "after the crash");
+    db.close().unwrap();
+}
+
+/// Every key of `model` reads back its value, and every key of `0..count` it lacks reads
+/// nothing.
+fn check_model(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, count: u32, when: &str) {
+    check_all(db, model, count, when);
+    for (k, v) in model {
+        let got = db.get(k).unwrap_or_else(|e| panic!("{when}: {e}")).map(|e| e.value);
+        assert_eq!(got.as_ref(), Some(v), "{when}: {}", String::from_utf8_lossy(k));
+    }
+}
+
+/// Batches whose keys all end in one evicted frame (renames, a key put and deleted in one
+/// batch, deletes of a directory's keys, conditional batches refused) are recorded in its
+/// change log without loading it: every key reads back its latest state before and after a
+/// checkpoint, after a crash (replayed from the log) and after a reopen, and the key count
+/// agrees with the model.
+#[test]
+fn batches_to_evicted_frames_are_recorded_without_loading_them() {
+    let _serial = serial();
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = scratch_dir();
+    let count = 240_000;
+    let mut model = load(dir.path(), count);
+    let db = Db::open(dir.path(), Options { durability: Durability::Sync, ..options(BUDGET_BYTES) }).unwrap();
+    let before = db.stats();
+    let (mut batches, mut ops, mut refused) = (0u64, 0u64, 0u64);
+    for n in 0..4_000u32 {
+        let i = rng.gen_range(0..count / 2) * 2;
+        let src = key(i);
+        let mut batch = Batch::new();
+        match n % 4 {
+            // A rename, conditional on the source's version.
+            0 => {
+                let Some(entry) = db.get(&src).unwrap() else { continue };
+                let dst = [&src[..], format!(".renamed-{n}").as_bytes()].concat();
+                batch.put_if(dst.clone(), entry.value.clone(), Condition::Absent);
+                batch.delete_if(src.clone(), Condition::Version(entry.version));
+                model.remove(&src);
+                model.insert(dst, entry.value);
+            }
+            // A key put and deleted, and another deleted and put, in one batch.
+            1 => {
+                let tmp = [&src[..], b".tmp"].concat();
+                let v = format!("batch {n}").into_bytes();
+                batch
+                    .put(tmp.clone(), b"tmp".to_vec())
+                    .delete(tmp)
+                    .delete(src.clone())
+                    .put(src.clone(), v.clone());
+                model.insert(src, v);
+            }
+            // Deletes of keys of one directory (present or not), as a multi-object delete
+            // sends.
+            2 => {
+                for k in (0..6).map(|d| key((i + 3_000 * d) % count)) {
+                    model.remove(&k);
+                    batch.delete(k);
+                }
+            }
+            // A condition that fails: nothing of the batch is applied.
+            _ => {
+                let absent = [&src[..], b".absent"].concat();
+                batch.put(absent.clone(), b"never".to_vec()).put_if(
+                    src.clone(),
+                    b"never".to_vec(),
+                    Condition::Absent,
+                );
+                let present = model.contains_key(&src);
+                match db.write_batch(&batch, WriteOptions::default()) {
+                    Err(Error::ConditionFailed) if present => refused += 1,
+                    Ok(_) if !present => {
+                        model.insert(absent, b"never".to_vec());
+                        model.insert(src, b"never".to_vec());
+                    }
+                    other => panic!("batch {n} (source present {present}): {other:?}"),
+                }
+                continue;
+            }
+        }
+        db.write_batch(&batch, WriteOptions::default()).unwrap_or_else(|e| panic!("batch {n}: {e}"));
+        batches += 1;
+        ops += batch.len() as u64;
+    }
+    let after = db.stats();
+    let loads =
+        (after.frame_reads - after.frame_image_reads) - (before.frame_reads - before.frame_image_reads);
+    let recorded = after.frame_unloaded_writes - before.frame_unloaded_writes;
+    println!("{batches} batches of {ops} ops ({refused} more refused): {recorded} writes recorded unloaded, {loads} frames loaded");
+    assert!(refused > 500, "only {refused} batches refused");
+    // Loading a frame per batch is what this spares (frames load only until the cache is full).
+    assert!(loads < batches / 20, "{loads} frame loads for {batches} batches");
+    assert!(recorded > ops / 2, "only {recorded} of {ops} writes recorded unloaded");
+    check_model(&db, &model, count, "after the batches");
+    assert_eq!(db.usage(b"").unwrap().keys, model.len() as u64, "the key count");
+    // No close, so no checkpoint: the next open replays the batches from the log.
+    drop(db);
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    check_model(&db, &model, count, "after the crash");
+    db.checkpoint().unwrap();
+    check_model(&db, &model, count, "after a checkpoint");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    check_model(&db, &model, count, "after a reopen");
+    assert_eq!(db.usage(b"").unwrap().keys, model.len() as u64, "the key count after a reopen");
     db.close().unwrap();
 }
 

@@ -627,10 +627,11 @@ impl<N> FrameCell<N> {
     /// and its load lock, with the root still `None`; see `record_unloaded`). Refused (`false`)
     /// when the log would pass its limit, since giving up would lose the write: the caller
     /// loads the frame instead. Checked before the write is logged.
-    pub(crate) fn can_record_unloaded(&self, key: &[u8], value_len: usize) -> bool {
+    /// `changes`: each write's key (relative to the frame) and value length.
+    pub(crate) fn can_record_unloaded<'k>(&self, changes: impl Iterator<Item = (&'k [u8], usize)>) -> bool {
+        let bytes: usize = changes.map(|(key, value_len)| change_bytes(key, value_len)).sum();
         let logs = self.changes.lock();
-        !logs.current.whole
-            && logs.current.accounted + change_bytes(key, value_len) <= self.change_log_limit()
+        !logs.current.whole && logs.current.accounted + bytes <= self.change_log_limit()
     }
 
     /// Heap bytes of the states the frame's change logs hold alone (counted in the cache).
@@ -1273,7 +1274,7 @@ impl<N> BufferPool<N> {
     /// after each load keeps the cache just under it, so "over budget" is rarely seen by a
     /// reader): a decoded frame is taken to need `2 × FRAME_SIZE` bytes, about what a full
     /// frame decodes to.
-    fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.source.is_some()
             && self.cached_bytes.load(Ordering::Relaxed).saturating_add(2 * FRAME_SIZE as i64)
                 > self.budget_bytes as i64

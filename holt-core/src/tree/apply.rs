@@ -85,6 +85,8 @@ impl Tree {
             if let Some(outcome) = self.apply_one(op, check_conditions, log)? {
                 return Ok(outcome);
             }
+        } else if let Some(outcome) = self.apply_unloaded(ops, check_conditions, log)? {
+            return Ok(outcome);
         }
         // Parent frames a write may have to republish as well (see `Attempt::LatchParents`).
         let mut parents: Vec<Arc<Cell>> = Vec::new();
@@ -394,7 +396,7 @@ impl Tree {
             if cell.is_retired() {
                 continue;
             }
-            match self.write_unloaded(&cell, op, depth, check_conditions, log)? {
+            match self.write_unloaded(&cell, std::slice::from_ref(op), depth, check_conditions, log)? {
                 Unloaded::Done(outcome) => return Ok(Some(outcome)),
                 Unloaded::Descend(child, depth) => {
                     from = Some((child, depth));
@@ -450,6 +452,34 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// A batch of several ops whose keys all end in one evicted frame, recorded in its change
+    /// log while the cache is full (`write_unloaded`); `None`, with nothing latched, logged or
+    /// applied, when it cannot be: the caller takes the general path, which loads the frames.
+    fn apply_unloaded(
+        &self,
+        ops: &[Op<'_>],
+        check_conditions: bool,
+        log: &mut dyn FnMut() -> Result<u64>,
+    ) -> Result<Option<ApplyOutcome>> {
+        let Some(first) = ops.first().filter(|_| self.pool.is_full()) else { return Ok(None) };
+        // Where the owner walk goes on from: the frame an evicted frame's image linked to.
+        let mut from = None;
+        loop {
+            let (cell, depth) = self.find_owner_unloaded(first.key(), from.take())?;
+            let _latch = cell.latch.lock();
+            if cell.is_retired() {
+                continue;
+            }
+            match self.write_unloaded(&cell, ops, depth, check_conditions, log)? {
+                Unloaded::Done(outcome) => return Ok(Some(outcome)),
+                Unloaded::Descend(child, depth) => from = Some((child, depth)),
+                Unloaded::Load => return Ok(None),
+            }
+        }
+    }
+}
+
 /// How `Tree::write_unloaded` ended.
 enum Unloaded {
     /// Recorded in the evicted frame's change log.
@@ -462,60 +492,78 @@ enum Unloaded {
 }
 
 impl Tree {
-    /// A put or delete to the evicted frame `cell` (latched; `key` enters it at `depth`) while
-    /// the cache is full, recorded without loading the frame: the key's current version is
-    /// read from the frame's image (the few pages on its path), its deltas and the writes
-    /// already recorded this way; the new leaf (or the deletion) goes to the frame's change
-    /// log, which reads and loads apply on top of the disk state and the next checkpoint
-    /// writes as a delta. A full frame image read and decoded per write (the cost of loading)
-    /// is what this saves once the frames written to no longer fit the budget; and a frame
-    /// loaded by a write stays in memory, dirty, until a checkpoint.
+    /// Puts and deletes to the evicted frame `cell` (latched; every key enters it at `depth`)
+    /// while the cache is full, recorded without loading the frame: each key's current
+    /// version is read from the frame's image (the few pages on its path), its deltas and the
+    /// writes already recorded this way; the new leaves (or the deletions) go to the frame's
+    /// change log, which reads and loads apply on top of the disk state and the next
+    /// checkpoint writes as a delta. A full frame image read and decoded per write (the cost
+    /// of loading) is what this saves once the frames written to no longer fit the budget; and
+    /// a frame loaded by a write stays in memory, dirty, until a checkpoint. A batch of several
+    /// ops (a rename is two) is recorded this way when all its keys end in the frame.
     ///
-    /// Only a write that keeps what the frame's parent relies on, that keeps the frame within
-    /// the split threshold, and that fits the change log's limit; otherwise `Unloaded::Load`.
-    /// A put must not change the frame's lead. A delete cannot change a lead the frame has
-    /// (the root's first own byte stays first: see `lead_from_image`); a root without own
-    /// bytes may gain some (a child folded into it), and the cell goes on saying it has none
-    /// until the frame is loaded, which costs listings only their fast path over the link. A
-    /// delete must not empty the frame, which would need its parent latched to unlink it: it
-    /// is recorded only when the frame and the frames below it hold another key too.
-    fn write_unloaded(
+    /// Only writes that keep what the frame's parent relies on, that keep the frame within the
+    /// split threshold, and that fit the change log's limit; otherwise `Unloaded::Load`. A put
+    /// must not change the frame's lead. A delete cannot change a lead the frame has (the
+    /// root's first own byte stays first: see `lead_from_image`); a root without own bytes may
+    /// gain some (a child folded into it), and the cell goes on saying it has none until the
+    /// frame is loaded, which costs listings only their fast path over the link. Deletes must
+    /// not empty the frame, which would need its parent latched to unlink it: they are
+    /// recorded only when the frame and the frames below it hold a key more than the batch
+    /// deletes. `Unloaded::Descend` when the first key's path leaves the frame; another key's
+    /// doing so sends the batch to `Unloaded::Load`.
+    fn write_unloaded<'o>(
         &self,
         cell: &Arc<Cell>,
-        op: &Op<'_>,
+        ops: &[Op<'o>],
         depth: usize,
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Unloaded> {
-        let key = op.key();
-        let rel = key.get(depth..).unwrap_or_default();
+        // Keys spelling the same bytes down to `depth` take the same path to the frame.
+        let Some(path) = ops.first().and_then(|op| op.key().get(..depth)) else { return Ok(Unloaded::Load) };
+        if ops.iter().any(|op| op.key().get(..depth) != Some(path)) {
+            return Ok(Unloaded::Load);
+        }
         // Checked again under the load lock below; this spares the gate when it is resident.
         if cell.root.load().is_some() {
             return Ok(Unloaded::Load);
         }
-        if matches!(op, Op::Delete { .. }) && cell.subtree_usage().0 < 2 {
+        let deletes = ops.iter().filter(|op| matches!(op, Op::Delete { .. })).count() as u64;
+        if deletes > 0 && cell.subtree_usage().0 <= deletes {
             return Ok(Unloaded::Load);
         }
+        let rel = |op: &Op<'o>| -> &'o [u8] { &op.key()[depth..] };
         // Held before the load lock: a merge holding the gate may wait for that lock.
         let gate = self.gate_read();
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
-            // The key's current version, newest first: writes recorded while the frame was
-            // evicted, then its deltas, then its image. A path leaving the frame goes on.
-            let (current, old_weight) = match cell.unloaded_state(rel) {
-                Some(Some(Node::Leaf(leaf))) => (Some(leaf.version()), leaf.weight()),
-                Some(None) => (None, 0),
-                Some(Some(_)) => return Ok(Unloaded::Load),
-                None => match codec::walk_image(image, deltas, key, depth)? {
-                    codec::ImageWalk::Found { version, value } => (Some(version), (self.weigh)(&value)),
-                    codec::ImageWalk::Missing => (None, 0),
-                    codec::ImageWalk::Link { frame, depth } => {
-                        // Resolved under the load lock, as a point read resolves its links.
-                        let child = self.image_link(cell, image, frame)?;
-                        self.pool.count_passing_write(cell);
-                        return Ok(Unloaded::Descend(child, depth));
-                    }
-                },
-            };
+            // Each key's version and weight before the batch, newest first: writes recorded
+            // while the frame was evicted, then its deltas, then its image. A path leaving the
+            // frame goes on (the first key's) or loads.
+            let mut before: HashMap<&[u8], Option<(u64, u64)>> = HashMap::with_capacity(ops.len());
+            for (i, op) in ops.iter().enumerate() {
+                let key = rel(op);
+                if before.contains_key(key) {
+                    continue;
+                }
+                let state = match cell.unloaded_state(key) {
+                    Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight())),
+                    Some(None) => None,
+                    Some(Some(_)) => return Ok(Unloaded::Load),
+                    None => match codec::walk_image(image, deltas, op.key(), depth)? {
+                        codec::ImageWalk::Found { version, value } => Some((version, (self.weigh)(&value))),
+                        codec::ImageWalk::Missing => None,
+                        codec::ImageWalk::Link { .. } if i > 0 => return Ok(Unloaded::Load),
+                        codec::ImageWalk::Link { frame, depth } => {
+                            // Resolved under the load lock, as a point read resolves its links.
+                            let child = self.image_link(cell, image, frame)?;
+                            self.pool.count_passing_write(cell);
+                            return Ok(Unloaded::Descend(child, depth));
+                        }
+                    },
+                };
+                before.insert(key, state);
+            }
             // Under the latch and the load lock with the root evicted: nothing publishes the
             // lead, so it is the frame's current one (writes recorded this way keep it).
             let lead = match cell.known_lead() {
@@ -529,37 +577,45 @@ impl Tree {
                 }
                 None => return Ok(Unloaded::Load),
             };
-            let value = match op {
-                Op::Put { value, .. } => Some(*value),
-                Op::Delete { .. } => None,
-            };
-            let value_len = value.map_or(0, <[u8]>::len);
-            if value.is_some() && lead.is_some_and(|lead| rel.first() != Some(&lead)) {
-                return Ok(Unloaded::Load);
-            }
-            if cell.size_bytes() + 8 + rel.len() + value_len > self.frame_budget_bytes
-                || !cell.can_record_unloaded(rel, value_len)
+            let changes = || ops.iter().map(|op| (rel(op), op.value().map_or(0, <[u8]>::len)));
+            let puts_lead =
+                |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
+            let grown: usize = changes().map(|(key, value_len)| 8 + key.len() + value_len).sum();
+            if !ops.iter().all(puts_lead)
+                || cell.size_bytes() + grown > self.frame_budget_bytes
+                || !cell.can_record_unloaded(changes())
             {
                 return Ok(Unloaded::Load);
             }
-            if check_conditions && !condition_holds(op.condition(), current) {
+            if check_conditions
+                && !ops.iter().all(|op| condition_holds(op.condition(), before[rel(op)].map(|s| s.0)))
+            {
                 return Err(Error::ConditionFailed);
             }
             let seq = log()?;
-            let existed = current.is_some();
-            let weight = value.map_or(0, |v| (self.weigh)(v));
-            // A delete of a key the frame does not hold changes nothing: logged, not recorded.
-            if value.is_some() || existed {
-                let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
-                let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
-                let grown = cell.record_unloaded(rel, state, value_len, memory);
-                cell.mark_dirty();
-                self.pool.resized(grown as i64);
-                self.pool.count_unloaded_write();
+            // Applied in order: an op sees what the ones before it left.
+            let mut now = before;
+            let mut existed = SmallVec::with_capacity(ops.len());
+            for op in ops {
+                let (key, value) = (rel(op), op.value());
+                let current = now[key];
+                let weight = value.map_or(0, |v| (self.weigh)(v));
+                // A delete of a key the frame does not hold changes nothing: logged, not recorded.
+                if value.is_some() || current.is_some() {
+                    let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
+                    let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
+                    let grown = cell.record_unloaded(key, state, value.map_or(0, <[u8]>::len), memory);
+                    cell.mark_dirty();
+                    self.pool.resized(grown as i64);
+                    self.pool.count_unloaded_write();
+                }
+                let (keys, weight_change) =
+                    usage_change(op, current.is_some(), current.map_or(0, |s| s.1), weight);
+                self.count_usage(cell, keys, weight_change);
+                existed.push(current.is_some());
+                now.insert(key, value.map(|_| (seq, weight)));
             }
-            let (keys, weight) = usage_change(op, existed, old_weight, weight);
-            self.count_usage(cell, keys, weight);
-            Ok(Unloaded::Done(ApplyOutcome { version: seq, existed: smallvec![existed] }))
+            Ok(Unloaded::Done(ApplyOutcome { version: seq, existed }))
         })?;
         drop(gate);
         // No eviction pass here: the few bytes a put adds are made room for by the next load,
