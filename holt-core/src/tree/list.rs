@@ -518,90 +518,133 @@ struct Changes<'d> {
     rolled_deleted: BTreeSet<Vec<u8>>,
 }
 
+/// A change to a key (relative to the frame) since the image.
+type KeyChange<'d> = (Cow<'d, [u8]>, PutState<'d>);
+
+/// A put's value and version, or `None` for a deletion.
+type PutState<'d> = Option<(Cow<'d, [u8]>, u64)>;
+
 /// The changes the evicted frame `cell` (reached by `path`) took since its image that the
-/// walk can see (its deltas', then its logs', in order, the last change of a key winning):
-/// puts, keeping only keys the page could list and, of the keys under one common prefix, one
-/// still there (one is enough to make the walk emit it: a stub or a key already there rolls
-/// up the same way); and the keys deleted. A frame written many times holds thousands of
-/// changes, most of them beside the page.
+/// walk can see, each key's last (its deltas', then its logs', in order): puts, keeping only
+/// keys the page could list and, of the keys under one common prefix, one still there (one
+/// is enough to make the walk emit it: a stub or a key already there rolls up the same way);
+/// and the keys deleted. A frame written many times holds thousands of changes, most of them
+/// beside the page: each source is sorted by key, so one merge of them, from where the
+/// prefix begins, finds every key's last change in key order, with the keys under one common
+/// prefix side by side, skipped once one of them is a put; and it stops once the puts found
+/// fill the page.
 fn changed_keys<'d>(
     walk: &Walk<'_>,
     path: &[u8],
     cell: &Cell,
     deltas: &[crate::buffer::DeltaRef<'d>],
 ) -> Result<Changes<'d>> {
-    // Keys the page lists as themselves, by key: a later change replaces an earlier one.
-    let mut puts: std::collections::BTreeMap<Cow<'d, [u8]>, Put<'d>> = Default::default();
-    let mut deleted: BTreeSet<Vec<u8>> = BTreeSet::new();
-    // Keys the page would roll up, by key, with the length of their common prefix and their
-    // last change (`None`: deleted): whether a prefix stays depends on every key under it.
-    let mut rolled: std::collections::BTreeMap<Cow<'d, [u8]>, (usize, Option<Put<'d>>)> = Default::default();
-    let mut full = path.to_vec();
-    // The length of the name `key` (relative to the frame) shows as, and whether that is a
-    // common prefix it rolls up to, if the page reaches it.
-    let mut name_of = |key: &[u8]| {
-        full.truncate(path.len());
-        full.extend_from_slice(key);
-        walk.reaches(&full).then(|| {
-            // A delimiter in `path` past the prefix would have rolled the frame up before
-            // the walk entered it, so a common prefix ends inside `key`.
-            match walk.delimiter_end(&full, 0) {
-                Some(end) => (end.saturating_sub(path.len()).min(key.len()), true),
-                None => (key.len(), false),
-            }
-        })
-    };
-    let mut change = |key: Cow<'d, [u8]>, put: Option<Put<'d>>| match name_of(&key) {
-        None => {}
-        Some((n, true)) => {
-            rolled.insert(key, (n, put));
-        }
-        Some((_, false)) => match put {
-            Some(put) => {
-                deleted.remove(&key[..]);
-                puts.insert(key, put);
-            }
-            None => {
-                puts.remove(&key[..]);
-                deleted.insert(key.into_owned());
-            }
-        },
-    };
+    // Keys the page can reach begin with what the prefix asks of the frame.
+    let under = walk.prefix.get(path.len()..).unwrap_or_default();
+    let from = |changes: &[KeyChange<'d>]| changes.partition_point(|(key, _)| key[..] < *under);
+    // Oldest first, each in key order with a key at most once: the deltas, then the logs.
+    let mut sources: Vec<Vec<KeyChange<'d>>> = Vec::with_capacity(deltas.len() + 1);
     for delta in deltas {
-        for entry in delta.entries()? {
-            match entry {
-                DeltaEntry::Put { key, value, version } => {
-                    change(Cow::Borrowed(key), Some((Cow::Borrowed(key), Cow::Borrowed(value), version)))
-                }
-                DeltaEntry::Delete { key } => change(Cow::Borrowed(key), None),
+        let entries = delta.entries()?.into_iter().map(|entry| match entry {
+            DeltaEntry::Put { key, value, version } => {
+                (Cow::Borrowed(key), Some((Cow::Borrowed(value), version)))
             }
-        }
+            DeltaEntry::Delete { key } => (Cow::Borrowed(key), None),
+        });
+        sources.push(entries.collect());
     }
+    let mut logged: std::collections::BTreeMap<Vec<u8>, PutState<'d>> = Default::default();
     cell.each_change(|key, state| {
-        let put = match state {
-            Some(Node::Leaf(leaf)) => {
-                Some((Cow::Owned(key.to_vec()), Cow::Owned(leaf.value().to_vec()), leaf.version()))
-            }
-            _ => None,
-        };
-        change(Cow::Owned(key.to_vec()), put);
+        if key.starts_with(under) {
+            let put = match state {
+                Some(Node::Leaf(leaf)) => Some((Cow::Owned(leaf.value().to_vec()), leaf.version())),
+                _ => None,
+            };
+            logged.insert(key.to_vec(), put);
+        }
         Ok(())
     })?;
-    // One put left under a common prefix stands for all of them.
-    let mut live: std::collections::BTreeMap<&[u8], &Put<'d>> = Default::default();
-    for (key, (n, put)) in &rolled {
-        if let Some(put) = put {
-            live.entry(&key[..*n]).or_insert(put);
+    sources.push(logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect());
+    let mut at: Vec<usize> = sources.iter().map(|source| from(source)).collect();
+
+    let mut changes = Changes { puts: Vec::new(), deleted: BTreeSet::new(), rolled_deleted: BTreeSet::new() };
+    // The common prefix being read (its length in the key that opened it), the first put
+    // under it still there, and the keys under it deleted.
+    let mut name: Option<(Cow<'d, [u8]>, usize)> = None;
+    let mut name_put: Option<Put<'d>> = None;
+    let mut name_deleted: Vec<Vec<u8>> = Vec::new();
+    let flush = |changes: &mut Changes<'d>, put: &mut Option<Put<'d>>, deleted: &mut Vec<Vec<u8>>| {
+        match put.take() {
+            Some(put) => changes.puts.push(put),
+            None => changes.rolled_deleted.extend(deleted.iter().cloned()),
+        }
+        deleted.clear();
+    };
+    let mut full = path.to_vec();
+    // Entries the puts found so far give the page: once they fill it, later changes are past
+    // its end.
+    let mut shown = 0;
+    // Bound: every step moves at least one source on.
+    while shown < walk.remaining() {
+        // The smallest key any source is at; of the sources at it, the newest wins.
+        let mut newest: Option<usize> = None;
+        for (s, source) in sources.iter().enumerate() {
+            let Some((key, _)) = source.get(at[s]) else { continue };
+            newest = match newest {
+                Some(b) if sources[b][at[b]].0[..] < key[..] => Some(b),
+                _ => Some(s),
+            };
+        }
+        let Some(b) = newest else { break };
+        let (key, put) = sources[b][at[b]].clone();
+        for (s, source) in sources.iter().enumerate() {
+            if source.get(at[s]).is_some_and(|(k, _)| *k == key) {
+                at[s] += 1;
+            }
+        }
+        if !key.starts_with(under) {
+            break; // past every key the prefix asks for
+        }
+        full.truncate(path.len());
+        full.extend_from_slice(&key);
+        if !walk.reaches(&full) {
+            continue;
+        }
+        // A delimiter in `path` past the prefix would have rolled the frame up before the
+        // walk entered it, so a common prefix ends inside `key`.
+        let rolls_up = walk.delimiter_end(&full, 0).map(|end| end.saturating_sub(path.len()).min(key.len()));
+        match rolls_up {
+            None => match put {
+                Some((value, version)) => {
+                    changes.puts.push((key, value, version));
+                    shown += 1;
+                }
+                None => {
+                    changes.deleted.insert(key.into_owned());
+                }
+            },
+            Some(n) => {
+                if name.as_ref().is_none_or(|(open, len)| open[..*len] != key[..n]) {
+                    flush(&mut changes, &mut name_put, &mut name_deleted);
+                    name = Some((key.clone(), n));
+                }
+                match put {
+                    Some((value, version)) => {
+                        // The prefix shows: the other keys under it are beside the point.
+                        for (s, source) in sources.iter().enumerate() {
+                            at[s] += source[at[s]..].partition_point(|(k, _)| k.starts_with(&key[..n]));
+                        }
+                        name_put = Some((key, value, version));
+                        // A key past the start bound rolls up into a prefix that may not be.
+                        shown += usize::from(walk.reaches(&full[..path.len() + n]));
+                    }
+                    None => name_deleted.push(key.into_owned()),
+                }
+            }
         }
     }
-    let rolled_deleted = rolled
-        .iter()
-        .filter(|(key, (n, put))| put.is_none() && !live.contains_key(&key[..*n]))
-        .map(|(key, _)| key.to_vec())
-        .collect();
-    let mut puts: Vec<Put<'d>> = puts.into_values().collect();
-    puts.extend(live.into_values().cloned());
-    Ok(Changes { puts, deleted, rolled_deleted })
+    flush(&mut changes, &mut name_put, &mut name_deleted);
+    Ok(changes)
 }
 
 /// The top-down read of an evicted frame's image that `Tree::pruned_from_image` makes.
