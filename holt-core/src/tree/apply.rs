@@ -480,6 +480,51 @@ impl Tree {
     }
 }
 
+/// Each key of a batch with its state, as `write_unloaded` reads them before the batch and applies its ops in turn. A batch is one or two ops
+/// usually (a rename): those are searched in place, without hashing or allocating.
+struct KeyStates<'k> {
+    states: SmallVec<[(&'k [u8], KeyState); 2]>,
+    /// Where each key is in `states`, for a batch of many ops.
+    index: Option<HashMap<&'k [u8], usize>>,
+}
+
+impl<'k> KeyStates<'k> {
+    /// Past this many ops, keys are found by hashing.
+    const SEARCHED_MAX: usize = 16;
+
+    fn new(ops: usize) -> Self {
+        let index = (ops > Self::SEARCHED_MAX).then(|| HashMap::with_capacity(ops));
+        KeyStates { states: SmallVec::with_capacity(ops), index }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.states.iter().position(|(k, _)| *k == key),
+        }
+    }
+
+    /// The state of `key`, which must be here.
+    fn state(&self, key: &[u8]) -> KeyState {
+        self.get(key).and_then(|at| self.states[at].1)
+    }
+
+    fn insert(&mut self, key: &'k [u8], state: KeyState) {
+        match self.get(key) {
+            Some(at) => self.states[at].1 = state,
+            None => {
+                if let Some(index) = &mut self.index {
+                    index.insert(key, self.states.len());
+                }
+                self.states.push((key, state));
+            }
+        }
+    }
+}
+
+/// A key's version and weight; `None` if absent.
+type KeyState = Option<(u64, u64)>;
+
 /// How `Tree::write_unloaded` ended.
 enum Unloaded {
     /// Recorded in the evicted frame's change log.
@@ -540,10 +585,10 @@ impl Tree {
             // Each key's version and weight before the batch, newest first: writes recorded
             // while the frame was evicted, then its deltas, then its image. A path leaving the
             // frame goes on (the first key's) or loads.
-            let mut before: HashMap<&[u8], Option<(u64, u64)>> = HashMap::with_capacity(ops.len());
+            let mut before = KeyStates::new(ops.len());
             for (i, op) in ops.iter().enumerate() {
                 let key = rel(op);
-                if before.contains_key(key) {
+                if before.get(key).is_some() {
                     continue;
                 }
                 let state = match cell.unloaded_state(key) {
@@ -588,7 +633,7 @@ impl Tree {
                 return Ok(Unloaded::Load);
             }
             if check_conditions
-                && !ops.iter().all(|op| condition_holds(op.condition(), before[rel(op)].map(|s| s.0)))
+                && !ops.iter().all(|op| condition_holds(op.condition(), before.state(rel(op)).map(|s| s.0)))
             {
                 return Err(Error::ConditionFailed);
             }
@@ -598,7 +643,7 @@ impl Tree {
             let mut existed = SmallVec::with_capacity(ops.len());
             for op in ops {
                 let (key, value) = (rel(op), op.value());
-                let current = now[key];
+                let current = now.state(key);
                 let weight = value.map_or(0, |v| (self.weigh)(v));
                 // A delete of a key the frame does not hold changes nothing: logged, not recorded.
                 if value.is_some() || current.is_some() {
