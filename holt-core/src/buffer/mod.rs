@@ -160,6 +160,23 @@ impl<'a> DeltaRef<'a> {
         self.delta.entries.iter().map(|&at| entry_at(body, at).map_err(|e| self.corruption(e))).collect()
     }
 
+    /// The entries whose keys (relative to the frame) begin with `prefix`, in key order,
+    /// found by binary search: the rest are not read.
+    pub(crate) fn entries_under(&self, prefix: &[u8]) -> Result<Vec<DeltaEntry<'a>>> {
+        let (body, offsets) = (self.body, &self.delta.entries);
+        let from =
+            crate::format::delta::first_indexed(body, offsets, prefix).map_err(|e| self.corruption(e))?;
+        let mut out = Vec::new();
+        for &at in &offsets[from..] {
+            let entry = entry_at(body, at).map_err(|e| self.corruption(e))?;
+            if !entry.key().starts_with(prefix) {
+                break;
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
     /// The entry for `key` (relative to the frame), if the delta has one.
     pub(crate) fn find(&self, key: &[u8]) -> Result<Option<DeltaEntry<'a>>> {
         find_indexed(self.body, &self.delta.entries, key).map_err(|e| self.corruption(e))

@@ -156,17 +156,25 @@ pub(crate) fn find_indexed<'a>(
     offsets: &[u32],
     key: &[u8],
 ) -> Result<Option<DeltaEntry<'a>>, RecordError> {
+    match offsets.get(first_indexed(body, offsets, key)?) {
+        Some(&at) if key_at(body, at)? == key => entry_at(body, at).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Where, in a verified delta's entry offsets (`entry_offsets`, in key order), the first
+/// entry whose key is not below `key` is (`offsets.len()` if none), by binary search.
+pub(crate) fn first_indexed(body: &[u8], offsets: &[u32], key: &[u8]) -> Result<usize, RecordError> {
     let (mut low, mut high) = (0, offsets.len());
     // Bound: the range shrinks every step.
     while low < high {
         let mid = low + (high - low) / 2;
-        match key_at(body, offsets[mid])?.cmp(key) {
-            std::cmp::Ordering::Less => low = mid + 1,
-            std::cmp::Ordering::Equal => return entry_at(body, offsets[mid]).map(Some),
-            std::cmp::Ordering::Greater => high = mid,
+        match key_at(body, offsets[mid])? < key {
+            true => low = mid + 1,
+            false => high = mid,
         }
     }
-    Ok(None)
+    Ok(low)
 }
 
 /// The key of the entry at offset `at` of a verified delta's `body`, without reading the rest
@@ -241,6 +249,21 @@ mod tests {
         assert_eq!(find_indexed(body, &offsets[..0], b"").unwrap(), None);
         let bad = entry_at(body, body.len() as u32 + 1).unwrap_err();
         assert!(bad.reason.contains("outside"), "{bad:?}");
+    }
+
+    /// `first_indexed` finds the first entry not below any probe: the entries' keys, keys
+    /// between and around them, and prefixes of them.
+    #[test]
+    fn first_indexed_agrees_with_the_entries() {
+        let image = sample();
+        let view = open(&image, FrameId(4)).unwrap();
+        let (entries, offsets) = (view.entries().unwrap(), view.entry_offsets().unwrap());
+        let body = verified_body(&image);
+        for probe in [&b""[..], b"\0", b"a", b"a/", b"a/1", b"a/10", b"a/2", b"a/3", b"b"] {
+            let want = entries.iter().position(|e| e.key() >= probe).unwrap_or(entries.len());
+            let probe_text = String::from_utf8_lossy(probe);
+            assert_eq!(first_indexed(body, &offsets, probe).unwrap(), want, "{probe_text}");
+        }
     }
 
     fn sample() -> Vec<u8> {

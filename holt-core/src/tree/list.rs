@@ -545,7 +545,7 @@ fn changed_keys<'d>(
     // Oldest first, each in key order with a key at most once: the deltas, then the logs.
     let mut sources: Vec<Vec<KeyChange<'d>>> = Vec::with_capacity(deltas.len() + 1);
     for delta in deltas {
-        let entries = delta.entries()?.into_iter().map(|entry| match entry {
+        let entries = delta.entries_under(under)?.into_iter().map(|entry| match entry {
             DeltaEntry::Put { key, value, version } => {
                 (Cow::Borrowed(key), Some((Cow::Borrowed(value), version)))
             }
