@@ -852,7 +852,7 @@ impl std::hash::Hasher for KeyHash {
 }
 
 /// The bytes a change to `key` with a value of `value_len` bytes adds to a delta, about.
-fn change_bytes(key: &[u8], value_len: usize) -> usize {
+pub(crate) fn change_bytes(key: &[u8], value_len: usize) -> usize {
     8 + key.len() + value_len
 }
 

@@ -480,8 +480,9 @@ impl Tree {
     }
 }
 
-/// Each key of a batch with its state, as `write_unloaded` reads them before the batch and applies its ops in turn. A batch is one or two ops
-/// usually (a rename): those are searched in place, without hashing or allocating.
+/// Each key of a batch with its state, as `write_unloaded` reads them before the batch and
+/// applies its ops in turn. A batch is one or two ops usually (a rename): those are searched
+/// in place, without hashing or allocating.
 struct KeyStates<'k> {
     states: SmallVec<[(&'k [u8], KeyState); 2]>,
     /// Where each key is in `states`, for a batch of many ops.
@@ -625,7 +626,8 @@ impl Tree {
             let changes = || ops.iter().map(|op| (rel(op), op.value().map_or(0, <[u8]>::len)));
             let puts_lead =
                 |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
-            let grown: usize = changes().map(|(key, value_len)| 8 + key.len() + value_len).sum();
+            let grown: usize =
+                changes().map(|(key, value_len)| crate::buffer::change_bytes(key, value_len)).sum();
             if !ops.iter().all(puts_lead)
                 || cell.size_bytes() + grown > self.frame_budget_bytes
                 || !cell.can_record_unloaded(changes())

@@ -541,8 +541,8 @@ fn changed_keys<'d>(
 ) -> Result<Changes<'d>> {
     // Keys the page can reach begin with what the prefix asks of the frame.
     let under = walk.prefix.get(path.len()..).unwrap_or_default();
-    let from = |changes: &[KeyChange<'d>]| changes.partition_point(|(key, _)| key[..] < *under);
-    // Oldest first, each in key order with a key at most once: the deltas, then the logs.
+    // Oldest first, each in key order with a key at most once and only keys under the prefix:
+    // the deltas, then the logs.
     let mut sources: Vec<Vec<KeyChange<'d>>> = Vec::with_capacity(deltas.len() + 1);
     for delta in deltas {
         let entries = delta.entries_under(under)?.into_iter().map(|entry| match entry {
@@ -565,7 +565,7 @@ fn changed_keys<'d>(
         Ok(())
     })?;
     sources.push(logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect());
-    let mut at: Vec<usize> = sources.iter().map(|source| from(source)).collect();
+    let mut at = vec![0; sources.len()];
 
     let mut changes = Changes { puts: Vec::new(), deleted: BTreeSet::new(), rolled_deleted: BTreeSet::new() };
     // The common prefix being read (its length in the key that opened it), the first put
@@ -601,9 +601,6 @@ fn changed_keys<'d>(
             if source.get(at[s]).is_some_and(|(k, _)| *k == key) {
                 at[s] += 1;
             }
-        }
-        if !key.starts_with(under) {
-            break; // past every key the prefix asks for
         }
         full.truncate(path.len());
         full.extend_from_slice(&key);
