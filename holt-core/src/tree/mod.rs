@@ -161,6 +161,16 @@ enum Lookup {
     NotResident,
 }
 
+/// Where a write's owner search goes from an evicted frame (`Tree::link_from_image`).
+enum ImageStep {
+    /// On in this linked frame, entered at this key depth.
+    Link(Arc<Cell>, usize),
+    /// The frame was merged away: search again from the top.
+    Retired,
+    /// The key ends in this frame, or its image was not walked: load it.
+    Load,
+}
+
 /// What a lookup may read for a frame that is not in the cache.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Reach {
@@ -478,7 +488,11 @@ impl Tree {
         Ok(child)
     }
 
-    /// The deepest frame on `key`'s path and the key depth at which its root starts.
+    /// The deepest frame on `key`'s path and the key depth at which its root starts. While
+    /// the cache is full, an evicted frame the path only passes through is walked in its
+    /// image, not loaded (`link_from_image`): a batch's writes would otherwise load every
+    /// evicted frame above their owners, and with the cache full of dirty frames each load
+    /// evicts the one before, so every op of the batch loaded the path again.
     pub(super) fn find_owner(&self, key: &[u8]) -> Result<Owner> {
         self.find_owner_in(key, None, false)
     }
@@ -496,8 +510,19 @@ impl Tree {
         'restart: loop {
             let (mut cell, mut depth) = from.take().unwrap_or_else(|| (Arc::clone(&self.root), 0));
             loop {
-                if stop_at_evicted && cell.root.load().is_none() {
-                    return Ok((cell, depth));
+                if cell.root.load().is_none() {
+                    if stop_at_evicted {
+                        return Ok((cell, depth));
+                    }
+                    match self.link_from_image(&cell, key, depth)? {
+                        ImageStep::Link(child, d) => {
+                            cell = child;
+                            depth = d;
+                            continue;
+                        }
+                        ImageStep::Retired => continue 'restart,
+                        ImageStep::Load => {}
+                    }
                 }
                 let next = {
                     let root = self.walk_root(&cell)?;
@@ -518,6 +543,31 @@ impl Tree {
                 }
             }
         }
+    }
+
+    /// Where `key`'s path goes from the evicted frame `cell` (entered at `depth`), read from
+    /// its image while the cache is full: the linked frame it continues in, counted towards
+    /// admitting `cell` as a write passing through (`count_passing_write`), or `Load` when
+    /// the key ends in `cell` (which the write must load) or the frame should be loaded
+    /// anyway (`BufferPool::read_image_for_write`). Writes recorded while the frame was
+    /// evicted hold only leaves, never links, so the image and deltas decide.
+    fn link_from_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<ImageStep> {
+        let step = self.pool.read_image_for_write(cell, |image, deltas| {
+            Ok(match codec::walk_image(image, deltas, key, depth)? {
+                codec::ImageWalk::Link { frame, depth } => {
+                    ImageStep::Link(self.image_link(cell, image, frame)?, depth)
+                }
+                codec::ImageWalk::Found { .. } | codec::ImageWalk::Missing => ImageStep::Load,
+            })
+        })?;
+        // As after loading a root (the read protocol in `sync`).
+        if step.is_some() && cell.is_retired() {
+            return Ok(ImageStep::Retired);
+        }
+        if let Some(ImageStep::Link(..)) = step {
+            self.pool.count_passing_write(cell);
+        }
+        Ok(step.unwrap_or(ImageStep::Load))
     }
 
     fn new_frame_id(&self) -> FrameId {
