@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use holt_core::{Batch, Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions};
+use holt_core::testing::{TreeHarness, DEFAULT_FRAME_BUDGET_BYTES};
+use holt_core::{
+    Batch, BatchOp, Condition, Db, Durability, Error, ListItem, ListRequest, Options, WriteOptions,
+};
 use page_cache::options;
 use rand::{Rng, SeedableRng};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -452,4 +455,70 @@ fn recorded_puts_race_reads_and_checkpoints() {
         stats.frame_reads - stats.frame_image_reads
     );
     assert!(puts > 2_000 && stats.checkpoint_frames_delta > 0, "the race was not exercised");
+}
+
+/// An overwrite recorded in an evicted frame's change log counts what it can add to the
+/// frame's encoding over the leaf it replaces (the value's length and the version's varint),
+/// not a whole new entry (which made frames near their size limit load to split on an
+/// overwrite); the overwrites load no frame, and every value reads back after checkpoints
+/// and a reopen.
+#[test]
+fn overwrites_of_evicted_frames_count_only_what_they_grow() {
+    let _serial = serial();
+    let count = 400_000u32;
+    let tree = TreeHarness::new(DEFAULT_FRAME_BUDGET_BYTES);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(2_000) {
+        let ops: Vec<BatchOp> = chunk
+            .iter()
+            .map(|&i| BatchOp::Put { key: key(i), value: value(i), condition: Condition::None })
+            .collect();
+        tree.apply(&ops).unwrap();
+    }
+    let tree = tree.reopen(BUDGET_BYTES).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = (0..count).map(|i| (key(i), value(i))).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    // As long as `value(i)`: the etag's 16 hex digits change, the size's digits stay.
+    let mut overwrite = |tree: &TreeHarness, n: u64| {
+        let i = rng.gen_range(0..count);
+        let v = format!("{{\"size\":{i},\"etag\":\"{n:016x}\"}}").into_bytes();
+        assert_eq!(v.len(), value(i).len());
+        tree.apply(&[BatchOp::Put { key: key(i), value: v.clone(), condition: Condition::None }]).unwrap();
+        model.insert(key(i), v);
+    };
+    // Reads load frames until the cache is full, and the first write to each evicted frame
+    // learns its size from its image: measured from the second round of writes on.
+    for i in (0..count).step_by(97) {
+        tree.get(&key(i)).unwrap().unwrap();
+    }
+    for n in 0..4_000 {
+        overwrite(&tree, n);
+    }
+    tree.checkpoint().unwrap();
+    let frames_loaded = tree.cache_counters().0;
+    let (mut overwrites, mut grown) = (0u64, 0i64);
+    for round in 1..=6u64 {
+        let before = tree.encoded_bytes();
+        for n in 0..1_000 {
+            overwrite(&tree, round << 32 | n);
+            overwrites += 1;
+        }
+        grown += tree.encoded_bytes() as i64 - before as i64;
+        tree.checkpoint().unwrap();
+    }
+    let loads = tree.cache_counters().0 - frames_loaded;
+    println!(
+        "{overwrites} overwrites over {} frames: sizes grew {grown} B, {loads} frames loaded",
+        tree.frame_count()
+    );
+    // A leaf record's version varint takes 1 to 10 bytes.
+    assert!(
+        grown <= overwrites as i64 * 9,
+        "frame sizes grew {grown} B for {overwrites} same-length overwrites"
+    );
+    assert!(loads < overwrites / 100, "{loads} frames loaded for {overwrites} overwrites");
+    let tree = tree.reopen(BUDGET_BYTES).unwrap();
+    tree.check().unwrap();
+    for (k, v) in &model {
+        assert_eq!(tree.get(k).unwrap().map(|e| e.value).as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+    }
 }

@@ -664,29 +664,27 @@ impl<N> FrameCell<N> {
     }
 
     /// Records the write `can_record_unloaded` allowed: `state` is the put's leaf, or `None`
-    /// for a deletion. A put grows the frame by at most the entry's bytes, counted now so its
-    /// size stays an upper bound while it is evicted (a deletion only shrinks it). `memory` is
-    /// the state's heap bytes; returns the heap bytes the log grew by (the state's and any
-    /// growth of the log's buffers), for the caller to add to the cache's count.
+    /// for a deletion. `growth` is the most a put grows the frame's encoding by (a deletion
+    /// only shrinks it), counted now so its size stays an upper bound while it is evicted.
+    /// `memory` is the state's heap bytes; returns the heap bytes the log grew by (the
+    /// state's and any growth of the log's buffers), for the caller to add to the cache's
+    /// count.
     pub(crate) fn record_unloaded(
         &self,
         key: &[u8],
         state: Option<N>,
         value_len: usize,
+        growth: usize,
         memory: usize,
     ) -> usize {
-        let bytes = change_bytes(key, value_len);
-        let grows = state.is_some();
         let mut logs = self.changes.lock();
         let log = &mut logs.current;
         let before = log.buffer_bytes();
-        log.accounted += bytes;
+        log.accounted += change_bytes(key, value_len);
         log.push(key, state, true);
         let grown = memory + log.buffer_bytes().saturating_sub(before);
         log.detached += grown;
-        if grows {
-            self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
-        }
+        self.size_bytes.fetch_add(growth, Ordering::Relaxed);
         grown
     }
 

@@ -483,6 +483,7 @@ impl Tree {
 /// Each key of a batch with its state, as `write_unloaded` reads them before the batch and
 /// applies its ops in turn. A batch is one or two ops usually (a rename): those are searched
 /// in place, without hashing or allocating.
+#[derive(Clone)]
 struct KeyStates<'k> {
     states: SmallVec<[(&'k [u8], KeyState); 2]>,
     /// Where each key is in `states`, for a batch of many ops.
@@ -523,8 +524,23 @@ impl<'k> KeyStates<'k> {
     }
 }
 
-/// A key's version and weight; `None` if absent.
-type KeyState = Option<(u64, u64)>;
+/// A key's version, weight and value length; `None` if absent.
+type KeyState = Option<(u64, u64, usize)>;
+
+/// The most bytes a put of a `value_len`-byte value to `key` (relative to its frame) adds to
+/// the frame's encoding over the key's `current` state: a new key's whole entry
+/// (`change_bytes`), or, for a key the frame holds, what its leaf record grows by (the value
+/// and its length; the new version's varint taken at its widest, since the version is not
+/// assigned yet). An overwrite of a value of the same length grows it by a few bytes, not by
+/// the entry: a full frame takes overwrites without loading to split.
+fn put_growth(key: &[u8], value_len: usize, current: KeyState) -> usize {
+    use crate::format::node::varint_len;
+    match current {
+        None => crate::buffer::change_bytes(key, value_len),
+        Some((version, _, old_len)) => (varint_len(value_len as u64) + value_len + varint_len(u64::MAX))
+            .saturating_sub(varint_len(old_len as u64) + old_len + varint_len(version)),
+    }
+}
 
 /// How `Tree::write_unloaded` ended.
 enum Unloaded {
@@ -593,11 +609,13 @@ impl Tree {
                     continue;
                 }
                 let state = match cell.unloaded_state(key) {
-                    Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight())),
+                    Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight(), leaf.value().len())),
                     Some(None) => None,
                     Some(Some(_)) => return Ok(Unloaded::Load),
                     None => match codec::walk_image(image, deltas, op.key(), depth)? {
-                        codec::ImageWalk::Found { version, value } => Some((version, (self.weigh)(&value))),
+                        codec::ImageWalk::Found { version, value } => {
+                            Some((version, (self.weigh)(&value), value.len()))
+                        }
                         codec::ImageWalk::Missing => None,
                         codec::ImageWalk::Link { .. } if i > 0 => return Ok(Unloaded::Load),
                         codec::ImageWalk::Link { frame, depth } => {
@@ -626,8 +644,17 @@ impl Tree {
             let changes = || ops.iter().map(|op| (rel(op), op.value().map_or(0, <[u8]>::len)));
             let puts_lead =
                 |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
-            let grown: usize =
-                changes().map(|(key, value_len)| crate::buffer::change_bytes(key, value_len)).sum();
+            // What each op adds to the frame's size, over the state the ops before it left
+            // (a version not assigned yet counted at its narrowest, so the growth over it is
+            // counted at its widest).
+            let mut growth: SmallVec<[usize; 2]> = SmallVec::with_capacity(ops.len());
+            let mut states = before.clone();
+            for op in ops {
+                let (key, value_len) = (rel(op), op.value().map(<[u8]>::len));
+                growth.push(value_len.map_or(0, |len| put_growth(key, len, states.state(key))));
+                states.insert(key, value_len.map(|len| (0, 0, len)));
+            }
+            let grown: usize = growth.iter().sum();
             if !ops.iter().all(puts_lead)
                 || cell.size_bytes() + grown > self.frame_budget_bytes
                 || !cell.can_record_unloaded(changes())
@@ -643,7 +670,7 @@ impl Tree {
             // Applied in order: an op sees what the ones before it left.
             let mut now = before;
             let mut existed = SmallVec::with_capacity(ops.len());
-            for op in ops {
+            for (op, growth) in ops.iter().zip(growth) {
                 let (key, value) = (rel(op), op.value());
                 let current = now.state(key);
                 let weight = value.map_or(0, |v| (self.weigh)(v));
@@ -651,7 +678,8 @@ impl Tree {
                 if value.is_some() || current.is_some() {
                     let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
                     let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
-                    let grown = cell.record_unloaded(key, state, value.map_or(0, <[u8]>::len), memory);
+                    let grown =
+                        cell.record_unloaded(key, state, value.map_or(0, <[u8]>::len), growth, memory);
                     cell.mark_dirty();
                     self.pool.resized(grown as i64);
                     self.pool.count_unloaded_write();
@@ -660,7 +688,7 @@ impl Tree {
                     usage_change(op, current.is_some(), current.map_or(0, |s| s.1), weight);
                 self.count_usage(cell, keys, weight_change);
                 existed.push(current.is_some());
-                now.insert(key, value.map(|_| (seq, weight)));
+                now.insert(key, value.map(|v| (seq, weight, v.len())));
             }
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed }))
         })?;
