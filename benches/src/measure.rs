@@ -39,6 +39,117 @@ pub fn proc_status_bytes(field: &str) -> Option<u64> {
     None
 }
 
+/// mimalloc (every bench process's allocator), counting the bytes allocated and not yet
+/// freed while `count_live_heap` is on (off, the count costs a relaxed load per call): the
+/// heap a program holds, against the anonymous memory the allocator keeps resident for it.
+pub struct CountingMiMalloc;
+
+static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Starts counting live heap bytes (allocations made before are not counted, so the count
+/// reads the growth from here): `HOLT_BENCH_COUNT_HEAP=1` turns it on in `engine_bench`.
+pub fn count_live_heap() {
+    COUNTING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Heap bytes allocated and not freed since `count_live_heap`; `None` when not counting.
+pub fn live_heap_bytes() -> Option<u64> {
+    use std::sync::atomic::Ordering::Relaxed;
+    COUNTING.load(Relaxed).then(|| LIVE.load(Relaxed).max(0) as u64)
+}
+
+fn count(delta: i64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if COUNTING.load(Relaxed) {
+        LIVE.fetch_add(delta, Relaxed);
+    }
+}
+
+// SAFETY: every call goes to mimalloc unchanged; the counting touches no allocation.
+unsafe impl std::alloc::GlobalAlloc for CountingMiMalloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        count(layout.size() as i64);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        count(-(layout.size() as i64));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        count(layout.size() as i64);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        count(new_size as i64 - layout.size() as i64);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The largest anonymous (heap) and file-backed (mapped files) resident bytes of this
+/// process since the last `take`, and the largest live heap (`live_heap_bytes`, when
+/// counted), sampled every 10 ms by a thread that runs until the process exits: where a peak
+/// RSS comes from, phase by phase.
+pub struct RssPeaks(std::sync::Arc<Peaks>);
+
+/// What `RssPeaks` has seen since its last `take`.
+#[derive(Default)]
+struct Peaks {
+    anon: std::sync::atomic::AtomicU64,
+    file: std::sync::atomic::AtomicU64,
+    live: std::sync::atomic::AtomicU64,
+}
+
+/// A phase's peaks (bytes); `live` is `None` when the heap is not counted.
+pub struct PhasePeaks {
+    pub anon: u64,
+    pub file: u64,
+    pub live: Option<u64>,
+}
+
+impl Peaks {
+    fn sample(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(b) = proc_status_bytes("RssAnon") {
+            self.anon.fetch_max(b, Relaxed);
+        }
+        if let Some(b) = proc_status_bytes("RssFile") {
+            self.file.fetch_max(b, Relaxed);
+        }
+        if let Some(b) = live_heap_bytes() {
+            self.live.fetch_max(b, Relaxed);
+        }
+    }
+}
+
+impl RssPeaks {
+    pub fn start() -> RssPeaks {
+        let peaks = std::sync::Arc::new(Peaks::default());
+        let sampled = std::sync::Arc::clone(&peaks);
+        std::thread::spawn(move || loop {
+            sampled.sample();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        });
+        RssPeaks(peaks)
+    }
+
+    /// The peaks since the last call (now included), and starts over.
+    pub fn take(&self) -> PhasePeaks {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.sample();
+        let live = self.0.live.swap(0, Relaxed);
+        PhasePeaks {
+            anon: self.0.anon.swap(0, Relaxed),
+            file: self.0.file.swap(0, Relaxed),
+            live: live_heap_bytes().map(|_| live),
+        }
+    }
+}
+
 /// Bytes allocated on disk under `dir` (st_blocks × 512, so sparse files count what they use).
 pub fn disk_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;

@@ -3,6 +3,9 @@
 //!
 //! usage: engine_bench --engine NAME [--keys N] [--seed S] [--dir PATH] [--quick]
 //!                     [--cache-mb MB] [--cold-cache-mb MB]
+//!
+//! With `HOLT_BENCH_COUNT_HEAP=1` the allocator counts live heap bytes, and each phase
+//! reports its peak (`{phase}_peak_live_heap_bytes`) beside its peak RssAnon.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -13,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use holt_benches::data::{self, DataSet, Rng, WideSet};
 use holt_benches::engines::{self, BenchResult, Engine, OpenOptions, WriteMode};
-use holt_benches::measure::{disk_bytes, evict_page_cache, proc_status_bytes};
+use holt_benches::measure::{disk_bytes, evict_page_cache, proc_status_bytes, RssPeaks};
 use holt_benches::workloads::{self, Latency, ListTiming, PageShape};
 
 /// Every engine runs in this binary, so every engine gets the same allocator. glibc's malloc
@@ -21,7 +24,7 @@ use holt_benches::workloads::{self, Latency, ListTiming, PageShape};
 /// lists on a heap fragmented by a million live nodes; services pick a modern allocator, and
 /// the gateway uses this one too.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: holt_benches::measure::CountingMiMalloc = holt_benches::measure::CountingMiMalloc;
 
 struct Args {
     engine: String,
@@ -78,6 +81,9 @@ struct Report {
     metrics: Map<String, Value>,
     errors: Map<String, Value>,
     skipped: Map<String, Value>,
+    /// Resident memory by kind, phase by phase (`{phase}_peak_anon_bytes`,
+    /// `{phase}_peak_file_bytes`); `peak_anon_bytes` is the largest heap of any phase.
+    rss: RssPeaks,
 }
 
 impl Report {
@@ -102,7 +108,16 @@ impl Report {
     /// Runs one phase, turning an error or a panic into a recorded failure.
     fn phase<T>(&mut self, name: &str, body: impl FnOnce(&mut Report) -> BenchResult<T>) -> Option<T> {
         eprintln!("[{}] phase {name}", chrono_now());
+        self.rss.take();
         let outcome = catch_unwind(AssertUnwindSafe(|| body(self)));
+        let peaks = self.rss.take();
+        self.set(&format!("{name}_peak_anon_bytes"), peaks.anon);
+        self.set(&format!("{name}_peak_file_bytes"), peaks.file);
+        if let Some(live) = peaks.live {
+            self.set(&format!("{name}_peak_live_heap_bytes"), live);
+        }
+        let before = self.metrics.get("peak_anon_bytes").and_then(Value::as_u64).unwrap_or(0);
+        self.set("peak_anon_bytes", peaks.anon.max(before));
         match outcome {
             Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => {
@@ -138,7 +153,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut report = Report { metrics: Map::new(), errors: Map::new(), skipped: Map::new() };
+    if std::env::var("HOLT_BENCH_COUNT_HEAP").as_deref() == Ok("1") {
+        holt_benches::measure::count_live_heap();
+    }
+    let mut report =
+        Report { metrics: Map::new(), errors: Map::new(), skipped: Map::new(), rss: RssPeaks::start() };
     run(&args, &mut report);
     let out = json!({
         "engine": args.engine,
