@@ -47,8 +47,9 @@ pub struct CountingMiMalloc;
 static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
-/// Starts counting live heap bytes (allocations made before are not counted, so the count
-/// reads the growth from here): `HOLT_BENCH_COUNT_HEAP=1` turns it on in `engine_bench`.
+/// Starts counting live heap bytes: `HOLT_BENCH_COUNT_HEAP=1` turns it on at the start of
+/// `engine_bench`'s `main`. Allocations made before are not counted but their frees are, so
+/// the count is the growth since then (clamped at zero), the few start-up bytes aside.
 pub fn count_live_heap() {
     COUNTING.store(true, std::sync::atomic::Ordering::Relaxed);
 }
