@@ -4,7 +4,8 @@
 //! usage: engine_bench --engine NAME [--keys N] [--seed S] [--dir PATH] [--quick]
 //!                     [--cache-mb MB] [--cold-cache-mb MB]
 //!
-//! With `HOLT_BENCH_COUNT_HEAP=1` the allocator counts live heap bytes, and each phase
+//! With `HOLT_BENCH_STATS=S` the engine's own counters are printed to stderr every `S`
+//! seconds. With `HOLT_BENCH_COUNT_HEAP=1` the allocator counts live heap bytes, and each phase
 //! reports its peak (`{phase}_peak_live_heap_bytes`) beside its peak RssAnon.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -173,6 +174,22 @@ fn main() {
     println!("{out}");
 }
 
+/// With `HOLT_BENCH_STATS=S`, prints the engine's counters (`Engine::stats_line`) to stderr
+/// every `S` seconds until the engine is dropped.
+fn watch_stats(engine: &Arc<dyn Engine>) {
+    let Some(every) = std::env::var("HOLT_BENCH_STATS").ok().and_then(|s| s.parse::<f64>().ok()) else {
+        return;
+    };
+    let engine = Arc::downgrade(engine);
+    std::thread::spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_secs_f64(every));
+        let Some(engine) = engine.upgrade() else { return };
+        if let Some(line) = engine.stats_line() {
+            eprintln!("[{}] stats {line}", chrono_now());
+        }
+    });
+}
+
 fn run(args: &Args, report: &mut Report) {
     let set = DataSet::new(args.keys);
     eprintln!("engine {} keys {} seed {:#x}", args.engine, set.len(), args.seed);
@@ -191,6 +208,7 @@ fn run(args: &Args, report: &mut Report) {
     };
     let engine: Arc<dyn Engine> = Arc::from(engine);
     report.set("logical_bytes", set.logical_bytes());
+    watch_stats(&engine);
 
     let loaded = report.phase("load", |r| {
         let t = workloads::load(&*engine, &set, &order)?;

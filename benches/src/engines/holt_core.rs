@@ -97,6 +97,10 @@ impl Engine for HoltCore {
         Ok(true)
     }
 
+    fn stats_line(&self) -> Option<String> {
+        Some(format!("{:?}", self.db.stats()))
+    }
+
     fn finish(&self) -> BenchResult<()> {
         if self.persistent {
             self.db.checkpoint()?;

@@ -173,6 +173,11 @@ pub trait Engine: Send + Sync {
     /// Completes every piece of deferred write work (WAL flush, memtable flush, checkpoint),
     /// so that write timings include it.
     fn finish(&self) -> BenchResult<()>;
+    /// The engine's own counters on one line, for watching a run (`HOLT_BENCH_STATS`); `None`
+    /// for an engine without any.
+    fn stats_line(&self) -> Option<String> {
+        None
+    }
     /// Walks keys in order from the first key >= `start` until the callback stops it.
     fn walk(&self, start: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> Step) -> BenchResult<()>;
 
