@@ -356,6 +356,9 @@ pub struct Stats {
     pub frame_reads: u64,
     /// Frames dropped from the cache to stay within `Options::memory_budget_bytes`.
     pub frame_evictions: u64,
+    /// Of `frame_evictions`, frames dropped while dirty: their change logs then hold their
+    /// writes since the last checkpoint, as for writes to an evicted frame.
+    pub frame_dirty_evictions: u64,
     /// Point reads and listings answered from part of an evicted frame's on-disk image (the
     /// pages on a key's path, or the pages of the part a listing's prefix leads to) instead
     /// of decoding the whole frame.

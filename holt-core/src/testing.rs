@@ -137,9 +137,14 @@ impl TreeHarness {
         (s.frame_reads, s.frame_evictions)
     }
 
-    /// Encodes every dirty frame into the image store and marks it clean, like a checkpoint.
+    /// Encodes every dirty frame into the image store and marks it clean, like a checkpoint
+    /// (which may run beside writers: the capture holds the write gate, as a checkpoint's
+    /// does). Not beside another `checkpoint`.
     pub fn checkpoint(&self) -> Result<()> {
-        let capture = self.tree.capture()?;
+        let capture = {
+            let _gate = self.tree.write_gate().write();
+            self.tree.capture()?
+        };
         let mut images = Vec::with_capacity(capture.dirty.len());
         for frame in &capture.dirty {
             let image = match &frame.root {

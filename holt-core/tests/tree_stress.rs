@@ -4,7 +4,9 @@
 //! see that counter or a later one (reads are linearizable), listings come back in order, and
 //! keys that writers delete and re-create are either absent or hold a well-formed value. Frames
 //! are tiny so splits and merges run concurrently with everything else, and the cache holds a
-//! quarter of the frames so clean frames are evicted and read back under the same load.
+//! quarter of the frames so clean frames are evicted and read back under the same load. A
+//! checkpointer cleans the dirty frames meanwhile (writes to evicted frames are recorded in
+//! their change logs, and frames loaded to take writes stay dirty until a checkpoint).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -179,8 +181,23 @@ fn readers_see_every_committed_write_while_frames_split_and_merge() {
         })
         .collect();
 
+    let checkpointer = {
+        let (tree, done) = (Arc::clone(&tree), Arc::clone(&done));
+        thread::spawn(move || {
+            let mut checkpoints = 0u64;
+            while !done.load(Ordering::Acquire) {
+                tree.checkpoint().unwrap();
+                checkpoints += 1;
+                thread::sleep(std::time::Duration::from_millis(2));
+            }
+            checkpoints
+        })
+    };
+
     let last_rounds: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     done.store(true, Ordering::Release);
+    let checkpoints = checkpointer.join().unwrap();
+    println!("{checkpoints} checkpoints beside the writers");
     let checks: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
     println!("{checks} reads checked, {} frames at the end", tree.frame_count());
     assert!(checks >= MIN_READS, "only {checks} reads ran concurrently with the writers");

@@ -197,6 +197,8 @@ pub(crate) trait FrameRoot: Clone {
     /// The first of the root's own bytes (after the link's key byte), if it has one: every key
     /// in the frame then continues with it.
     fn lead(&self) -> Option<u8>;
+    /// The heap bytes of this node alone, as a change log's state (a leaf).
+    fn state_bytes(&self) -> usize;
 }
 
 /// `FrameCell::lead` when the root has none or it is not known (any value above a byte).
@@ -746,6 +748,47 @@ impl<N> FrameCell<N> {
         Ok(std::mem::take(&mut logs.current.detached))
     }
 
+    /// Makes the current change log the only holder of the frame's writes since its disk
+    /// state, for evicting the frame while it is dirty (under its latch, before the root is
+    /// dropped): possible when no checkpoint holds a capture of the frame and the log did not
+    /// give up, for then every change since the disk state is in the log (the invariant of
+    /// `Tree::capture`), and the frame becomes what a frame written while evicted is
+    /// (`record_unloaded`). Indexes the entries, which reads of the evicted frame look up,
+    /// and counts the states and buffers as detached. Returns those bytes, or `None` (and
+    /// changes nothing) when the log cannot stand for the frame.
+    pub(crate) fn detach_changes(&self) -> Option<usize>
+    where
+        N: FrameRoot,
+    {
+        let mut logs = self.changes.lock();
+        if logs.captured.is_some() || logs.current.whole {
+            return None;
+        }
+        let log = &mut logs.current;
+        debug_assert_eq!(log.detached, 0, "a resident frame's log holds no detached states");
+        if log.unindexed {
+            log.index.clear();
+            for at in 0..log.states.len() {
+                let hash = key_hash(log.key_at(at));
+                log.index.insert(hash, at as u32);
+            }
+            log.unindexed = false;
+        }
+        let states: usize = log.states.iter().flatten().map(FrameRoot::state_bytes).sum();
+        log.detached = states + log.buffer_bytes();
+        Some(log.detached)
+    }
+
+    /// Whether `detach_changes` would succeed now (no lock held after), and the frame is
+    /// worth evicting dirty: its log is within half its limit, so that writes to the evicted
+    /// frame have room to be recorded (a log near its limit would load the frame again on
+    /// the next write).
+    fn may_detach_changes(&self) -> bool {
+        let limit = self.change_log_limit();
+        let logs = self.changes.lock();
+        logs.captured.is_none() && !logs.current.whole && logs.current.accounted <= limit / 2
+    }
+
     /// The frame changed in a way a delta cannot describe: the next checkpoint writes it whole.
     /// Only for a resident frame (under its latch).
     pub(crate) fn rewrite_whole(&self) {
@@ -821,6 +864,10 @@ fn delta_bytes(deltas: &[Delta]) -> usize {
     deltas.iter().map(Delta::memory).sum()
 }
 
+/// Writes load evicted frames only while the cache is below this fraction of its budget
+/// (`BufferPool::is_full_for_writes`).
+const WRITE_LOAD_FRACTION: (usize, usize) = (3, 4);
+
 /// Deltas kept for evicted frames take at most this fraction of the budget.
 const DELTA_CACHE_FRACTION: usize = 8;
 
@@ -854,6 +901,17 @@ pub(crate) fn change_bytes(key: &[u8], value_len: usize) -> usize {
     8 + key.len() + value_len
 }
 
+/// How an image walk holds the frame's load lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Locking {
+    /// Takes it, waiting for a load or another walk.
+    Take,
+    /// Takes it only if free (`BufferPool::read_image_cached`), reading nothing else.
+    Try,
+    /// The caller holds it (`BufferPool::read_image_held`).
+    Held,
+}
+
 /// The cache of frames: memory budget, clock ring, and the source evicted frames come from.
 pub(crate) struct BufferPool<N> {
     budget_bytes: usize,
@@ -863,6 +921,8 @@ pub(crate) struct BufferPool<N> {
     ring: Mutex<VecDeque<Arc<FrameCell<N>>>>,
     frame_reads: AtomicU64,
     frame_evictions: AtomicU64,
+    /// Evictions of dirty frames (`FrameCell::detach_changes`).
+    dirty_evictions: AtomicU64,
     /// Point reads served from a frame's image without decoding it.
     image_reads: AtomicU64,
     /// Reads from the frame source (decoding loads and image reads alike).
@@ -923,6 +983,7 @@ pub(crate) struct PoolStats {
     pub cache_bytes: u64,
     pub frame_reads: u64,
     pub frame_evictions: u64,
+    pub dirty_evictions: u64,
     pub image_reads: u64,
     pub source_reads: u64,
     pub page_reads: u64,
@@ -939,6 +1000,7 @@ impl<N> BufferPool<N> {
             ring: Mutex::new(VecDeque::new()),
             frame_reads: AtomicU64::new(0),
             frame_evictions: AtomicU64::new(0),
+            dirty_evictions: AtomicU64::new(0),
             image_reads: AtomicU64::new(0),
             source_reads: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
@@ -991,6 +1053,7 @@ impl<N> BufferPool<N> {
             cache_bytes: self.cached_bytes.load(Ordering::Relaxed).max(0) as u64,
             frame_reads: self.frame_reads.load(Ordering::Relaxed),
             frame_evictions: self.frame_evictions.load(Ordering::Relaxed),
+            dirty_evictions: self.dirty_evictions.load(Ordering::Relaxed),
             image_reads: self.image_reads.load(Ordering::Relaxed),
             source_reads: self.source_reads.load(Ordering::Relaxed),
             page_reads: self.page_reads.load(Ordering::Relaxed),
@@ -1066,7 +1129,7 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.walk_image(cell, true, false, walk)
+        self.walk_image(cell, true, Locking::Take, walk)
     }
 
     /// `read_image` that waits for nothing: it walks only an image whose header a walk
@@ -1078,7 +1141,7 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.walk_image(cell, true, true, walk)
+        self.walk_image(cell, true, Locking::Try, walk)
     }
 
     /// `read_image` for a write (`Tree::write_unloaded`): it does not count towards admitting
@@ -1090,29 +1153,53 @@ impl<N> BufferPool<N> {
         cell: &Arc<FrameCell<N>>,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.walk_image(cell, false, false, walk)
+        self.walk_image(cell, false, Locking::Take, walk)
     }
 
-    /// `cached`: see `read_image_cached`.
+    /// `read_image_for_write` of a frame whose load lock the caller holds (`held`, from
+    /// `FrameCell::hold_loads`): for a batch recording writes in several evicted frames, which
+    /// holds their load locks from reading the keys' states until the writes are recorded.
+    pub(crate) fn read_image_held<R>(
+        &self,
+        cell: &Arc<FrameCell<N>>,
+        held: &parking_lot::MutexGuard<'_, ()>,
+        walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        debug_assert!(
+            std::ptr::eq(parking_lot::MutexGuard::mutex(held), &cell.load_lock),
+            "frame {}: the load lock held is another frame's",
+            cell.id
+        );
+        self.walk_image(cell, false, Locking::Held, walk)
+    }
+
+    /// `admit`: whether the pages read count towards admitting the frame.
     fn walk_image<R>(
         &self,
         cell: &Arc<FrameCell<N>>,
         admit: bool,
-        cached: bool,
+        locking: Locking,
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
-        if !self.is_full() {
+        // A walk that does not count towards admitting the frame is a write's.
+        let full = || match admit {
+            true => self.is_full(),
+            false => self.is_full_for_writes(),
+        };
+        if !full() {
             return Ok(None); // no lock needed to decide to load instead
         }
-        let _loading = match cached {
-            false => cell.load_lock.lock(),
-            true => match cell.load_lock.try_lock() {
-                Some(guard) => guard,
+        let cached = locking == Locking::Try;
+        let _loading = match locking {
+            Locking::Take => Some(cell.load_lock.lock()),
+            Locking::Try => match cell.load_lock.try_lock() {
+                Some(guard) => Some(guard),
                 None => return Ok(None),
             },
+            Locking::Held => None,
         };
-        if cell.root.load().is_some() || !self.is_full() {
+        if cell.root.load().is_some() || !full() {
             return Ok(None);
         }
         if cell.image_pages.load(Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_PAGES {
@@ -1295,6 +1382,19 @@ impl<N> BufferPool<N> {
                 > self.budget_bytes as i64
     }
 
+    /// `is_full` for a write: whether a write to an evicted frame records its change in the
+    /// frame's change log (`Tree::write_unloaded`) rather than loading the frame. Writes load
+    /// frames only into the room below `WRITE_LOAD_FRACTION` of the budget: once the frames a
+    /// workload writes to outgrow the budget, a frame loaded to take a write displaces
+    /// another (evicted dirty, `FrameCell::detach_changes`) before it takes many more, and
+    /// each checkpoint frees the logs it wrote out, a room such loads refilled. The rest is
+    /// for the frames reads admit and for the logs.
+    pub(crate) fn is_full_for_writes(&self) -> bool {
+        self.source.is_some()
+            && self.cached_bytes.load(Ordering::Relaxed).saturating_add(2 * FRAME_SIZE as i64)
+                > (self.budget_bytes / WRITE_LOAD_FRACTION.1 * WRITE_LOAD_FRACTION.0) as i64
+    }
+
     /// Whether the cached bytes exceed the budget (always false without a source: nothing can
     /// be evicted then).
     pub(crate) fn over_budget(&self) -> bool {
@@ -1302,7 +1402,10 @@ impl<N> BufferPool<N> {
     }
 
     /// Runs the clock hand until the cached bytes fit the budget or nothing more can go.
-    pub(crate) fn evict_if_needed(&self) {
+    pub(crate) fn evict_if_needed(&self)
+    where
+        N: FrameRoot,
+    {
         if !self.over_budget() {
             return;
         }
@@ -1315,7 +1418,10 @@ impl<N> BufferPool<N> {
             if cell.is_retired() || cell.root.load().is_none() {
                 continue; // no longer resident here; drop the entry
             }
-            if cell.id == self.pinned || cell.referenced.swap(false, Ordering::Relaxed) || cell.is_dirty() {
+            if cell.id == self.pinned
+                || cell.referenced.swap(false, Ordering::Relaxed)
+                || (cell.is_dirty() && !cell.may_detach_changes())
+            {
                 ring.push_back(cell);
                 continue;
             }
@@ -1328,13 +1434,28 @@ impl<N> BufferPool<N> {
             if cell.is_retired() {
                 continue;
             }
-            if cell.is_dirty() {
-                ring.push_back(Arc::clone(&cell));
-                continue;
-            }
+            // A dirty frame goes when its change log can stand for it (its writes since the
+            // disk state), as if they had been written while it was evicted: a load that
+            // outruns the checkpointer writes every frame again before the checkpoint that
+            // would clean it ends, so only clean frames going let the heap grow to the whole
+            // tree. Writers are latched out; a checkpoint capturing the frame meanwhile
+            // takes the log whole, indexed or not, and its root or none: both describe it.
+            let detached = match cell.is_dirty() {
+                false => 0,
+                true => match cell.detach_changes() {
+                    Some(bytes) => bytes,
+                    None => {
+                        ring.push_back(Arc::clone(&cell));
+                        continue;
+                    }
+                },
+            };
             cell.root.store(None);
-            self.cached_bytes.fetch_sub(cell.size().memory as i64, Ordering::Relaxed);
+            self.cached_bytes.fetch_add(detached as i64 - cell.size().memory as i64, Ordering::Relaxed);
             self.frame_evictions.fetch_add(1, Ordering::Relaxed);
+            if detached > 0 {
+                self.dirty_evictions.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }

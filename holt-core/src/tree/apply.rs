@@ -2,7 +2,7 @@
 //! log once, apply, publish, then split frames that grew past the budget and merge frames
 //! that shrank below a quarter of it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
@@ -90,9 +90,13 @@ impl Tree {
         }
         // Parent frames a write may have to republish as well (see `Attempt::LatchParents`).
         let mut parents: Vec<Arc<Cell>> = Vec::new();
-        // Bound: each retry follows a split or merge that another writer completed, or adds
-        // parents to latch (a frame has one).
+        // Evicted frames the batch must load rather than record its writes in unloaded.
+        let mut refused: HashSet<FrameId> = HashSet::new();
+        // Bound: each retry follows a split or merge that another writer completed, adds
+        // parents to latch (a frame has one), or refuses a frame a recording (at most once each).
         loop {
+            // Owners are loaded while the cache has room; once it is full, an evicted owner is
+            // left evicted: its writes may be recorded in its change log (`apply_latched`).
             let mut owners: Vec<(Arc<Cell>, usize)> = Vec::with_capacity(ops.len());
             for op in ops {
                 owners.push(self.find_owner(op.key())?);
@@ -100,7 +104,7 @@ impl Tree {
             let cells: Vec<Arc<Cell>> =
                 owners.iter().map(|(c, _)| Arc::clone(c)).chain(parents.iter().cloned()).collect();
             let latched = Latched::acquire(&cells);
-            match self.apply_latched(ops, &owners, &latched, check_conditions, log)? {
+            match self.apply_latched(ops, &owners, &latched, check_conditions, log, &mut refused)? {
                 Attempt::Done(outcome, touched) => {
                     drop(latched);
                     // Published, merges not yet run, nothing latched: a test lists here.
@@ -108,6 +112,9 @@ impl Tree {
                     for cell in touched {
                         self.try_merge(&cell)?;
                     }
+                    // A batch may grow resident frames and change logs by many keys, past
+                    // the budget; frames it left dirty may go (`FrameCell::detach_changes`).
+                    self.pool.evict_if_needed();
                     return Ok(outcome);
                 }
                 // Parents are found again: one may have been merged away meanwhile.
@@ -249,6 +256,15 @@ impl Tree {
     /// The part of a batch that runs with every owner frame latched. Returns `None` when a
     /// frame was split or merged since the owners were found (the caller retries), and the
     /// frames that shrank below the merge threshold otherwise.
+    ///
+    /// While the cache is full, the ops ending in an evicted owner frame are recorded in its
+    /// change log (`plan_unloaded`, `record_planned`) unless the frame is in `refused`: a
+    /// batch of random keys (a bulk load) would otherwise load a frame per key and keep
+    /// each, dirty, until a checkpoint, so the heap outgrew the budget by whole frames. The
+    /// load locks of those frames are taken under the gate, in id order (as the checkpoint
+    /// takes them), and held from reading the keys' states until the writes are recorded. A
+    /// frame whose writes cannot be recorded so joins `refused`, and the batch starts again,
+    /// loading it.
     fn apply_latched(
         &self,
         ops: &[Op<'_>],
@@ -256,11 +272,28 @@ impl Tree {
         latched: &Latched<'_, Node>,
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
+        refused: &mut HashSet<FrameId>,
     ) -> Result<Attempt> {
+        // The evicted owners to record in, in id order, each with its entry depth and its ops.
+        let mut unloaded: BTreeMap<FrameId, (Arc<Cell>, usize, Vec<Placed<'_, '_>>)> = BTreeMap::new();
+        if self.pool.is_full_for_writes() {
+            for (at, (op, (cell, depth))) in ops.iter().zip(owners).enumerate() {
+                if !refused.contains(&cell.id) && cell.root.load().is_none() {
+                    unloaded
+                        .entry(cell.id)
+                        .or_insert_with(|| (Arc::clone(cell), *depth, Vec::new()))
+                        .2
+                        .push((at, op));
+                }
+            }
+        }
         let mut work: HashMap<FrameId, Working> = HashMap::with_capacity(latched.cells.len());
         for cell in &latched.cells {
             if cell.is_retired() {
                 return Ok(Attempt::Retry);
+            }
+            if unloaded.contains_key(&cell.id) {
+                continue;
             }
             let root = self.load_root(cell)?;
             work.insert(
@@ -268,10 +301,14 @@ impl Tree {
                 Working { cell: Arc::clone(cell), root, size_delta: Footprint::ZERO, changed: false },
             );
         }
-        // Re-validate ownership and read the current versions for the conditions.
+        // Re-validate ownership and read the current versions for the conditions (of the
+        // ops recorded unloaded, `plan_unloaded` does both).
         let mut current: Vec<Option<u64>> = Vec::with_capacity(ops.len());
         for (op, (cell, depth)) in ops.iter().zip(owners) {
-            let Some(w) = work.get(&cell.id) else { return Ok(Attempt::Retry) };
+            let Some(w) = work.get(&cell.id) else {
+                current.push(None);
+                continue;
+            };
             match walk_frame(&w.root, op.key(), *depth) {
                 Walk::Here(leaf) => current.push(leaf.map(|l| l.version())),
                 Walk::Link(..) => return Ok(Attempt::Retry),
@@ -279,11 +316,13 @@ impl Tree {
         }
         let unlatched = Self::parents_needed(&work, ops, owners);
         if !unlatched.is_empty() {
+            // A parent whose root the batch may change is loaded, never recorded in.
+            refused.extend(unlatched.iter().map(|c| c.id));
             return Ok(Attempt::LatchParents(unlatched));
         }
         if check_conditions {
-            for (op, cur) in ops.iter().zip(&current) {
-                if !condition_holds(op.condition(), *cur) {
+            for ((op, cur), (cell, _)) in ops.iter().zip(&current).zip(owners) {
+                if !unloaded.contains_key(&cell.id) && !condition_holds(op.condition(), *cur) {
                     return Err(Error::ConditionFailed);
                 }
             }
@@ -293,11 +332,44 @@ impl Tree {
         // Held from the log record to publication (and any split), released before merges;
         // the frames are latched already (see `Tree::gate` for the lock order).
         let _gate = self.gate_read();
+        // Declared after the gate, so released before it.
+        let held: Vec<_> = unloaded.values().map(|(cell, ..)| cell.hold_loads()).collect();
+        let mut recordings = Vec::with_capacity(unloaded.len());
+        // Every frame is planned before starting again, so that one retry loads all the
+        // frames refused (a retry finds every owner again).
+        let mut retry = false;
+        for ((cell, depth, placed), held) in unloaded.values().zip(&held) {
+            let plan = match may_record_unloaded(cell, placed, *depth) {
+                true => self.pool.read_image_held(cell, held, |image, deltas| {
+                    self.plan_unloaded(cell, placed, *depth, check_conditions, image, deltas)
+                })?,
+                false => None,
+            };
+            match plan {
+                Some(Plan::Record(recording)) => recordings.push(recording),
+                // The owner search read an older shape (a split since).
+                Some(Plan::Descend(..)) => retry = true,
+                Some(Plan::Load) | None => {
+                    refused.insert(cell.id);
+                    retry = true;
+                }
+            }
+        }
+        if retry {
+            return Ok(Attempt::Retry);
+        }
         let seq = log()?;
-        let mut existed = SmallVec::with_capacity(ops.len());
+        let mut existed: SmallVec<[bool; 1]> = smallvec![false; ops.len()];
+        for ((cell, depth, placed), recording) in unloaded.values().zip(recordings) {
+            self.record_planned(cell, placed, *depth, recording, seq, &mut existed);
+        }
+        drop(held);
         // Counted once every op has applied, as the key count always was.
         let mut counts: SmallVec<[(Arc<Cell>, i64, i64); 4]> = SmallVec::new();
-        for (op, (cell, depth)) in ops.iter().zip(owners) {
+        for (at, (op, (cell, depth))) in ops.iter().zip(owners).enumerate() {
+            if unloaded.contains_key(&cell.id) {
+                continue;
+            }
             let Some(w) = work.get_mut(&cell.id) else { return Ok(Attempt::Retry) };
             let weight = match op {
                 Op::Put { value, .. } => (self.weigh)(value),
@@ -311,7 +383,7 @@ impl Tree {
             if keys != 0 || weight != 0 {
                 counts.push((Arc::clone(&w.cell), keys, weight));
             }
-            existed.push(change.existed);
+            existed[at] = change.existed;
             if !change.root.same(&w.root) {
                 w.changed = true;
                 record_change(&w.cell, op, *depth, change.stored.take());
@@ -462,7 +534,7 @@ impl Tree {
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Option<ApplyOutcome>> {
-        let Some(first) = ops.first().filter(|_| self.pool.is_full()) else { return Ok(None) };
+        let Some(first) = ops.first().filter(|_| self.pool.is_full_for_writes()) else { return Ok(None) };
         // Where the owner walk goes on from: the frame an evicted frame's image linked to.
         let mut from = None;
         loop {
@@ -542,6 +614,43 @@ fn put_growth(key: &[u8], value_len: usize, current: KeyState) -> usize {
     }
 }
 
+/// One op of a batch with its place in the batch.
+type Placed<'b, 'o> = (usize, &'b Op<'o>);
+
+/// What `Tree::plan_unloaded` found for an evicted frame's share of a batch.
+enum Plan<'k> {
+    /// Every op may be recorded in the frame's change log.
+    Record(Recording<'k>),
+    /// The first key's path leaves the frame for this linked frame, entered at this depth.
+    Descend(Arc<Cell>, usize),
+    /// Load the frame and write as usual.
+    Load,
+}
+
+/// A frame's share of a batch, ready to record unloaded: each key's state before the batch
+/// and what each op grows the frame by.
+struct Recording<'k> {
+    before: KeyStates<'k>,
+    growth: SmallVec<[usize; 2]>,
+}
+
+/// The checks of `Tree::plan_unloaded` that need no image, made before the write gate is
+/// taken: the ops' keys take one path to the evicted frame `cell` (they spell the same
+/// bytes down to `depth`), it is evicted, and its subtree holds a key more than the ops
+/// delete (so they cannot empty it).
+fn may_record_unloaded(cell: &Cell, ops: &[Placed<'_, '_>], depth: usize) -> bool {
+    let Some(path) = ops.first().and_then(|(_, op)| op.key().get(..depth)) else { return false };
+    if ops.iter().any(|(_, op)| op.key().get(..depth) != Some(path)) {
+        return false;
+    }
+    // Checked again under the load lock; this spares the gate when it is resident.
+    if cell.root.load().is_some() {
+        return false;
+    }
+    let deletes = ops.iter().filter(|(_, op)| matches!(op, Op::Delete { .. })).count() as u64;
+    deletes == 0 || cell.subtree_usage().0 > deletes
+}
+
 /// How `Tree::write_unloaded` ended.
 enum Unloaded {
     /// Recorded in the evicted frame's change log.
@@ -582,120 +691,148 @@ impl Tree {
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Unloaded> {
-        // Keys spelling the same bytes down to `depth` take the same path to the frame.
-        let Some(path) = ops.first().and_then(|op| op.key().get(..depth)) else { return Ok(Unloaded::Load) };
-        if ops.iter().any(|op| op.key().get(..depth) != Some(path)) {
+        let placed: SmallVec<[Placed<'_, 'o>; 2]> = ops.iter().enumerate().collect();
+        if !may_record_unloaded(cell, &placed, depth) {
             return Ok(Unloaded::Load);
         }
-        // Checked again under the load lock below; this spares the gate when it is resident.
-        if cell.root.load().is_some() {
-            return Ok(Unloaded::Load);
-        }
-        let deletes = ops.iter().filter(|op| matches!(op, Op::Delete { .. })).count() as u64;
-        if deletes > 0 && cell.subtree_usage().0 <= deletes {
-            return Ok(Unloaded::Load);
-        }
-        let rel = |op: &Op<'o>| -> &'o [u8] { &op.key()[depth..] };
         // Held before the load lock: a merge holding the gate may wait for that lock.
         let gate = self.gate_read();
         let done = self.pool.read_image_for_write(cell, |image, deltas| {
-            // Each key's version and weight before the batch, newest first: writes recorded
-            // while the frame was evicted, then its deltas, then its image. A path leaving the
-            // frame goes on (the first key's) or loads.
-            let mut before = KeyStates::new(ops.len());
-            for (i, op) in ops.iter().enumerate() {
-                let key = rel(op);
-                if before.get(key).is_some() {
-                    continue;
-                }
-                let state = match cell.unloaded_state(key) {
-                    Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight(), leaf.value().len())),
-                    Some(None) => None,
-                    Some(Some(_)) => return Ok(Unloaded::Load),
-                    None => match codec::walk_image(image, deltas, op.key(), depth)? {
-                        codec::ImageWalk::Found { version, value } => {
-                            Some((version, (self.weigh)(&value), value.len()))
-                        }
-                        codec::ImageWalk::Missing => None,
-                        codec::ImageWalk::Link { .. } if i > 0 => return Ok(Unloaded::Load),
-                        codec::ImageWalk::Link { frame, depth } => {
-                            // Resolved under the load lock, as a point read resolves its links.
-                            let child = self.image_link(cell, image, frame)?;
-                            self.pool.count_passing_write(cell);
-                            return Ok(Unloaded::Descend(child, depth));
-                        }
-                    },
-                };
-                before.insert(key, state);
-            }
-            // Under the latch and the load lock with the root evicted: nothing publishes the
-            // lead, so it is the frame's current one (writes recorded this way keep it).
-            let lead = match cell.known_lead() {
-                Some(lead) => lead,
-                // Not loaded since open: with no deltas and no writes recorded, the frame is
-                // its image, whose root record gives the lead.
-                None if deltas.is_empty() && !cell.has_unloaded_changes() => {
-                    let lead = codec::image_lead(image)?;
-                    cell.learn_image(lead, crate::format::frame::HEADER_LEN + image.body_len());
-                    lead
-                }
-                None => return Ok(Unloaded::Load),
+            let recording = match self.plan_unloaded(cell, &placed, depth, check_conditions, image, deltas)? {
+                Plan::Record(recording) => recording,
+                Plan::Descend(child, depth) => return Ok(Unloaded::Descend(child, depth)),
+                Plan::Load => return Ok(Unloaded::Load),
             };
-            let changes = || ops.iter().map(|op| (rel(op), op.value().map_or(0, <[u8]>::len)));
-            let puts_lead =
-                |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
-            // What each op adds to the frame's size, over the state the ops before it left
-            // (a version not assigned yet counted at its narrowest, so the growth over it is
-            // counted at its widest).
-            let mut growth: SmallVec<[usize; 2]> = SmallVec::with_capacity(ops.len());
-            let mut states = before.clone();
-            for op in ops {
-                let (key, value_len) = (rel(op), op.value().map(<[u8]>::len));
-                growth.push(value_len.map_or(0, |len| put_growth(key, len, states.state(key))));
-                states.insert(key, value_len.map(|len| (0, 0, len)));
-            }
-            let grown: usize = growth.iter().sum();
-            if !ops.iter().all(puts_lead)
-                || cell.size_bytes() + grown > self.frame_budget_bytes
-                || !cell.can_record_unloaded(changes())
-            {
-                return Ok(Unloaded::Load);
-            }
-            if check_conditions
-                && !ops.iter().all(|op| condition_holds(op.condition(), before.state(rel(op)).map(|s| s.0)))
-            {
-                return Err(Error::ConditionFailed);
-            }
             let seq = log()?;
-            // Applied in order: an op sees what the ones before it left.
-            let mut now = before;
-            let mut existed = SmallVec::with_capacity(ops.len());
-            for (op, growth) in ops.iter().zip(growth) {
-                let (key, value) = (rel(op), op.value());
-                let current = now.state(key);
-                let weight = value.map_or(0, |v| (self.weigh)(v));
-                // A delete of a key the frame does not hold changes nothing: logged, not recorded.
-                if value.is_some() || current.is_some() {
-                    let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
-                    let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
-                    let grown =
-                        cell.record_unloaded(key, state, value.map_or(0, <[u8]>::len), growth, memory);
-                    cell.mark_dirty();
-                    self.pool.resized(grown as i64);
-                    self.pool.count_unloaded_write();
-                }
-                let (keys, weight_change) =
-                    usage_change(op, current.is_some(), current.map_or(0, |s| s.1), weight);
-                self.count_usage(cell, keys, weight_change);
-                existed.push(current.is_some());
-                now.insert(key, value.map(|v| (seq, weight, v.len())));
-            }
+            let mut existed = smallvec![false; ops.len()];
+            self.record_planned(cell, &placed, depth, recording, seq, &mut existed);
             Ok(Unloaded::Done(ApplyOutcome { version: seq, existed }))
         })?;
         drop(gate);
         // No eviction pass here: the few bytes a put adds are made room for by the next load,
         // and a pass while dirty frames hold the cache over budget walks the whole ring.
         Ok(done.unwrap_or(Unloaded::Load))
+    }
+
+    /// Whether the ops of a batch that end in the evicted frame `cell` (`write_unloaded`)
+    /// may be recorded there, after the checks that need the frame's image: each key's
+    /// state before the batch is read (from the writes recorded while the frame was evicted,
+    /// then its deltas, then the pages of its image on the key's path), and what each op
+    /// grows the frame by. Under the frame's latch, the write gate and its load lock, with
+    /// the root evicted. `ConditionFailed` when `check_conditions` and a condition fails.
+    fn plan_unloaded<'o>(
+        &self,
+        cell: &Arc<Cell>,
+        ops: &[Placed<'_, 'o>],
+        depth: usize,
+        check_conditions: bool,
+        image: &mut dyn crate::buffer::ImageBody,
+        deltas: &[crate::buffer::DeltaRef<'_>],
+    ) -> Result<Plan<'o>> {
+        let rel = |op: &Op<'o>| -> &'o [u8] { &op.key()[depth..] };
+        let mut before = KeyStates::new(ops.len());
+        for (i, &(_, op)) in ops.iter().enumerate() {
+            let key = rel(op);
+            if before.get(key).is_some() {
+                continue;
+            }
+            let state = match cell.unloaded_state(key) {
+                Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight(), leaf.value().len())),
+                Some(None) => None,
+                Some(Some(_)) => return Ok(Plan::Load),
+                None => match codec::walk_image(image, deltas, op.key(), depth)? {
+                    codec::ImageWalk::Found { version, value } => {
+                        Some((version, (self.weigh)(&value), value.len()))
+                    }
+                    codec::ImageWalk::Missing => None,
+                    codec::ImageWalk::Link { .. } if i > 0 => return Ok(Plan::Load),
+                    codec::ImageWalk::Link { frame, depth } => {
+                        // Resolved under the load lock, as a point read resolves its links.
+                        let child = self.image_link(cell, image, frame)?;
+                        self.pool.count_passing_write(cell);
+                        return Ok(Plan::Descend(child, depth));
+                    }
+                },
+            };
+            before.insert(key, state);
+        }
+        // Under the latch and the load lock with the root evicted: nothing publishes the
+        // lead, so it is the frame's current one (writes recorded this way keep it).
+        let lead = match cell.known_lead() {
+            Some(lead) => lead,
+            // Not loaded since open: with no deltas and no writes recorded, the frame is
+            // its image, whose root record gives the lead.
+            None if deltas.is_empty() && !cell.has_unloaded_changes() => {
+                let lead = codec::image_lead(image)?;
+                cell.learn_image(lead, crate::format::frame::HEADER_LEN + image.body_len());
+                lead
+            }
+            None => return Ok(Plan::Load),
+        };
+        let changes = || ops.iter().map(|&(_, op)| (rel(op), op.value().map_or(0, <[u8]>::len)));
+        let puts_lead =
+            |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
+        // What each op adds to the frame's size, over the state the ops before it left
+        // (a version not assigned yet counted at its narrowest, so the growth over it is
+        // counted at its widest).
+        let mut growth: SmallVec<[usize; 2]> = SmallVec::with_capacity(ops.len());
+        let mut states = before.clone();
+        for &(_, op) in ops {
+            let (key, value_len) = (rel(op), op.value().map(<[u8]>::len));
+            growth.push(value_len.map_or(0, |len| put_growth(key, len, states.state(key))));
+            states.insert(key, value_len.map(|len| (0, 0, len)));
+        }
+        let grown: usize = growth.iter().sum();
+        if !ops.iter().all(|&(_, op)| puts_lead(op))
+            || cell.size_bytes() + grown > self.frame_budget_bytes
+            || !cell.can_record_unloaded(changes())
+        {
+            return Ok(Plan::Load);
+        }
+        if check_conditions
+            && !ops.iter().all(|&(_, op)| condition_holds(op.condition(), before.state(rel(op)).map(|s| s.0)))
+        {
+            return Err(Error::ConditionFailed);
+        }
+        Ok(Plan::Record(Recording { before, growth }))
+    }
+
+    /// Records in the evicted frame `cell`'s change log the ops `plan_unloaded` planned, as
+    /// logged with sequence number `seq`, in order (an op sees what the ones before it left);
+    /// sets each op's entry of `existed` (indexed by its place in the batch). Under the same
+    /// locks as the plan, held since.
+    fn record_planned(
+        &self,
+        cell: &Arc<Cell>,
+        ops: &[Placed<'_, '_>],
+        depth: usize,
+        recording: Recording<'_>,
+        seq: u64,
+        existed: &mut [bool],
+    ) {
+        let Recording { before: mut now, growth } = recording;
+        for (&(at, op), growth) in ops.iter().zip(growth) {
+            let (key, value) = (&op.key()[depth..], op.value());
+            let current = now.state(key);
+            let weight = value.map_or(0, |v| (self.weigh)(v));
+            // A delete of a key the frame does not hold changes nothing: logged, not recorded.
+            if value.is_some() || current.is_some() {
+                let state = value.map(|v| Node::Leaf(Shared::new(Leaf::new(&[], v, seq, weight))));
+                let memory = state.as_ref().map_or(0, |s| s.footprint().memory.max(0) as usize);
+                let grown = cell.record_unloaded(key, state, value.map_or(0, <[u8]>::len), growth, memory);
+                cell.mark_dirty();
+                self.pool.resized(grown as i64);
+                self.pool.count_unloaded_write();
+            }
+            let (keys, weight_change) =
+                usage_change(op, current.is_some(), current.map_or(0, |s| s.1), weight);
+            self.count_usage(cell, keys, weight_change);
+            existed[at] = current.is_some();
+            // `now` holds keys of `ops`, which outlive it: the key is found there, not inserted.
+            if let Some(i) = now.get(key) {
+                now.states[i].1 = value.map(|v| (seq, weight, v.len()));
+            }
+        }
     }
 
     /// Counts a write's change (`usage_change`) in frame `cell`: the keys it added or

@@ -492,7 +492,11 @@ impl Tree {
     /// the cache is full, an evicted frame the path only passes through is walked in its
     /// image, not loaded (`link_from_image`): a batch's writes would otherwise load every
     /// evicted frame above their owners, and with the cache full of dirty frames each load
-    /// evicts the one before, so every op of the batch loaded the path again.
+    /// evicts the one before, so every op of the batch loaded the path again. An evicted
+    /// owner is loaded while the cache has room, else left evicted: the batch may record its
+    /// writes in the frame's change log (`apply_latched`). An evicted frame returned may also
+    /// be one the key only passes through, when its image could not be walked (the frame is
+    /// due to be admitted): the batch then loads it and looks again.
     pub(super) fn find_owner(&self, key: &[u8]) -> Result<Owner> {
         self.find_owner_in(key, None, false)
     }
@@ -521,6 +525,9 @@ impl Tree {
                             continue;
                         }
                         ImageStep::Retired => continue 'restart,
+                        // The key ends here (or the frame is due to be admitted): left
+                        // evicted while the cache is full, else loaded.
+                        ImageStep::Load if self.pool.is_full_for_writes() => return Ok((cell, depth)),
                         ImageStep::Load => {}
                     }
                 }

@@ -745,6 +745,9 @@ impl crate::buffer::FrameRoot for Node {
         // A frame's root is never a link (the tree checker verifies it).
         first_own_byte(self)
     }
+    fn state_bytes(&self) -> usize {
+        self.footprint().memory.max(0) as usize
+    }
 }
 
 /// `lead` of a node whose children are `nodes` (reads every one of them).
