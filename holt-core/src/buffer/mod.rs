@@ -491,6 +491,11 @@ impl<N> FrameCell<N> {
     pub(crate) fn generation(&self) -> u64 {
         self.dirty_generation.load(Ordering::Acquire)
     }
+    /// The dirty and clean generations: unchanged while nothing changes the frame's
+    /// contents or moves its changes to disk.
+    pub(crate) fn generations(&self) -> (u64, u64) {
+        (self.generation(), self.clean_generation.load(Ordering::Acquire))
+    }
     pub(crate) fn is_dirty(&self) -> bool {
         self.generation() != self.clean_generation.load(Ordering::Acquire)
     }

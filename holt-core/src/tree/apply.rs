@@ -9,7 +9,7 @@ use smallvec::{smallvec, SmallVec};
 
 use super::node::{first_own_byte, Cell, Footprint, Leaf, Node, Shared, WEIGHT_MAX};
 use super::write::Change;
-use super::{codec, split, walk_frame, write, Tree, Walk};
+use super::{codec, split, walk_frame, write, ImageState, Tree, Walk};
 use crate::api::{Condition, Op, Version, KEY_LEN_MAX, VALUE_LEN_MAX};
 use crate::error::{Error, Result};
 use crate::format::FrameId;
@@ -90,21 +90,25 @@ impl Tree {
         }
         // Parent frames a write may have to republish as well (see `Attempt::LatchParents`).
         let mut parents: Vec<Arc<Cell>> = Vec::new();
-        // Evicted frames the batch must load rather than record its writes in unloaded.
-        let mut refused: HashSet<FrameId> = HashSet::new();
+        let mut attempts = Attempts { refused: HashSet::new(), states: Vec::with_capacity(ops.len()) };
         // Bound: each retry follows a split or merge that another writer completed, adds
         // parents to latch (a frame has one), or refuses a frame a recording (at most once each).
         loop {
             // Owners are loaded while the cache has room; once it is full, an evicted owner is
             // left evicted: its writes may be recorded in its change log (`apply_latched`).
             let mut owners: Vec<(Arc<Cell>, usize)> = Vec::with_capacity(ops.len());
+            attempts.states.clear();
             for op in ops {
-                owners.push(self.find_owner(op.key())?);
+                let (owner, state) = self.find_owner(op.key())?;
+                owners.push(owner);
+                attempts.states.push(state);
             }
+            // Owners found, what they hold read, nothing latched: a test writes here.
+            fail::fail_point!("apply-before-latch");
             let cells: Vec<Arc<Cell>> =
                 owners.iter().map(|(c, _)| Arc::clone(c)).chain(parents.iter().cloned()).collect();
             let latched = Latched::acquire(&cells);
-            match self.apply_latched(ops, &owners, &latched, check_conditions, log, &mut refused)? {
+            match self.apply_latched(ops, &owners, &latched, check_conditions, log, &mut attempts)? {
                 Attempt::Done(outcome, touched) => {
                     drop(latched);
                     // Published, merges not yet run, nothing latched: a test lists here.
@@ -258,12 +262,12 @@ impl Tree {
     /// frames that shrank below the merge threshold otherwise.
     ///
     /// While the cache is full, the ops ending in an evicted owner frame are recorded in its
-    /// change log (`plan_unloaded`, `record_planned`) unless the frame is in `refused`: a
+    /// change log (`plan_unloaded`, `record_planned`) unless the frame is `Attempts::refused`: a
     /// batch of random keys (a bulk load) would otherwise load a frame per key and keep
     /// each, dirty, until a checkpoint, so the heap outgrew the budget by whole frames. The
     /// load locks of those frames are taken under the gate, in id order (as the checkpoint
     /// takes them), and held from reading the keys' states until the writes are recorded. A
-    /// frame whose writes cannot be recorded so joins `refused`, and the batch starts again,
+    /// frame whose writes cannot be recorded so is refused, and the batch starts again,
     /// loading it.
     fn apply_latched(
         &self,
@@ -272,8 +276,9 @@ impl Tree {
         latched: &Latched<'_, Node>,
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
-        refused: &mut HashSet<FrameId>,
+        attempts: &mut Attempts,
     ) -> Result<Attempt> {
+        let Attempts { refused, states } = attempts;
         // The evicted owners to record in, in id order, each with its entry depth and its ops.
         let mut unloaded: BTreeMap<FrameId, (Arc<Cell>, usize, Vec<Placed<'_, '_>>)> = BTreeMap::new();
         if self.pool.is_full_for_writes() {
@@ -283,7 +288,7 @@ impl Tree {
                         .entry(cell.id)
                         .or_insert_with(|| (Arc::clone(cell), *depth, Vec::new()))
                         .2
-                        .push((at, op));
+                        .push((at, op, states[at]));
                 }
             }
         }
@@ -614,8 +619,9 @@ fn put_growth(key: &[u8], value_len: usize, current: KeyState) -> usize {
     }
 }
 
-/// One op of a batch with its place in the batch.
-type Placed<'b, 'o> = (usize, &'b Op<'o>);
+/// One op of a batch with its place in the batch, and what the owner search read of its key
+/// in the evicted owner's image (`ImageState`), if it did.
+type Placed<'b, 'o> = (usize, &'b Op<'o>, Option<ImageState>);
 
 /// What `Tree::plan_unloaded` found for an evicted frame's share of a batch.
 enum Plan<'k> {
@@ -639,15 +645,15 @@ struct Recording<'k> {
 /// bytes down to `depth`), it is evicted, and its subtree holds a key more than the ops
 /// delete (so they cannot empty it).
 fn may_record_unloaded(cell: &Cell, ops: &[Placed<'_, '_>], depth: usize) -> bool {
-    let Some(path) = ops.first().and_then(|(_, op)| op.key().get(..depth)) else { return false };
-    if ops.iter().any(|(_, op)| op.key().get(..depth) != Some(path)) {
+    let Some(path) = ops.first().and_then(|(_, op, _)| op.key().get(..depth)) else { return false };
+    if ops.iter().any(|(_, op, _)| op.key().get(..depth) != Some(path)) {
         return false;
     }
     // Checked again under the load lock; this spares the gate when it is resident.
     if cell.root.load().is_some() {
         return false;
     }
-    let deletes = ops.iter().filter(|(_, op)| matches!(op, Op::Delete { .. })).count() as u64;
+    let deletes = ops.iter().filter(|(_, op, _)| matches!(op, Op::Delete { .. })).count() as u64;
     deletes == 0 || cell.subtree_usage().0 > deletes
 }
 
@@ -691,7 +697,8 @@ impl Tree {
         check_conditions: bool,
         log: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Unloaded> {
-        let placed: SmallVec<[Placed<'_, 'o>; 2]> = ops.iter().enumerate().collect();
+        let placed: SmallVec<[Placed<'_, 'o>; 2]> =
+            ops.iter().enumerate().map(|(at, op)| (at, op, None)).collect();
         if !may_record_unloaded(cell, &placed, depth) {
             return Ok(Unloaded::Load);
         }
@@ -720,6 +727,7 @@ impl Tree {
     /// then its deltas, then the pages of its image on the key's path), and what each op
     /// grows the frame by. Under the frame's latch, the write gate and its load lock, with
     /// the root evicted. `ConditionFailed` when `check_conditions` and a condition fails.
+    /// What the owner search read of a key (`Placed`) stands for its image walk while valid.
     fn plan_unloaded<'o>(
         &self,
         cell: &Arc<Cell>,
@@ -731,15 +739,18 @@ impl Tree {
     ) -> Result<Plan<'o>> {
         let rel = |op: &Op<'o>| -> &'o [u8] { &op.key()[depth..] };
         let mut before = KeyStates::new(ops.len());
-        for (i, &(_, op)) in ops.iter().enumerate() {
+        let stamp = cell.generations();
+        for (i, &(_, op, read)) in ops.iter().enumerate() {
             let key = rel(op);
             if before.get(key).is_some() {
                 continue;
             }
+            let read = read.filter(|r| r.stamp == stamp);
             let state = match cell.unloaded_state(key) {
                 Some(Some(Node::Leaf(leaf))) => Some((leaf.version(), leaf.weight(), leaf.value().len())),
                 Some(None) => None,
                 Some(Some(_)) => return Ok(Plan::Load),
+                None if read.is_some() => read.and_then(|r| r.state),
                 None => match codec::walk_image(image, deltas, op.key(), depth)? {
                     codec::ImageWalk::Found { version, value } => {
                         Some((version, (self.weigh)(&value), value.len()))
@@ -769,7 +780,7 @@ impl Tree {
             }
             None => return Ok(Plan::Load),
         };
-        let changes = || ops.iter().map(|&(_, op)| (rel(op), op.value().map_or(0, <[u8]>::len)));
+        let changes = || ops.iter().map(|&(_, op, _)| (rel(op), op.value().map_or(0, <[u8]>::len)));
         let puts_lead =
             |op: &Op<'o>| op.value().is_none() || lead.is_none_or(|lead| rel(op).first() == Some(&lead));
         // What each op adds to the frame's size, over the state the ops before it left
@@ -777,20 +788,22 @@ impl Tree {
         // counted at its widest).
         let mut growth: SmallVec<[usize; 2]> = SmallVec::with_capacity(ops.len());
         let mut states = before.clone();
-        for &(_, op) in ops {
+        for &(_, op, _) in ops {
             let (key, value_len) = (rel(op), op.value().map(<[u8]>::len));
             growth.push(value_len.map_or(0, |len| put_growth(key, len, states.state(key))));
             states.insert(key, value_len.map(|len| (0, 0, len)));
         }
         let grown: usize = growth.iter().sum();
-        if !ops.iter().all(|&(_, op)| puts_lead(op))
+        if !ops.iter().all(|&(_, op, _)| puts_lead(op))
             || cell.size_bytes() + grown > self.frame_budget_bytes
             || !cell.can_record_unloaded(changes())
         {
             return Ok(Plan::Load);
         }
         if check_conditions
-            && !ops.iter().all(|&(_, op)| condition_holds(op.condition(), before.state(rel(op)).map(|s| s.0)))
+            && !ops
+                .iter()
+                .all(|&(_, op, _)| condition_holds(op.condition(), before.state(rel(op)).map(|s| s.0)))
         {
             return Err(Error::ConditionFailed);
         }
@@ -811,7 +824,7 @@ impl Tree {
         existed: &mut [bool],
     ) {
         let Recording { before: mut now, growth } = recording;
-        for (&(at, op), growth) in ops.iter().zip(growth) {
+        for (&(at, op, _), growth) in ops.iter().zip(growth) {
             let (key, value) = (&op.key()[depth..], op.value());
             let current = now.state(key);
             let weight = value.map_or(0, |v| (self.weigh)(v));
@@ -911,6 +924,15 @@ fn frame_depth(cell: &Arc<Cell>) -> usize {
         at = parent.parent();
     }
     depth
+}
+
+/// What a batch's attempts carry from one to the next.
+struct Attempts {
+    /// Evicted frames the batch must load rather than record its writes in.
+    refused: HashSet<FrameId>,
+    /// What the owner search read of each op's key in its evicted owner (`ImageState`), by
+    /// place in the batch: found again on each attempt.
+    states: Vec<Option<ImageState>>,
 }
 
 /// How a latched attempt at a batch ended.

@@ -167,8 +167,21 @@ enum ImageStep {
     Link(Arc<Cell>, usize),
     /// The frame was merged away: search again from the top.
     Retired,
-    /// The key ends in this frame, or its image was not walked: load it.
-    Load,
+    /// The key ends in this frame (with its state in the frame's image and deltas), or its
+    /// image was not walked (`None`).
+    Ends(Option<ImageState>),
+}
+
+/// A key's state in an evicted frame's image and deltas, as an owner search read it: its
+/// version, weight and value length, or `None` if absent. Valid while the frame's dirty and
+/// clean generations are still `stamp`: a write recorded in or published to the frame bumps
+/// the first, a checkpoint that moves its logged writes to disk the second. The batch that
+/// records the key's write in the frame's change log then need not walk the image again
+/// (`Tree::plan_unloaded`).
+#[derive(Clone, Copy)]
+pub(super) struct ImageState {
+    pub(super) stamp: (u64, u64),
+    pub(super) state: Option<(u64, u64, usize)>,
 }
 
 /// What a lookup may read for a frame that is not in the cache.
@@ -497,7 +510,7 @@ impl Tree {
     /// writes in the frame's change log (`apply_latched`). An evicted frame returned may also
     /// be one the key only passes through, when its image could not be walked (the frame is
     /// due to be admitted): the batch then loads it and looks again.
-    pub(super) fn find_owner(&self, key: &[u8]) -> Result<Owner> {
+    pub(super) fn find_owner(&self, key: &[u8]) -> Result<(Owner, Option<ImageState>)> {
         self.find_owner_in(key, None, false)
     }
 
@@ -506,17 +519,22 @@ impl Tree {
     /// without loading its frame (`write_unloaded`, which walks the evicted frame's image and
     /// goes on from the frame it links to, if any).
     pub(super) fn find_owner_unloaded(&self, key: &[u8], from: Option<Owner>) -> Result<Owner> {
-        self.find_owner_in(key, from, true)
+        self.find_owner_in(key, from, true).map(|(owner, _)| owner)
     }
 
-    fn find_owner_in(&self, key: &[u8], from: Option<Owner>, stop_at_evicted: bool) -> Result<Owner> {
+    fn find_owner_in(
+        &self,
+        key: &[u8],
+        from: Option<Owner>,
+        stop_at_evicted: bool,
+    ) -> Result<(Owner, Option<ImageState>)> {
         let mut from = from;
         'restart: loop {
             let (mut cell, mut depth) = from.take().unwrap_or_else(|| (Arc::clone(&self.root), 0));
             loop {
                 if cell.root.load().is_none() {
                     if stop_at_evicted {
-                        return Ok((cell, depth));
+                        return Ok(((cell, depth), None));
                     }
                     match self.link_from_image(&cell, key, depth)? {
                         ImageStep::Link(child, d) => {
@@ -527,8 +545,10 @@ impl Tree {
                         ImageStep::Retired => continue 'restart,
                         // The key ends here (or the frame is due to be admitted): left
                         // evicted while the cache is full, else loaded.
-                        ImageStep::Load if self.pool.is_full_for_writes() => return Ok((cell, depth)),
-                        ImageStep::Load => {}
+                        ImageStep::Ends(state) if self.pool.is_full_for_writes() => {
+                            return Ok(((cell, depth), state))
+                        }
+                        ImageStep::Ends(_) => {}
                     }
                 }
                 let next = {
@@ -542,7 +562,7 @@ impl Tree {
                     }
                 };
                 match next {
-                    None => return Ok((cell, depth)),
+                    None => return Ok(((cell, depth), None)),
                     Some((child, d)) => {
                         cell = child;
                         depth = d;
@@ -555,16 +575,22 @@ impl Tree {
     /// Where `key`'s path goes from the evicted frame `cell` (entered at `depth`), read from
     /// its image while the cache is full: the linked frame it continues in, counted towards
     /// admitting `cell` as a write passing through (`count_passing_write`), or `Load` when
-    /// the key ends in `cell` (which the write must load) or the frame should be loaded
+    /// the key ends in `cell` (with the key's state there) or the frame should be loaded
     /// anyway (`BufferPool::read_image_for_write`). Writes recorded while the frame was
     /// evicted hold only leaves, never links, so the image and deltas decide.
     fn link_from_image(&self, cell: &Arc<Cell>, key: &[u8], depth: usize) -> Result<ImageStep> {
         let step = self.pool.read_image_for_write(cell, |image, deltas| {
+            // Read under the load lock, as the walk: nothing records a write meanwhile.
+            let stamp = cell.generations();
             Ok(match codec::walk_image(image, deltas, key, depth)? {
                 codec::ImageWalk::Link { frame, depth } => {
                     ImageStep::Link(self.image_link(cell, image, frame)?, depth)
                 }
-                codec::ImageWalk::Found { .. } | codec::ImageWalk::Missing => ImageStep::Load,
+                codec::ImageWalk::Found { version, value } => ImageStep::Ends(Some(ImageState {
+                    stamp,
+                    state: Some((version, (self.weigh)(&value), value.len())),
+                })),
+                codec::ImageWalk::Missing => ImageStep::Ends(Some(ImageState { stamp, state: None })),
             })
         })?;
         // As after loading a root (the read protocol in `sync`).
@@ -574,7 +600,7 @@ impl Tree {
         if let Some(ImageStep::Link(..)) = step {
             self.pool.count_passing_write(cell);
         }
-        Ok(step.unwrap_or(ImageStep::Load))
+        Ok(step.unwrap_or(ImageStep::Ends(None)))
     }
 
     fn new_frame_id(&self) -> FrameId {
