@@ -347,7 +347,8 @@ pub struct Stats {
     pub frames: u64,
     /// Frames decoded in memory now.
     pub frames_cached: u64,
-    /// Cached frames changed since the last checkpoint wrote them (these cannot be evicted).
+    /// Cached frames changed since the last checkpoint wrote them (evicted only while their
+    /// change log can stand for them: `frame_dirty_evictions`).
     pub frames_dirty: u64,
     /// Memory of the cached frames' decoded nodes: what `Options::memory_budget_bytes` bounds.
     pub cache_bytes: u64,

@@ -1,4 +1,4 @@
-//! The frame cache: each frame's root is published through a `FrameCell`; clean frames are
+//! The frame cache: each frame's root is published through a `FrameCell`; frames are
 //! evicted by a clock (second-chance) sweep when the cached bytes exceed the memory budget,
 //! and loaded back from a `FrameSource` on first touch.
 //!
@@ -8,13 +8,16 @@
 //!
 //! Invariants:
 //! - A frame's root goes from `None` (evicted) to `Some` only under the cell's `load_lock`,
-//!   and from `Some` to `None` only under its write latch while the frame is clean (or once
-//!   it is retired: `Tree::release_retired`), so a frame a writer changed is never replaced
-//!   by older bytes. An evicted frame may still be written: its change logs then hold the
-//!   writes (`Tree::write_unloaded`), and a load applies them.
+//!   and from `Some` to `None` only under its write latch while the frame is clean, or dirty
+//!   with its current change log standing for every change since its disk state
+//!   (`FrameCell::detach_changes`), or once it is retired (`Tree::release_retired`): a frame
+//!   a writer changed is never replaced by older bytes. An evicted frame may still be
+//!   written: its change logs then hold the writes (`Tree::write_unloaded`), and reads and
+//!   loads apply them.
 //! - A frame's lead (the first byte of its root's own bytes) is set only by `publish`, with
 //!   the root it describes, and survives eviction.
-//! - Dirty frames (changed since the last checkpoint wrote them) are never evicted.
+//! - A dirty frame whose log gave up (it is written whole next) or that a checkpoint in
+//!   flight captured is not evicted.
 //! - The root frame is never evicted: it is touched by every operation.
 
 use std::collections::{HashMap, VecDeque};

@@ -377,7 +377,7 @@ impl Durable {
         // when the log stayed in its segment. The frames hold exactly the writes below L
         // (captured under the exclusive gate), so replay skips the records between
         // `base_lsn` and L: applying them again would change nothing but would dirty every
-        // frame they touch, and dirty frames cannot be evicted until the next checkpoint.
+        // frame they touch, and a dirty frame is evicted only while its log can stand for it.
         debug_assert!(rolled.base_lsn <= lsn);
         let manifest = Manifest {
             checkpoint_lsn: rolled.base_lsn,
@@ -434,7 +434,8 @@ impl Durable {
     /// Starts the background checkpointer: checkpoints when the log grew by
     /// `checkpoint_wal_bytes` since the last one, every `checkpoint_interval` while anything
     /// was written, and (at most every `PRESSURE_SPACING`) when the frame cache is over its
-    /// memory budget: dirty frames cannot be evicted until a checkpoint writes them.
+    /// memory budget: frames due to be written whole, and logs the cache counts, go only
+    /// when a checkpoint writes them.
     pub(crate) fn start_background(self: &Arc<Self>, tree: Arc<Tree>) {
         let durable = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("holt-checkpoint".into()).spawn(move || {
