@@ -153,10 +153,9 @@ impl TreeHarness {
             };
             images.push((frame.id, image));
         }
-        // As a checkpoint does: no load or point read of a frame captured without a root
-        // sees its new image before its captured changes are dropped.
-        let held: Vec<_> =
-            capture.dirty.iter().filter(|f| f.root.is_none()).map(|f| f.cell.hold_loads()).collect();
+        // As a checkpoint does: no load or point read of a captured frame sees its new image
+        // before its captured changes are dropped.
+        let held: Vec<_> = capture.dirty.iter().map(|f| f.cell.hold_loads()).collect();
         for (id, image) in images {
             self.images.store(id, image);
         }

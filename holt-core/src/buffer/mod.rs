@@ -762,8 +762,10 @@ impl<N> FrameCell<N> {
     /// give up, for then every change since the disk state is in the log (the invariant of
     /// `Tree::capture`), and the frame becomes what a frame written while evicted is
     /// (`record_unloaded`). Indexes the entries, which reads of the evicted frame look up,
-    /// and counts the states and buffers as detached. Returns those bytes, or `None` (and
-    /// changes nothing) when the log cannot stand for the frame.
+    /// and counts the states and buffers as detached. Returns the bytes that adds to what
+    /// the log already counted as detached (entries a failed checkpoint put back, whose
+    /// states it held alone), or `None` (and changes nothing) when the log cannot stand for
+    /// the frame.
     pub(crate) fn detach_changes(&self) -> Option<usize>
     where
         N: FrameRoot,
@@ -773,7 +775,6 @@ impl<N> FrameCell<N> {
             return None;
         }
         let log = &mut logs.current;
-        debug_assert_eq!(log.detached, 0, "a resident frame's log holds no detached states");
         if log.unindexed {
             log.index.clear();
             for at in 0..log.states.len() {
@@ -783,8 +784,9 @@ impl<N> FrameCell<N> {
             log.unindexed = false;
         }
         let states: usize = log.states.iter().flatten().map(FrameRoot::state_bytes).sum();
-        log.detached = states + log.buffer_bytes();
-        Some(log.detached)
+        let total = states + log.buffer_bytes();
+        let counted = std::mem::replace(&mut log.detached, total);
+        Some(total.saturating_sub(counted))
     }
 
     /// Whether `detach_changes` would succeed now (no lock held after), and the frame is
@@ -1447,8 +1449,10 @@ impl<N> BufferPool<N> {
             // outruns the checkpointer writes every frame again before the checkpoint that
             // would clean it ends, so only clean frames going let the heap grow to the whole
             // tree. Writers are latched out; a checkpoint capturing the frame meanwhile
-            // takes the log whole, indexed or not, and its root or none: both describe it.
-            let detached = match cell.is_dirty() {
+            // takes the log whole, indexed or not, and its root or none: both describe it
+            // (and it holds the load locks of all it captured until they are clean).
+            let dirty = cell.is_dirty();
+            let detached = match dirty {
                 false => 0,
                 true => match cell.detach_changes() {
                     Some(bytes) => bytes,
@@ -1461,7 +1465,7 @@ impl<N> BufferPool<N> {
             cell.root.store(None);
             self.cached_bytes.fetch_add(detached as i64 - cell.size().memory as i64, Ordering::Relaxed);
             self.frame_evictions.fetch_add(1, Ordering::Relaxed);
-            if detached > 0 {
+            if dirty {
                 self.dirty_evictions.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -403,8 +403,12 @@ impl Durable {
                 return Err(Error::Io { op, source, may_have_applied: false });
             }
         }
-        // In id order, as every holder of more than one takes them (a loader holds one).
-        let held = capture.dirty.iter().filter(|f| f.root.is_none()).map(|f| f.cell.hold_loads()).collect();
+        // In id order, as every holder of more than one takes them (a loader holds one). Every
+        // captured frame's, not only those captured without a root: a frame captured resident
+        // may have been evicted dirty just after (`FrameCell::detach_changes` runs under the
+        // latch, which the capture does not take), and no walk may pair its new disk state
+        // with what it kept of the old one.
+        let held = capture.dirty.iter().map(|f| f.cell.hold_loads()).collect();
         self.store.install(table);
         *durable_manifest = manifest;
         self.last_checkpoint_lsn.store(lsn, Ordering::Release);
