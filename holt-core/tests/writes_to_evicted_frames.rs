@@ -402,9 +402,6 @@ fn batches_spread_over_evicted_frames_are_recorded_without_loading_them() {
          recorded unloaded, {loads} frames loaded, {dirty_evictions} evicted dirty; cache at most \
          {peak_cached} B of {BUDGET_BYTES}; heap above the cache's count at most {peak} B"
     );
-    // Frames the batches loaded (to split, or while the cache had room) and left dirty go
-    // with their change logs standing for them; the checks below read through those logs.
-    assert!(dirty_evictions > 0, "no dirty frame was evicted");
     assert!(frames >= 20, "only {frames} frames: the data does not exceed the budget");
     // Loading each frame a batch's keys end in loaded 72–135 frames here (each batch reaches
     // most of them, and the cache holds a few); frames still load to split, and until the
