@@ -554,3 +554,47 @@ fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
     check(&db, &model, "deltas and recorded writes", 1);
     db.close().unwrap();
 }
+
+/// A key put at a directory's own name (`wide/dir-0042` beside `wide/dir-0042/...`, a file
+/// and a folder of the same name) in an evicted frame, recorded without loading it: the
+/// rollup of the frame's pages keeps the directory as a common prefix beside the new key.
+/// Each such key splits the node the page rolls up without reading inside (its stub), just
+/// above the delimiter; the stub once took the new key's place and the prefix was lost.
+#[test]
+fn rollups_over_evicted_frames_keep_a_directory_beside_a_key_of_its_name() {
+    let dir = scratch_dir();
+    let (dirs, per_dir) = (3_000u32, 50u32);
+    let file = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:04}.bin").into_bytes();
+    let mut model = Model::new();
+    {
+        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
+        for chunk in (0..dirs).collect::<Vec<_>>().chunks(100) {
+            let mut batch = Batch::new();
+            for &d in chunk {
+                for f in 0..per_dir {
+                    let v = format!("{d}/{f}").into_bytes();
+                    batch.put(file(d, f), v.clone());
+                    model.insert(file(d, f), v);
+                }
+            }
+            db.write_batch(&batch, WriteOptions::default()).unwrap();
+        }
+        db.close().unwrap();
+    }
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    // The first rollup fills the cache; the frames after it stay evicted.
+    page_through(&db, &model, b"wide/", b"/", 1_000);
+    let before = db.stats();
+    for d in (13..dirs).step_by(97) {
+        let name = format!("wide/dir-{d:04}").into_bytes();
+        db.put(&name, b"a file").unwrap();
+        model.insert(name, b"a file".to_vec());
+    }
+    let recorded = db.stats().frame_unloaded_writes - before.frame_unloaded_writes;
+    assert!(recorded > 10, "only {recorded} of the puts recorded without loading their frame");
+    for limit in [1, 2, 7, 1_000] {
+        page_through(&db, &model, b"wide/", b"/", limit);
+    }
+    db.close().unwrap();
+}

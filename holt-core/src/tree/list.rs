@@ -445,7 +445,7 @@ impl Tree {
     /// of the evicted frame `cell`, read through its pages top-down from the root record
     /// while the cache is full, without decoding the rest: children outside the listing
     /// prefix or wholly before the start bound are left out; a node whose bytes reach the
-    /// delimiter is kept as a stub (its own bytes, no children), which the walk rolls up
+    /// delimiter is kept as a stub (a leaf spelling its own bytes), which the walk rolls up
     /// without looking inside; and once the parts kept hold more entries than the page can
     /// take, later children are left out. The frame's deltas and recorded writes are applied
     /// on top, deleted keys left uncounted while parts are kept. `None` when the frame should
@@ -784,13 +784,10 @@ impl Pruning<'_, '_> {
                     Some(_) if emptied => None,
                     Some(b) if rolls_up => {
                         *self.promised += usize::from(self.walk.shows(path, checked, b));
-                        Some(Node::Inner(Inner::from_parts(
-                            &prefix,
-                            None,
-                            InnerKind::N4,
-                            &[],
-                            std::iter::empty(),
-                        )))
+                        // A leaf, not an inner node without children: the puts applied on top
+                        // split it like any leaf, where they would take an empty inner node's
+                        // place and lose the common prefix it stands for.
+                        Some(Node::Leaf(Shared::new(Leaf::new(&prefix, &[], 0, 0))))
                     }
                     Some(b) => self.inner(pos, path, b, kind, &prefix, &keys, &distances)?,
                 };
