@@ -17,7 +17,7 @@
 //! - A frame's lead (the first byte of its root's own bytes) is set only by `publish`, with
 //!   the root it describes, and survives eviction.
 //! - A dirty frame whose log gave up (it is written whole next) or that a checkpoint in
-//!   flight captured is not evicted; no dirty frame is while `DIRTY_EVICTION` is off.
+//!   flight captured is not evicted.
 //! - The root frame is never evicted: it is touched by every operation.
 
 use std::collections::{HashMap, VecDeque};
@@ -794,9 +794,6 @@ impl<N> FrameCell<N> {
     /// frame have room to be recorded (a log near its limit would load the frame again on
     /// the next write).
     fn may_detach_changes(&self) -> bool {
-        if !DIRTY_EVICTION {
-            return false;
-        }
         let limit = self.change_log_limit();
         let logs = self.changes.lock();
         logs.captured.is_none() && !logs.current.whole && logs.current.accounted <= limit / 2
@@ -876,13 +873,6 @@ impl<N> FrameCell<N> {
 fn delta_bytes(deltas: &[Delta]) -> usize {
     deltas.iter().map(Delta::memory).sum()
 }
-
-/// Whether dirty frames whose change log can stand for them are evicted
-/// (`FrameCell::detach_changes`). Off: with it on, `tests/prop_tree.rs` found listings that
-/// lost a common prefix after such an eviction (the seeds are kept in its regressions file),
-/// and the cause is not found yet. On, a 10M-key load beyond a 185 MiB budget held the cache
-/// at its budget (RssAnon 513 MB); off, dirty frames stay until a checkpoint (1.95 GB).
-const DIRTY_EVICTION: bool = false;
 
 /// Writes load evicted frames only while the cache is below this fraction of its budget
 /// (`BufferPool::is_full_for_writes`).
