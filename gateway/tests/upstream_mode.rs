@@ -546,3 +546,49 @@ async fn an_unreachable_upstream_fails_writes_with_503_and_reads_keep_answering(
     assert_eq!((recovered.repaired, recovered.left), (0, 3));
     assert_eq!(store(&p.front).scan(b"I".to_vec(), Vec::new(), 10).await.unwrap().len(), 3);
 }
+
+/// A PutObject whose record commits without waiting for its fsync (`through::restorable`)
+/// must be one a repair from the upstream gives back: the record a crash could lose, rebuilt
+/// from the upstream's HEAD as start-up does for the intent left behind, says the same
+/// (size, ETag, content headers, user metadata). A record holding what only the index keeps
+/// (tags, a canned ACL, a storage class) is not such a write.
+#[tokio::test]
+async fn puts_committed_without_their_fsync_are_restored_whole_by_a_repair() {
+    let p = pair().await;
+    p.front.create_bucket("covered").await;
+    let s = store(&p.front);
+    let record = |key: &'static str| async move {
+        let e = s.get(gateway::storage::schema::object("covered", key)).await.unwrap().expect("record");
+        gateway::storage::meta::ObjectMeta::decode(&e.value).expect("decodable")
+    };
+    let plain: &[(&str, &str)] = &[
+        ("content-type", "text/plain"),
+        ("content-disposition", "attachment"),
+        ("cache-control", "no-cache"),
+        ("x-amz-meta-color", "blue"),
+    ];
+    let r = p.front.req(USER_A, Method::PUT, "/covered/plain", plain, b"plain body").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let kept = [
+        ("tagged", ("x-amz-tagging", "a=b")),
+        ("public", ("x-amz-acl", "public-read")),
+        ("cold", ("x-amz-storage-class", "STANDARD_IA")),
+    ];
+    for (key, header) in kept {
+        let r = p.front.req(USER_A, Method::PUT, &format!("/covered/{key}"), &[header], b"body").await;
+        assert_eq!(r.status, StatusCode::OK, "{key}: {}", r.text());
+        assert!(!through::restorable(&record(key).await), "{key}: the upstream lacks part of its record");
+    }
+    let before = record("plain").await;
+    assert!(through::restorable(&before), "a plain PutObject's record is restorable");
+    // The record lost, as a crash before its fsync loses it; the intent's repair.
+    s.delete(gateway::storage::schema::object("covered", "plain"), holt_core::Condition::None).await.unwrap();
+    let up = s.upstream.clone().expect("upstream mode");
+    through::repair_key(s, &up, "covered", "plain").await.unwrap();
+    let after = record("plain").await;
+    assert_eq!((after.size, after.md5, after.etag()), (before.size, before.md5, before.etag()));
+    assert_eq!(after.headers, before.headers);
+    assert!(through::restorable(&after));
+    let r = p.front.a(Method::GET, "/covered/plain", b"").await;
+    assert_eq!((r.status, r.body.as_slice()), (StatusCode::OK, &b"plain body"[..]));
+}

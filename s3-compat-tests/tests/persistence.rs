@@ -6,7 +6,9 @@
 //!   v1 with markers, aws-cli `s3 ls`) is identical to the listing before, and every body reads
 //!   back with its MD5.
 //! - Crash model: SIGKILL of the gateway in the middle of a concurrent write load (8 boto3
-//!   threads, PutObject of 1 KiB bodies, retries off). Every PUT that got a 200 before the kill
+//!   threads, PutObject of 1 KiB bodies, retries off, half of the threads sending no checksum:
+//!   in upstream mode their records commit without waiting for an fsync, covered by their
+//!   intents). Every PUT that got a 200 before the kill
 //!   is listed and readable with its exact body after restart; nothing appears that was never
 //!   written; at most the in-flight PUTs (one per thread) may additionally exist, and then only
 //!   with their exact body; the gateway accepts writes afterwards. In upstream mode

@@ -7,7 +7,7 @@ use percent_encoding::percent_decode_str;
 
 use super::headers::{object_headers_from_request, storage_class_from_request};
 use super::multipart::{check_part_algos, load_upload_entry, part_number, store_part, upload_id};
-use super::object::{commit_object, load_object, put_condition, ByteRange};
+use super::object::{commit_object, load_object, put_condition, ByteRange, Wait};
 use super::{check_key, conditional, load_owned_bucket, through, xml_response, ReqCtx};
 use crate::checksum::{ChecksumAlgo, ChecksumType, Hasher};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
@@ -181,7 +181,7 @@ async fn copy_object_once(
         tags,
         public_read,
     };
-    commit_object(ctx, bucket, key, &meta, &condition).await?;
+    commit_object(ctx, bucket, key, &meta, &condition, Wait::Durable).await?;
     Ok(Some(xml_response(response::copy_result(
         "CopyObjectResult",
         &meta.etag(),
@@ -242,7 +242,7 @@ async fn copy_object_upstream(
             tags,
             public_read,
         };
-        commit_object(ctx, bucket, key, &meta, &super::object::PutCondition::None).await?;
+        commit_object(ctx, bucket, key, &meta, &super::object::PutCondition::None, Wait::Durable).await?;
         Ok(meta)
     }
     .await;

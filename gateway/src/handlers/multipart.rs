@@ -22,7 +22,7 @@ use super::body::{
 use super::completion;
 use super::headers::object_headers_from_request;
 use super::list::url_encode;
-use super::object::{put_condition, settle_commit, try_commit, Committed, PutCondition};
+use super::object::{put_condition, settle_commit, try_commit, Committed, PutCondition, Wait};
 use super::{empty_response, set_header, through, xml_response, ReqCtx};
 use crate::checksum::{encode_value, ChecksumAlgo, ChecksumType, ALL_ALGOS};
 use crate::error::{S3Error, S3ErrorCode, S3Result};
@@ -453,7 +453,7 @@ pub async fn handle_complete_multipart_upload(ctx: &ReqCtx, body: Body) -> S3Res
         // completion wins; the others see the upload gone.
         let mut settled = None;
         for _ in 0..COMMIT_ATTEMPTS_MAX {
-            match try_commit(ctx, bucket, key, &value, &condition, &removal).await {
+            match try_commit(ctx, bucket, key, &value, &condition, &removal, Wait::Durable).await {
                 Ok(Committed::Done { old, version }) => {
                     settled = Some(settle_commit(ctx, bucket, key, &meta, Ok((old, version))).await);
                     break;
@@ -566,7 +566,7 @@ async fn complete_upstream(
                 }
                 None => (Vec::new(), Vec::new()),
             };
-            match try_commit(ctx, bucket, key, &value, &PutCondition::None, &removal).await? {
+            match try_commit(ctx, bucket, key, &value, &PutCondition::None, &removal, Wait::Durable).await? {
                 Committed::Done { old, version } => {
                     settle_commit(ctx, bucket, key, &meta, Ok((old, version))).await?;
                     reclaim_part_bodies(ctx, &stored).await;

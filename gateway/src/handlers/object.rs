@@ -48,6 +48,17 @@ pub fn put_condition(ctx: &ReqCtx) -> S3Result<PutCondition> {
     }
 }
 
+/// What a commit of an object record waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The record as durable as the store's durability asks.
+    Durable,
+    /// Nothing: a durable intent record covers the write (upstream mode, `through`), and the
+    /// upstream holds everything the record says (`through::restorable`), so a crash before
+    /// the record reaches disk is repaired at the next start to what was acknowledged.
+    CoveredByIntent,
+}
+
 /// Commits `meta` as the object `bucket/key`, atomically with the client's precondition, then
 /// reclaims the body it replaced. On failure the new body is abandoned (`Store::abandon`):
 /// removed, unless the failed write may still be applied.
@@ -57,12 +68,13 @@ pub async fn commit_object(
     key: &str,
     meta: &ObjectMeta,
     condition: &PutCondition,
+    wait: Wait,
 ) -> S3Result<()> {
     let value = meta.encode();
     let mut result =
         Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent writes to this key."));
     for _ in 0..COMMIT_ATTEMPTS_MAX {
-        match try_commit(ctx, bucket, key, &value, condition, &[]).await {
+        match try_commit(ctx, bucket, key, &value, condition, &[], wait).await {
             // Another writer got in between our read and our write: re-evaluate.
             Ok(Committed::Conflict) => continue,
             Ok(Committed::Done { old, version }) => {
@@ -102,6 +114,7 @@ pub async fn try_commit(
     value: &[u8],
     condition: &PutCondition,
     extra: &[BatchOp],
+    wait: Wait,
 ) -> S3Result<Committed> {
     let okey = schema::object(bucket, key);
     let current = ctx.store().get(okey.clone()).await?;
@@ -126,7 +139,11 @@ pub async fn try_commit(
     let mut batch = Batch::new();
     batch.put_if(okey, value.to_vec(), engine_condition);
     batch.ops.extend_from_slice(extra);
-    match ctx.store().write_batch(batch).await {
+    let written = match wait {
+        Wait::Durable => ctx.store().write_batch(batch).await,
+        Wait::CoveredByIntent => ctx.store().write_batch_lazily(batch).await,
+    };
+    match written {
         Ok(version) => Ok(Committed::Done { old: old.map(|o| o.body), version }),
         Err(e) if e.code == S3ErrorCode::PreconditionFailed => Ok(Committed::Conflict),
         Err(e) => Err(e),
@@ -197,7 +214,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     let Some(up) = through::upstream(ctx) else {
         let ingested = ingest(ctx, body, None).await?;
         let meta = put_meta(ingested, headers, tags, acl);
-        commit_object(ctx, bucket, key, &meta, &condition).await?;
+        commit_object(ctx, bucket, key, &meta, &condition, Wait::Durable).await?;
         return Ok(put_response(&meta));
     };
     // Upstream mode: the upstream applies the precondition (it holds the current object);
@@ -221,7 +238,8 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
         // Settled only once the intent is: a repair must not run before it lands.
         intent.durable().await?;
         let meta = put_meta(ingested?, headers, tags, acl);
-        commit_object(ctx, bucket, key, &meta, &PutCondition::None).await?;
+        let wait = if through::restorable(&meta) { Wait::CoveredByIntent } else { Wait::Durable };
+        commit_object(ctx, bucket, key, &meta, &PutCondition::None, wait).await?;
         Ok(meta)
     }
     .await;

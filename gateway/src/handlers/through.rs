@@ -5,10 +5,14 @@
 //! A write goes in this order, under the key's lock (`KeyLocks`):
 //! 1. the intent record `schema::intent` is written (with the store's durability);
 //! 2. the body goes upstream, streamed;
-//! 3. the object record commits to the index, and the intent is removed.
+//! 3. the object record commits to the index, and the intent is removed. A PutObject whose
+//!    record the upstream can give back whole (`restorable`) does not wait for the record's
+//!    fsync: the intent, durable since before the upstream took the body, covers it.
 //!
-//! The client hears of success only after 3. A crash between 1 and 3 leaves the intent, and
-//! start-up repairs its key from the upstream (`recover_intents`): whatever the upstream
+//! The client hears of success only after 3. A crash between 1 and 3, or before such a
+//! record reached disk (the log keeps order: the intent's removal is lost with it), leaves
+//! the intent, and start-up repairs its key from the upstream (`recover_intents`): whatever
+//! the upstream
 //! holds is what the index shows, so an acknowledged write is never missing and no object the
 //! upstream lacks is listed.
 
@@ -55,6 +59,19 @@ pub fn md5_and_parts(etag: &str) -> ([u8; 16], u32) {
         (Ok(()), Some(parts)) => (md5, parts),
         _ => (Md5::digest(etag.as_bytes()).into(), 0),
     }
+}
+
+/// Whether a repair from the upstream (`meta_from_head`) gives back what `meta`, the record
+/// of a PutObject sent through, says: its content headers and user metadata went upstream,
+/// and it holds nothing only the index keeps (checksums, tags, a canned ACL, a storage
+/// class). The repair takes the upstream's last-modified time, and its content type where
+/// the client sent none.
+pub fn restorable(meta: &ObjectMeta) -> bool {
+    meta.checksums.is_empty()
+        && meta.tags.is_empty()
+        && !meta.public_read
+        && meta.headers.storage_class.is_none()
+        && meta.parts == 0
 }
 
 /// The object record an upstream HEAD describes.

@@ -308,14 +308,21 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let options = WriteOptions { durability: Some(Durability::Async) };
-        self.write_batch_with(batch, options).await.map(drop)
+        self.write_batch_lazily(batch).await.map(drop)
     }
 
     /// Applies `batch` atomically: if any condition fails, nothing is written and the result is
     /// PreconditionFailed.
     pub async fn write_batch(&self, batch: Batch) -> S3Result<Version> {
         self.write_batch_with(batch, WriteOptions::default()).await
+    }
+
+    /// `write_batch` without awaiting durability (`Durability::Async`), for a batch whose loss
+    /// in a crash something already durable repairs, such as an upstream write's record
+    /// covered by its intent. The log keeps order: a later write that survives a crash
+    /// brings this one with it.
+    pub async fn write_batch_lazily(&self, batch: Batch) -> S3Result<Version> {
+        self.write_batch_with(batch, WriteOptions { durability: Some(Durability::Async) }).await
     }
 
     async fn write_batch_with(&self, batch: Batch, options: WriteOptions) -> S3Result<Version> {
