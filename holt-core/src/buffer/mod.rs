@@ -20,6 +20,8 @@
 //!   flight captured is not evicted.
 //! - The root frame is never evicted: it is touched by every operation.
 
+mod filter;
+
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::path::PathBuf;
@@ -28,8 +30,11 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
+pub(crate) use filter::filter_hash;
+use filter::KeyFilter;
+
 use crate::error::{Error, Location, Result};
-use crate::format::delta::{entry_at, find_indexed, DeltaEntry};
+use crate::format::delta::{entry_at, find_indexed, key_at, DeltaEntry};
 use crate::format::frame::{
     self, FrameHead, FRAME_HEADER_LEN, PAGES_PER_FRAME, PAGE_BYTES, STORE_ALIGN_BYTES,
 };
@@ -105,6 +110,8 @@ pub(crate) struct Delta {
     location: (PathBuf, u64),
     /// Body offsets of its entries, in key order.
     entries: Vec<u32>,
+    /// Its keys, for a point read to skip it without a search when its key is absent.
+    filter: KeyFilter,
 }
 
 impl Delta {
@@ -126,15 +133,21 @@ impl Delta {
             ));
         }
         let entries = view.entry_offsets().map_err(|e| fail(e.offset, e.reason))?;
+        let body = crate::format::delta::verified_body(bytes);
+        let hashes = entries
+            .iter()
+            .map(|&at| key_at(body, at).map(filter_hash).map_err(|e| fail(e.offset, e.reason)))
+            .collect::<Result<Vec<u32>>>()?;
+        let filter = KeyFilter::new(hashes.into_iter());
         let stored = frame::claimed_used(bytes).next_multiple_of(STORE_ALIGN_BYTES).min(bytes.len());
         let sum = frame::image_sum(bytes);
         let bytes = keep.then(|| bytes[..stored].to_vec());
-        Ok(Delta { id, bytes, sum, location, entries })
+        Ok(Delta { id, bytes, sum, location, entries, filter })
     }
 
     /// Heap bytes it holds.
     fn memory(&self) -> usize {
-        self.bytes.as_ref().map_or(0, Vec::len) + self.entries.len() * size_of::<u32>()
+        self.bytes.as_ref().map_or(0, Vec::len) + self.entries.len() * size_of::<u32>() + self.filter.memory()
     }
 
     /// Whether `bytes` (lent in its place) are this delta's.
@@ -180,8 +193,12 @@ impl<'a> DeltaRef<'a> {
         Ok(out)
     }
 
-    /// The entry for `key` (relative to the frame), if the delta has one.
-    pub(crate) fn find(&self, key: &[u8]) -> Result<Option<DeltaEntry<'a>>> {
+    /// The entry for `key` (relative to the frame), if the delta has one. `hash` is the
+    /// key's `filter_hash`.
+    pub(crate) fn find(&self, key: &[u8], hash: u32) -> Result<Option<DeltaEntry<'a>>> {
+        if !self.delta.filter.may_contain(hash) {
+            return Ok(None);
+        }
         find_indexed(self.body, &self.delta.entries, key).map_err(|e| self.corruption(e))
     }
 

@@ -180,7 +180,7 @@ pub(crate) fn first_indexed(body: &[u8], offsets: &[u32], key: &[u8]) -> Result<
 /// The key of the entry at offset `at` of a verified delta's `body`, without reading the rest
 /// of the entry: a put (a leaf record) and a delete both begin with their tag, the key's
 /// length and the key.
-fn key_at(body: &[u8], at: u32) -> Result<&[u8], RecordError> {
+pub(crate) fn key_at(body: &[u8], at: u32) -> Result<&[u8], RecordError> {
     let at = at as usize;
     let shift = |e: RecordError| RecordError { offset: HEADER_LEN + at + e.offset, ..e };
     let rest = body.get(at..).ok_or_else(|| RecordError {

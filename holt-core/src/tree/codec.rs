@@ -530,8 +530,9 @@ pub(super) fn walk_image(
 /// The state the last of `deltas` that names `key` (relative to the frame) gives it; `None`
 /// when none does.
 fn delta_state(deltas: &[DeltaRef<'_>], key: &[u8]) -> Result<Option<ImageWalk>> {
+    let hash = crate::buffer::filter_hash(key);
     for delta in deltas.iter().rev() {
-        if let Some(entry) = delta.find(key)? {
+        if let Some(entry) = delta.find(key, hash)? {
             return Ok(Some(match entry {
                 DeltaEntry::Put { value, version, .. } => ImageWalk::Found { value: value.to_vec(), version },
                 DeltaEntry::Delete { .. } => ImageWalk::Missing,
