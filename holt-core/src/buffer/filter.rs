@@ -2,7 +2,7 @@
 //! up in every delta of an evicted frame, newest first, and most of those lookups miss (a
 //! key loaded once lies in one delta or in the image). Without the filter each miss was a
 //! binary search over the delta's body, a key read per probe from pages scattered over the
-//! mapped file: a sixth of a point read's time over data eight times the budget
+//! mapped file: about a quarter of a point read's time over data eight times the budget
 //! (`paired_get --only warm`, 10M keys).
 //!
 //! The layout of LevelDB's filter: one 32-bit hash per key (its CRC32C), and the probes
