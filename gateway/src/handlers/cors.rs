@@ -79,7 +79,8 @@ pub async fn handle_delete_bucket_cors(ctx: &ReqCtx) -> S3Result<Response> {
 
 /// `<CORSConfiguration><CORSRule>…</CORSRule>…</CORSConfiguration>`, checked against S3's
 /// rules: 1 to 100 rules, each with an origin and a method; methods S3 knows; one `*` at
-/// most in an origin or allowed header, none in an expose header.
+/// most in an origin or allowed header, none in an expose header, which must be a valid
+/// header value.
 pub fn parse_configuration(document: &[u8]) -> S3Result<Vec<CorsRule>> {
     let malformed = |why: &str| S3Error::with_message(S3ErrorCode::MalformedXML, why.to_owned());
     let invalid = |why: String| S3Error::with_message(S3ErrorCode::InvalidRequest, why);
@@ -121,6 +122,13 @@ pub fn parse_configuration(document: &[u8]) -> S3Result<Vec<CorsRule>> {
         if let Some(h) = parsed.expose.iter().find(|h| h.contains('*')) {
             return Err(invalid(format!(
                 "ExposeHeader \"{h}\" contains wildcard. We currently do not support wildcard for ExposeHeader."
+            )));
+        }
+        // Sent back in a response header: a name a header cannot carry (a control character)
+        // would be dropped from every answer without a word.
+        if let Some(h) = parsed.expose.iter().find(|h| HeaderValue::from_str(h).is_err()) {
+            return Err(invalid(format!(
+                "ExposeHeader {h:?} holds a character an HTTP header cannot carry."
             )));
         }
         rules.push(parsed);
@@ -333,6 +341,13 @@ mod tests {
         let expose_star = "<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>\
                            <ExposeHeader>*</ExposeHeader></CORSRule>";
         assert_eq!(code(expose_star), S3ErrorCode::InvalidRequest);
+        for expose in ["x-a&#13;b", "x-a&#10;set-cookie: b", "x-a&#127;b"] {
+            let rule = format!(
+                "<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>\
+                 <ExposeHeader>{expose}</ExposeHeader></CORSRule>"
+            );
+            assert_eq!(code(&rule), S3ErrorCode::InvalidRequest, "{expose}");
+        }
         let bad_age = "<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>\
                        <MaxAgeSeconds>-1</MaxAgeSeconds></CORSRule>";
         assert_eq!(code(bad_age), S3ErrorCode::MalformedXML);
