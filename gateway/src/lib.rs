@@ -700,6 +700,7 @@ async fn serve_routed(
         method: parts.method,
         uri: parts.uri,
         headers: parts.headers,
+        secure: parts.extensions.get::<server::Secure>().is_some(),
     };
     match handlers::dispatch(ctx, body).await {
         Ok(resp) => (op_name, hold_until_sent(resp, user_slot)),

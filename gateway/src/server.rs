@@ -120,6 +120,7 @@ pub async fn serve_with(
                     watcher: graceful.watcher(),
                     write_stall_timeout: limits.write_stall_timeout,
                     peer,
+                    secure: tls.is_some(),
                 };
                 match tls {
                     None => connections.spawn(connection.serve(stream)),
@@ -186,7 +187,13 @@ struct Connection {
     watcher: hyper_util::server::graceful::Watcher,
     write_stall_timeout: Duration,
     peer: std::net::SocketAddr,
+    /// Whether the connection is TLS: its requests carry `Secure`.
+    secure: bool,
 }
+
+/// Marks a request that arrived over TLS (an extension), for the URLs a response names.
+#[derive(Debug, Clone, Copy)]
+pub struct Secure;
 
 impl Connection {
     /// Serves the connection's requests until it closes (or shutdown cuts it off).
@@ -199,10 +206,14 @@ impl Connection {
         // connection when a response stops draining.
         let heads = framing::Heads::new();
         let io = TokioIo::new(framing::Watched::new(stream, heads.clone(), self.write_stall_timeout));
+        let secure = self.secure;
         let service = TowerToHyperService::new(self.router.map_request(
             move |mut req: http::Request<hyper::body::Incoming>| {
                 if heads.next_is_conflicting() {
                     req.extensions_mut().insert(framing::ConflictingLengthHeaders);
+                }
+                if secure {
+                    req.extensions_mut().insert(Secure);
                 }
                 req
             },

@@ -286,8 +286,8 @@ async fn list_multipart_uploads_key_marker_inside_a_common_prefix() {
     assert_eq!(r.xml_all("Key"), ["p/2", "p0"]);
 }
 
-/// CompleteMultipartUpload's Location is the object's absolute URL, from the request's Host
-/// and addressing style, with the key percent-encoded as a path.
+/// CompleteMultipartUpload's Location is the object's absolute URL, from the request's
+/// scheme, Host and addressing style, with the key percent-encoded as a path.
 #[tokio::test]
 async fn complete_location_is_an_absolute_encoded_url() {
     let gw = Gw::with_settings(gateway::Settings { domain: Some("s3.test".into()), ..Default::default() });
@@ -314,6 +314,17 @@ async fn complete_location_is_an_absolute_encoded_url() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.xml("Location").as_deref(), Some("http://bkt.s3.test:9000/dir/a%20b%2Bc"));
+
+    // Over TLS (the server marks such requests `Secure`): an https URL.
+    let r = gw.a(Method::POST, &format!("{path}?uploads"), b"").await;
+    let id = r.xml("UploadId").unwrap();
+    let e1 = upload(&gw, &encode_key(key), &id, 1, b"part").await;
+    let mut req =
+        signed(USER_A, Method::POST, &format!("{path}?uploadId={id}"), &[], &complete_body(&[(1, &e1)]));
+    req.extensions_mut().insert(gateway::server::Secure);
+    let r = gw.send(req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.xml("Location").as_deref(), Some("https://localhost/bkt/dir/a%20b%2Bc"));
 }
 
 /// ListParts encodes the key as the listings do: when `encoding-type=url` asks for it, or when

@@ -112,6 +112,20 @@ fn every_client_over_https() {
     // ... and a client that does not trust it is refused (curl: 60, peer certificate).
     let refused = curl(false).run("curl without the CA").fails();
     refused.check(refused.code == Some(60), "curl without the CA should fail verification (exit 60)");
+
+    // A multipart upload's Location names the object by the scheme it came by.
+    let key = json!({"Bucket": BUCKET, "Key": "parts.bin"});
+    let created =
+        boto3.call("create_multipart_upload", key.clone()).run("boto3 create_multipart_upload").ok();
+    let id = created.json()["UploadId"].as_str().expect("an upload id").to_owned();
+    let part =
+        json!({"Bucket": BUCKET, "Key": "parts.bin", "UploadId": id, "PartNumber": 1, "Body": "one part"});
+    let etag = boto3.call("upload_part", part).run("boto3 upload_part").ok().json()["ETag"].clone();
+    let parts = json!({"Parts": [{"ETag": etag, "PartNumber": 1}]});
+    let done = json!({"Bucket": BUCKET, "Key": "parts.bin", "UploadId": id, "MultipartUpload": parts});
+    let done = boto3.call("complete_multipart_upload", done).run("boto3 complete_multipart_upload").ok();
+    let location = done.json()["Location"].as_str().unwrap_or_default().to_owned();
+    done.check(location.starts_with("https://"), &format!("Location over https: {location:?}"));
 }
 
 /// The serial number of the certificate the gateway presents to a new connection, read by

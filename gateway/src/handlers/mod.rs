@@ -59,6 +59,8 @@ pub struct ReqCtx {
     pub uri: Uri,
     /// The request headers as received.
     pub headers: HeaderMap,
+    /// Whether the request arrived over TLS (`server::Secure`).
+    pub secure: bool,
 }
 
 impl ReqCtx {

@@ -618,17 +618,19 @@ pub async fn handle_abort_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> {
     Err(S3Error::with_message(S3ErrorCode::SlowDown, "Too many concurrent changes to this upload."))
 }
 
-/// The object's absolute URL for CompleteMultipartUpload's `Location`, in the addressing
-/// style of the request (`http://host/bucket/key` or `http://bucket.domain/key`), the key
-/// percent-encoded as a path. Without a Host header: the path alone.
+/// The object's absolute URL for CompleteMultipartUpload's `Location`, in the scheme the
+/// request came by and its addressing style (`https://host/bucket/key` or
+/// `https://bucket.domain/key`), the key percent-encoded as a path. Without a Host header:
+/// the path alone.
 fn object_url(ctx: &ReqCtx, bucket: &str, key: &str) -> String {
     let key = url_encode(key);
     let virtual_hosted = routing::virtual_host_bucket(&ctx.headers, ctx.state.0.settings.domain.as_deref())
         .is_some_and(|b| b == bucket);
     let host = ctx.header("host").map(str::to_owned).or_else(|| ctx.uri.authority().map(|a| a.to_string()));
+    let scheme = if ctx.secure { "https" } else { "http" };
     match host {
-        Some(host) if virtual_hosted => format!("http://{host}/{key}"),
-        Some(host) => format!("http://{host}/{bucket}/{key}"),
+        Some(host) if virtual_hosted => format!("{scheme}://{host}/{key}"),
+        Some(host) => format!("{scheme}://{host}/{bucket}/{key}"),
         None => format!("/{bucket}/{key}"),
     }
 }
