@@ -355,6 +355,9 @@ pub struct Stats {
     /// Reads from the frames file: frames loaded (decoded), and the reads counted in
     /// `frame_image_reads`.
     pub frame_reads: u64,
+    /// Frames loaded into the cache (read whole and decoded) for reads and writes; unlike
+    /// `frame_reads`, not a checkpoint's reads of evicted frames it rewrites whole.
+    pub frame_loads: u64,
     /// Frames dropped from the cache to stay within `Options::memory_budget_bytes`.
     pub frame_evictions: u64,
     /// Of `frame_evictions`, frames dropped while dirty: their change logs then hold their

@@ -43,6 +43,34 @@ fn scratch_dir() -> tempfile::TempDir {
     page_cache::scratch_dir("beyond-listings-")
 }
 
+/// Directories of the `wide/` data set, and files in each.
+const WIDE_DIRS: u32 = 3_000;
+const WIDE_FILES: u32 = 50;
+
+/// File `f` of directory `d` of the `wide/` data set.
+fn wide_file(d: u32, f: u32) -> Vec<u8> {
+    format!("wide/dir-{d:04}/file-{f:04}.bin").into_bytes()
+}
+
+/// Loads the `wide/` data set (every file of every directory) and closes.
+fn load_wide(dir: &Path) -> Model {
+    let mut model = Model::new();
+    let db = Db::open(dir, options(usize::MAX)).unwrap();
+    for chunk in (0..WIDE_DIRS).collect::<Vec<_>>().chunks(100) {
+        let mut batch = Batch::new();
+        for &d in chunk {
+            for f in 0..WIDE_FILES {
+                let v = format!("{d}/{f}").into_bytes();
+                batch.put(wide_file(d, f), v.clone());
+                model.insert(wide_file(d, f), v);
+            }
+        }
+        db.write_batch(&batch, WriteOptions::default()).unwrap();
+    }
+    db.close().unwrap();
+    model
+}
+
 /// A listed entry: a key with its value, or a common prefix.
 #[derive(Debug, PartialEq, Eq)]
 enum Item {
@@ -456,24 +484,8 @@ fn pages_of_an_evicted_frame_list_around_its_recorded_deletes() {
 #[test]
 fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
     let dir = scratch_dir();
-    let (dirs, per_dir) = (3_000u32, 50u32);
-    let file = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:04}.bin").into_bytes();
-    let mut model = Model::new();
-    {
-        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
-        for chunk in (0..dirs).collect::<Vec<_>>().chunks(100) {
-            let mut batch = Batch::new();
-            for &d in chunk {
-                for f in 0..per_dir {
-                    let v = format!("{d}/{f}").into_bytes();
-                    batch.put(file(d, f), v.clone());
-                    model.insert(file(d, f), v);
-                }
-            }
-            db.write_batch(&batch, WriteOptions::default()).unwrap();
-        }
-        db.close().unwrap();
-    }
+    let (dirs, per_dir, file) = (WIDE_DIRS, WIDE_FILES, wide_file);
+    let mut model = load_wide(dir.path());
     // Each variant on directories spread over the frames: `first` and then every 97th.
     let change = |db: &Db, model: &mut Model, first: u32| {
         for d in (first..dirs).step_by(97) {
@@ -536,7 +548,8 @@ fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
         assert!(got == model_list(model, b"wide/", b"/", b"", 1_000), "{when}: the rollup differs");
         let after = db.stats();
         let walks = after.frame_image_reads - before.frame_image_reads;
-        let loads = after.frame_reads - before.frame_reads - walks;
+        // Not a background checkpoint's reads of frames it rewrites whole.
+        let loads = after.frame_loads - before.frame_loads;
         for limit in [7, 1_000] {
             page_through(db, model, b"wide/", b"/", limit);
         }
@@ -563,24 +576,8 @@ fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
 #[test]
 fn rollups_over_evicted_frames_keep_a_directory_beside_a_key_of_its_name() {
     let dir = scratch_dir();
-    let (dirs, per_dir) = (3_000u32, 50u32);
-    let file = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:04}.bin").into_bytes();
-    let mut model = Model::new();
-    {
-        let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
-        for chunk in (0..dirs).collect::<Vec<_>>().chunks(100) {
-            let mut batch = Batch::new();
-            for &d in chunk {
-                for f in 0..per_dir {
-                    let v = format!("{d}/{f}").into_bytes();
-                    batch.put(file(d, f), v.clone());
-                    model.insert(file(d, f), v);
-                }
-            }
-            db.write_batch(&batch, WriteOptions::default()).unwrap();
-        }
-        db.close().unwrap();
-    }
+    let dirs = WIDE_DIRS;
+    let mut model = load_wide(dir.path());
     drop_page_cache(dir.path());
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
     // The first rollup fills the cache; the frames after it stay evicted.

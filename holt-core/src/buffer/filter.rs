@@ -14,11 +14,6 @@ const BITS_PER_KEY: usize = 10;
 /// Probes per key (about `BITS_PER_KEY` × ln 2, the count that minimizes false positives).
 const PROBES: u32 = 6;
 
-/// The keys a filter is asked about are hashed once with this.
-pub(crate) fn filter_hash(key: &[u8]) -> u32 {
-    crc32c::crc32c(key)
-}
-
 /// A set of key hashes that answers "absent" or "maybe present"; never "absent" for a key
 /// added.
 pub(crate) struct KeyFilter {
@@ -26,7 +21,7 @@ pub(crate) struct KeyFilter {
 }
 
 impl KeyFilter {
-    /// A filter of `hashes` (`filter_hash` of each key).
+    /// A filter of `hashes` (`key_hash` of each key).
     pub(crate) fn new(hashes: impl ExactSizeIterator<Item = u32>) -> KeyFilter {
         let bits = (hashes.len() * BITS_PER_KEY).max(64).next_multiple_of(64);
         let mut words = vec![0u64; bits / 64];
@@ -38,7 +33,7 @@ impl KeyFilter {
         KeyFilter { words }
     }
 
-    /// Whether the key whose `filter_hash` is `hash` may have been added.
+    /// Whether the key whose `key_hash` is `hash` may have been added.
     pub(crate) fn may_contain(&self, hash: u32) -> bool {
         let bits = self.words.len() * 64;
         probes(hash, bits).all(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
@@ -59,6 +54,7 @@ fn probes(hash: u32, bits: usize) -> impl Iterator<Item = usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::key_hash;
 
     fn key(i: u32) -> Vec<u8> {
         format!("tenant-{:02}/dir-{:03}/file-{i:08}.bin", i % 20, i % 500).into_bytes()
@@ -67,14 +63,10 @@ mod tests {
     #[test]
     fn every_key_added_is_found_and_few_absent_ones_are() {
         for n in [0u32, 1, 7, 1_000, 20_000] {
-            let filter = KeyFilter::new((0..n).map(|i| filter_hash(&key(i))));
-            assert!(
-                (0..n).all(|i| filter.may_contain(filter_hash(&key(i)))),
-                "{n} keys: one added is missed"
-            );
+            let filter = KeyFilter::new((0..n).map(|i| key_hash(&key(i))));
+            assert!((0..n).all(|i| filter.may_contain(key_hash(&key(i)))), "{n} keys: one added is missed");
             let tries = 20_000u32;
-            let false_positives =
-                (n..n + tries).filter(|&i| filter.may_contain(filter_hash(&key(i)))).count();
+            let false_positives = (n..n + tries).filter(|&i| filter.may_contain(key_hash(&key(i)))).count();
             // About 1% with ten bits a key; a filter of fewer than seven keys has 64 bits.
             let most = if n >= 1_000 { tries as usize / 40 } else { tries as usize / 10 };
             assert!(

@@ -30,7 +30,6 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
-pub(crate) use filter::filter_hash;
 use filter::KeyFilter;
 
 use crate::error::{Error, Location, Result};
@@ -136,7 +135,7 @@ impl Delta {
         let body = crate::format::delta::verified_body(bytes);
         let hashes = entries
             .iter()
-            .map(|&at| key_at(body, at).map(filter_hash).map_err(|e| fail(e.offset, e.reason)))
+            .map(|&at| key_at(body, at).map(key_hash).map_err(|e| fail(e.offset, e.reason)))
             .collect::<Result<Vec<u32>>>()?;
         let filter = KeyFilter::new(hashes.into_iter());
         let stored = frame::claimed_used(bytes).next_multiple_of(STORE_ALIGN_BYTES).min(bytes.len());
@@ -194,7 +193,7 @@ impl<'a> DeltaRef<'a> {
     }
 
     /// The entry for `key` (relative to the frame), if the delta has one. `hash` is the
-    /// key's `filter_hash`.
+    /// key's `key_hash`.
     pub(crate) fn find(&self, key: &[u8], hash: u32) -> Result<Option<DeltaEntry<'a>>> {
         if !self.delta.filter.may_contain(hash) {
             return Ok(None);
@@ -898,9 +897,10 @@ const WRITE_LOAD_FRACTION: (usize, usize) = (3, 4);
 /// Deltas kept for evicted frames take at most this fraction of the budget.
 const DELTA_CACHE_FRACTION: usize = 8;
 
-/// A change log's index key for `key`: its CRC32C (hardware-computed; the index checks the
-/// key it finds, so a collision only costs a scan).
-fn key_hash(key: &[u8]) -> u32 {
+/// A change log's index key for `key`, and what the deltas' key filters hold of it: its
+/// CRC32C (hardware-computed; both check the key they find, so a collision only costs a
+/// scan or a search).
+pub(crate) fn key_hash(key: &[u8]) -> u32 {
     crc32c::crc32c(key)
 }
 

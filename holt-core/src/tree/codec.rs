@@ -530,7 +530,7 @@ pub(super) fn walk_image(
 /// The state the last of `deltas` that names `key` (relative to the frame) gives it; `None`
 /// when none does.
 fn delta_state(deltas: &[DeltaRef<'_>], key: &[u8]) -> Result<Option<ImageWalk>> {
-    let hash = crate::buffer::filter_hash(key);
+    let hash = crate::buffer::key_hash(key);
     for delta in deltas.iter().rev() {
         if let Some(entry) = delta.find(key, hash)? {
             return Ok(Some(match entry {
