@@ -12,7 +12,11 @@
 //! puts as well); `--ring-kb` the log ring's size (log segments are 4× it, at least 1 MiB).
 //! `--memory-rounds` repeats the in-memory puts and prints each round and their median, and
 //! `--memory-only` skips the durable part (`--durable-only` the in-memory one): A/Bs of the
-//! tree alone load once and take the median of many rounds.
+//! tree alone load once and take the median of many rounds. `--reuse DIR` keeps the database
+//! in `DIR` (not a temporary directory) and loads it only if it is empty, so a profile of the
+//! overwrites at 10M keys pays for the load once; it implies `--durable-only`. `--rounds R`
+//! (with `--reuse`) runs the overwrites and their checkpoint R times in one process, the
+//! first with the cache as the open left it. `--direct-io yes|no` sets `Options::direct_io`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -82,6 +86,9 @@ fn main() {
     let mut memory_rounds = 1usize;
     let mut memory_only = false;
     let mut durable_only = false;
+    let mut reuse: Option<PathBuf> = None;
+    let mut rounds = 1usize;
+    let mut direct_io = Options::default().direct_io;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         // The two switches take no value; every other flag does.
@@ -101,6 +108,9 @@ fn main() {
             "--seed" => seed = value.parse().expect("--seed S"),
             "--cache-mb" => cache_mb = Some(value.parse().expect("--cache-mb MB")),
             "--ring-kb" => ring_kb = Some(value.parse().expect("--ring-kb KB")),
+            "--reuse" => reuse = Some(PathBuf::from(value)),
+            "--direct-io" => direct_io = value == "yes",
+            "--rounds" => rounds = value.parse::<usize>().expect("--rounds R").max(1),
             "--memory-rounds" => memory_rounds = value.parse::<usize>().expect("--memory-rounds R").max(1),
             other => panic!("unknown flag {other}"),
         }
@@ -109,18 +119,24 @@ fn main() {
         "overwrite_checkpoint: seed {seed} (rerun with --seed {seed}), {keys} keys, {overwrites} overwrites"
     );
 
-    let base = dir.unwrap_or_else(std::env::temp_dir);
-    let tmp = tempfile::tempdir_in(&base).expect("temp dir");
     let options = Options {
         durability: Durability::Async,
         // Only the explicit checkpoint below runs: its cost is the deferred work measured.
         checkpoint_wal_bytes: 1 << 40,
         checkpoint_interval: Duration::from_secs(3600),
         memory_budget_bytes: cache_mb.map_or(Options::default().memory_budget_bytes, |mb| mb << 20),
+        direct_io,
         wal_ring_bytes: ring_kb.map_or(Options::default().wal_ring_bytes, |kb| kb << 10),
         ..Options::default()
     };
-    let durable_put = (!memory_only).then(|| durable(tmp.path(), &options, keys, overwrites, seed));
+    if let Some(dir) = reuse {
+        std::fs::create_dir_all(&dir).expect("create --reuse DIR");
+        durable(&dir, &options, keys, overwrites, seed, rounds);
+        return;
+    }
+    let base = dir.unwrap_or_else(std::env::temp_dir);
+    let tmp = tempfile::tempdir_in(&base).expect("temp dir");
+    let durable_put = (!memory_only).then(|| durable(tmp.path(), &options, keys, overwrites, seed, 1));
 
     if durable_only {
         return;
@@ -151,35 +167,50 @@ fn main() {
 }
 
 /// The durable part: load, checkpoint, the puts, the checkpoint that makes them durable in
-/// frames, a close and a reopen. Returns the mean time per put.
-fn durable(dir: &std::path::Path, options: &Options, keys: usize, overwrites: usize, seed: u64) -> Duration {
+/// frames, a close and a reopen. Returns the mean time per put. A database already in `dir`
+/// (`--reuse`) is not loaded again.
+fn durable(
+    dir: &std::path::Path,
+    options: &Options,
+    keys: usize,
+    overwrites: usize,
+    seed: u64,
+    rounds: usize,
+) -> Duration {
     let db = Db::open(dir, options.clone()).expect("open");
     let start = Instant::now();
-    load(&db, keys);
-    db.checkpoint().expect("checkpoint after load");
+    if db.stats().keys == 0 {
+        load(&db, keys);
+        db.checkpoint().expect("checkpoint after load");
+    }
     let stats = db.stats();
+    assert_eq!(stats.keys, keys as u64, "the database in the directory holds another key count");
     println!("durable: loaded in {:.1} s ({} frames)", start.elapsed().as_secs_f64(), stats.frames);
 
-    let put = overwrite(&db, keys, overwrites, seed);
-    let during = db.stats();
-    let syncs = during.wal_syncs - stats.wal_syncs;
-    println!(
-        "durable, during the puts: {} frame reads, {} checkpoints (cache {:.0} MB of a {:.0} MB budget)",
-        during.frame_reads - stats.frame_reads,
-        during.checkpoints - stats.checkpoints,
-        during.cache_bytes as f64 / 1e6,
-        options.memory_budget_bytes as f64 / 1e6
-    );
-    let start = Instant::now();
-    db.checkpoint().expect("checkpoint");
-    let finish = start.elapsed();
-    let amortized = put.as_secs_f64() * 1e6 + finish.as_secs_f64() * 1e6 / overwrites as f64;
-    println!(
-        "durable: put {:.2} µs, checkpoint {:.3} s, amortized {:.2} µs (log syncs during the puts: {syncs})",
-        put.as_secs_f64() * 1e6,
-        finish.as_secs_f64(),
-        amortized
-    );
+    let mut put = Duration::ZERO;
+    for round in 0..rounds {
+        let stats = db.stats();
+        put = overwrite(&db, keys, overwrites, seed.wrapping_add(round as u64));
+        let during = db.stats();
+        let syncs = during.wal_syncs - stats.wal_syncs;
+        println!(
+            "durable, during the puts: {} frame reads, {} checkpoints (cache {:.0} MB of a {:.0} MB budget)",
+            during.frame_reads - stats.frame_reads,
+            during.checkpoints - stats.checkpoints,
+            during.cache_bytes as f64 / 1e6,
+            options.memory_budget_bytes as f64 / 1e6
+        );
+        let start = Instant::now();
+        db.checkpoint().expect("checkpoint");
+        let finish = start.elapsed();
+        let amortized = put.as_secs_f64() * 1e6 + finish.as_secs_f64() * 1e6 / overwrites as f64;
+        println!(
+            "durable: put {:.2} µs, checkpoint {:.3} s, amortized {:.2} µs (log syncs during the puts: {syncs})",
+            put.as_secs_f64() * 1e6,
+            finish.as_secs_f64(),
+            amortized
+        );
+    }
     db.close().expect("close");
     // Recovery after a clean close: the log the close's checkpoint left is read and checked
     // again, and the segment it continues in is written back and synced.

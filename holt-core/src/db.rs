@@ -434,6 +434,7 @@ impl Db {
         durable.stop_background();
         durable.wal.flush()?;
         durable.checkpoint(&self.tree)?;
+        durable.release_garbage();
         durable.wal.shutdown()
         // Dropping `self` releases the directory lock.
     }

@@ -262,6 +262,8 @@ impl Durable {
             tree.mark_clean(frame.id, frame.generation);
         }
         drop(held);
+        // Before another checkpoint may write slots, after readers are let in.
+        self.store.collect_garbage(false);
         drop(durable_manifest);
         // A named point after the lock is released, so a test can start a checkpoint here.
         fail::fail_point!("checkpoint-unlocked");
@@ -274,6 +276,13 @@ impl Durable {
             "checkpoint done"
         );
         Ok(())
+    }
+
+    /// Gives back to the file system every byte of the frames file no manifest names (see
+    /// `FrameStore::collect_garbage`): a clean close leaves the file at about its live bytes.
+    pub(crate) fn release_garbage(&self) {
+        let _manifest = self.manifest.lock();
+        self.store.collect_garbage(true);
     }
 
     /// How a captured frame is written: a delta when its change log allows and its chain has

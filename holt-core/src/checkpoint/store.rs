@@ -6,6 +6,12 @@
 //! never written. A checkpoint writes every dirty frame (whole, or as a delta) to FRESH slots
 //! (ones the durable manifest does not name), syncs, and only the manifest switch makes the
 //! new slots current; a torn write can therefore only hit a slot nobody depends on.
+//!
+//! Bytes no manifest names any more are given back to the file system (punched), but not at
+//! once: a punch costs a journal commit, and a discard where the file system is mounted with
+//! `discard` (about 0.5 ms each here). A slot a manifest switch freed waits one checkpoint,
+//! which usually reuses it (punching only its old bytes past the new ones); a dead delta in a
+//! slot still named waits until dead bytes are half the slot's (`Garbage`).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -114,6 +120,34 @@ pub(crate) struct SlotWrite<'a> {
     pub images: Vec<&'a [u8]>,
 }
 
+/// What the frames file may hold that no manifest needs, so that a checkpoint punches each
+/// freed byte about once (see the module docs). Only checkpoints change it, one at a time
+/// (under the manifest lock).
+#[derive(Debug, Default)]
+struct Garbage {
+    /// Slot → how many bytes from its start may be allocated, for slots written or punched
+    /// since open. Other slots below `holes_from` may be allocated whole; from it on, holes.
+    extents: HashMap<u64, usize>,
+    holes_from: u64,
+    /// Slots the last manifest switch freed, left for the next checkpoint to reuse.
+    waiting: Vec<u64>,
+    /// Slots freed a checkpoint ago: punched by the next collection unless named again.
+    due: Vec<u64>,
+    /// Deltas no manifest names, in slots a manifest still names: slot → (offset, bytes).
+    dead: HashMap<u64, Vec<(u64, usize)>>,
+}
+
+impl Garbage {
+    /// How many bytes from the start of `slot` may be allocated.
+    fn extent(&self, slot: u64) -> usize {
+        match self.extents.get(&slot) {
+            Some(&extent) => extent,
+            None if slot >= self.holes_from => 0,
+            None => FRAME_SIZE,
+        }
+    }
+}
+
 pub(crate) struct FrameStore {
     file: Arc<dyn VfsFile>,
     /// Frame id → slots, as named by the durable manifest. Readers hold the read lock across
@@ -123,6 +157,7 @@ pub(crate) struct FrameStore {
     /// there (or read from it), so a read fetches the image's header and records, not a whole
     /// slot. Offsets not in it are read by their first 4 KiB, then the rest the header names.
     lengths: parking_lot::Mutex<HashMap<u64, (usize, usize)>>,
+    garbage: parking_lot::Mutex<Garbage>,
 }
 
 fn slot_offset(slot: u64) -> u64 {
@@ -136,7 +171,18 @@ impl FrameStore {
             source,
             may_have_applied: false,
         })?;
-        Ok(FrameStore { file, slots: RwLock::new(slots), lengths: Default::default() })
+        let len = file.len().map_err(|source| Error::Io {
+            op: "stat frames file",
+            source,
+            may_have_applied: false,
+        })?;
+        let garbage = Garbage { holes_from: len.div_ceil(FRAME_SIZE as u64), ..Garbage::default() };
+        Ok(FrameStore {
+            file,
+            slots: RwLock::new(slots),
+            lengths: Default::default(),
+            garbage: parking_lot::Mutex::new(garbage),
+        })
     }
 
     /// The durable slot table.
@@ -183,10 +229,17 @@ impl FrameStore {
         let requests: Vec<(&[u8], u64)> =
             packed.iter().zip(writes).map(|(bytes, w)| (&bytes[..], slot_offset(w.slot))).collect();
         failpoint("frame-write")?;
-        for (bytes, offset) in &requests {
-            // The slot may hold older, longer images: its tail is padding from now on.
-            self.file.release(offset + bytes.len() as u64, (FRAME_SIZE - bytes.len()) as u64)?;
+        let mut garbage = self.garbage.lock();
+        for (w, (bytes, offset)) in writes.iter().zip(&requests) {
+            // The slot may hold older, longer images: what lies past the new ones is padding
+            // from now on. Usually it is a hole already, or holds a shorter image.
+            let old = garbage.extent(w.slot);
+            if old > bytes.len() {
+                self.file.release(offset + bytes.len() as u64, (old - bytes.len()) as u64)?;
+            }
+            garbage.extents.insert(w.slot, bytes.len());
         }
+        drop(garbage);
         self.file.write_many_at(&requests)?;
         let mut lengths = self.lengths.lock();
         for w in writes {
@@ -215,12 +268,9 @@ impl FrameStore {
         self.file.sync_data()
     }
 
-    /// Switches the table to the one a newly durable manifest names, then gives the slots
-    /// only the old table named back to the file system and cuts the file after the last
-    /// named slot. Both are best effort: a failure (or a crash before the next sync) only
-    /// costs space, since no durable manifest names those bytes any more.
-    /// Deltas no longer named in a slot that still holds live ones are released alone (when
-    /// their length is known here).
+    /// Switches the table to the one a newly durable manifest names and cuts the file after
+    /// the last named slot. What only the old table named becomes garbage (`Garbage`), given
+    /// back to the file system by `collect_garbage`.
     pub(crate) fn install(&self, slots: SlotTable) {
         let live: HashSet<u64> = slots_of(&slots).collect();
         let live_deltas: HashSet<u64> = deltas_of(&slots).collect();
@@ -228,28 +278,88 @@ impl FrameStore {
         let old = std::mem::replace(&mut *self.slots.write(), slots);
         let freed: HashSet<u64> = slots_of(&old).filter(|s| !live.contains(s)).collect();
         let mut lengths = self.lengths.lock();
-        for slot in &freed {
-            if let Err(e) = self.file.release(slot_offset(*slot), FRAME_SIZE as u64) {
-                tracing::debug!(error = %e, slot, "releasing a free frame slot failed");
-            }
-        }
+        let mut garbage = self.garbage.lock();
         for at in deltas_of(&old).filter(|at| !live_deltas.contains(at)) {
             let Some((stored, _)) = lengths.remove(&at) else { continue };
-            if !freed.contains(&(at / FRAME_SIZE as u64)) {
-                if let Err(e) = self.file.release(at, stored as u64) {
-                    tracing::debug!(error = %e, at, "releasing a dead frame delta failed");
-                }
+            let slot = at / FRAME_SIZE as u64;
+            if !freed.contains(&slot) {
+                garbage.dead.entry(slot).or_default().push((at, stored));
             }
         }
         lengths.retain(|at, _| !freed.contains(&(at / FRAME_SIZE as u64)));
         drop(lengths);
+        garbage.dead.retain(|slot, _| !freed.contains(slot));
+        let waited = std::mem::replace(&mut garbage.waiting, freed.into_iter().collect());
+        garbage.due.extend(waited);
+        drop(garbage);
         self.truncate_after(end);
+    }
+
+    /// Punches what `install` left as garbage: slots freed a checkpoint ago and not named
+    /// again, and the dead deltas of slots whose dead bytes reached half of what they hold;
+    /// with `all`, everything (at close). Best effort: a failure only costs space. Called
+    /// by the checkpoint that installed, before another may write (under the manifest lock),
+    /// with no lock a reader takes held.
+    pub(crate) fn collect_garbage(&self, all: bool) {
+        let named: HashSet<u64> = slots_of(&self.slots.read()).collect();
+        let mut garbage = self.garbage.lock();
+        let mut due = std::mem::take(&mut garbage.due);
+        if all {
+            due.append(&mut garbage.waiting);
+        }
+        for slot in due {
+            let extent = garbage.extent(slot);
+            if named.contains(&slot) || extent == 0 {
+                continue;
+            }
+            match self.file.release(slot_offset(slot), extent as u64) {
+                Ok(()) => {
+                    garbage.extents.insert(slot, 0);
+                }
+                Err(e) => tracing::debug!(error = %e, slot, "releasing a free frame slot failed"),
+            }
+        }
+        let full: Vec<u64> = garbage
+            .dead
+            .iter()
+            .filter(|&(&slot, dead)| {
+                all || 2 * dead.iter().map(|d| d.1).sum::<usize>() >= garbage.extent(slot)
+            })
+            .map(|(&slot, _)| slot)
+            .collect();
+        for slot in full {
+            let Some(mut dead) = garbage.dead.remove(&slot) else { continue };
+            if !named.contains(&slot) {
+                continue;
+            }
+            // Deltas are packed back to back: neighbours that died are punched as one run.
+            dead.sort_unstable();
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            for (at, len) in dead {
+                match runs.last_mut() {
+                    Some((start, run)) if *start + *run == at => *run += len as u64,
+                    _ => runs.push((at, len as u64)),
+                }
+            }
+            for (at, len) in runs {
+                if let Err(e) = self.file.release(at, len) {
+                    tracing::debug!(error = %e, at, "releasing dead frame deltas failed");
+                }
+            }
+        }
     }
 
     fn truncate_after(&self, end: u64) {
         if self.file.len().is_ok_and(|len| len > end) {
-            if let Err(e) = self.file.set_len(end) {
-                tracing::debug!(error = %e, "cutting the frames file after its last slot failed");
+            match self.file.set_len(end) {
+                Ok(()) => {
+                    // Every slot from `end` on is a hole now.
+                    let mut garbage = self.garbage.lock();
+                    let first = end / FRAME_SIZE as u64;
+                    garbage.holes_from = garbage.holes_from.min(first);
+                    garbage.extents.retain(|&slot, _| slot < first);
+                }
+                Err(e) => tracing::debug!(error = %e, "cutting the frames file after its last slot failed"),
             }
         }
     }
