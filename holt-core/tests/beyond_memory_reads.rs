@@ -24,6 +24,15 @@ const FRAME_SIZE: u64 = 512 * 1024;
 const PAGE: u64 = 4096;
 const BUDGET_BYTES: usize = 4 << 20;
 
+/// The heap bound is measured on the process's live bytes: the heap test holds this
+/// exclusively, so no other test of this file allocates while it measures.
+static HEAP_MEASURED: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Taken by every test but the heap test: they run beside each other, not beside it.
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    HEAP_MEASURED.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn live_bytes() -> isize {
     let s = ALLOCATOR.stats();
     s.bytes_allocated as isize - s.bytes_deallocated as isize
@@ -54,6 +63,7 @@ fn scratch_dir() -> tempfile::TempDir {
 
 #[test]
 fn every_key_of_a_database_ten_times_its_budget_reads_back_in_a_few_pages() {
+    let _alone = HEAP_MEASURED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let seed: u64 = rand::thread_rng().gen();
     println!("seed {seed}");
     let dir = scratch_dir();
@@ -100,6 +110,7 @@ fn every_key_of_a_database_ten_times_its_budget_reads_back_in_a_few_pages() {
 /// page cache, each with its value.
 #[test]
 fn resident_lookups_read_evicted_frames_only_from_the_page_cache() {
+    let _shared = beside_others();
     let dir = scratch_dir();
     let count = 150_000;
     load(dir.path(), count);
@@ -145,6 +156,7 @@ fn resident_lookups_read_evicted_frames_only_from_the_page_cache() {
 /// are checked alike.
 #[test]
 fn a_corrupt_or_torn_page_is_named_never_served() {
+    let _shared = beside_others();
     for mapped_reads in [true, false] {
         println!("mapped reads: {mapped_reads}");
         corrupt_or_torn_page_is_named(holt_core::Options { mapped_reads, ..options(BUDGET_BYTES) });
@@ -210,6 +222,7 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
 /// reads back its latest state with the frames evicted and read page by page.
 #[test]
 fn point_reads_of_frames_with_deltas_see_the_latest_state() {
+    let _shared = beside_others();
     let seed: u64 = rand::thread_rng().gen();
     println!("seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -263,6 +276,7 @@ fn point_reads_of_frames_with_deltas_see_the_latest_state() {
 /// (the default) and deltas copied by `pread` are checked alike.
 #[test]
 fn a_corrupt_delta_is_named_never_served() {
+    let _shared = beside_others();
     for mapped_reads in [true, false] {
         println!("mapped reads: {mapped_reads}");
         corrupt_delta_is_named(holt_core::Options { mapped_reads, ..options(BUDGET_BYTES) });
@@ -334,6 +348,7 @@ fn corrupt_delta_is_named(options: holt_core::Options) {
 /// that was never written for its key.
 #[test]
 fn page_walks_race_writes_and_checkpoints() {
+    let _shared = beside_others();
     let seed: u64 = rand::thread_rng().gen();
     println!("seed {seed}");
     let dir = scratch_dir();

@@ -22,7 +22,13 @@ fn options(open: OpenOptions, durability: Durability) -> Options {
             // `{"size":NNNNNNNN,...`: the eight digits after the field name (`data::value`).
             weigh: |v| v.get(8..16).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0),
         });
-    Options { durability, memory_budget_bytes: open.cache_bytes, weigher, ..Options::default() }
+    // `HOLT_BENCH_DIRECT_IO=on|off` overrides `Options::direct_io`: the two side by side.
+    let direct_io = match std::env::var("HOLT_BENCH_DIRECT_IO").as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        _ => Options::default().direct_io,
+    };
+    Options { durability, memory_budget_bytes: open.cache_bytes, weigher, direct_io, ..Options::default() }
 }
 
 impl HoltCore {
