@@ -93,13 +93,15 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 18] = [
+        let engine: [(&str, &str, u64); 20] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
             ("frames_dirty", "gauge", stats.frames_dirty),
             ("cache_bytes", "gauge", stats.cache_bytes),
             ("frame_reads_total", "counter", stats.frame_reads),
+            ("frame_loads_total", "counter", stats.frame_loads),
+            ("frame_dirty_evictions_total", "counter", stats.frame_dirty_evictions),
             ("frame_evictions_total", "counter", stats.frame_evictions),
             ("frame_image_reads_total", "counter", stats.frame_image_reads),
             ("frame_page_reads_total", "counter", stats.frame_page_reads),

@@ -194,8 +194,11 @@ fn durable(
         let during = db.stats();
         let syncs = during.wal_syncs - stats.wal_syncs;
         println!(
-            "durable, during the puts: {} frame reads, {} checkpoints (cache {:.0} MB of a {:.0} MB budget)",
+            "durable, during the puts: {} frame reads ({} loads, {} unloaded writes), {} checkpoints \
+             (cache {:.0} MB of a {:.0} MB budget)",
             during.frame_reads - stats.frame_reads,
+            during.frame_loads - stats.frame_loads,
+            during.frame_unloaded_writes - stats.frame_unloaded_writes,
             during.checkpoints - stats.checkpoints,
             during.cache_bytes as f64 / 1e6,
             options.memory_budget_bytes as f64 / 1e6

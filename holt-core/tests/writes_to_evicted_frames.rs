@@ -106,8 +106,7 @@ fn writes_to_evicted_frames_read_back_without_loading_a_frame_per_write() {
             }
         }
         let after_puts = db.stats();
-        loads += (after_puts.frame_reads - after_puts.frame_image_reads)
-            - (before_puts.frame_reads - before_puts.frame_image_reads);
+        loads += after_puts.frame_loads - before_puts.frame_loads;
         image_reads += after_puts.frame_image_reads - before_puts.frame_image_reads;
         recorded += after_puts.frame_unloaded_writes - before_puts.frame_unloaded_writes;
         // Half of the puts are read back while their frames' logs hold them, half after a
@@ -318,8 +317,7 @@ fn batches_to_evicted_frames(seed: u64) {
         ops += batch.len() as u64;
     }
     let after = db.stats();
-    let loads =
-        (after.frame_reads - after.frame_image_reads) - (before.frame_reads - before.frame_image_reads);
+    let loads = after.frame_loads - before.frame_loads;
     let recorded = after.frame_unloaded_writes - before.frame_unloaded_writes;
     println!("{batches} batches of {ops} ops ({refused} more refused): {recorded} writes recorded unloaded, {loads} frames loaded");
     assert!(refused > 500, "only {refused} batches refused");
@@ -477,8 +475,7 @@ fn conditional_deletes_on_evicted_frames_see_the_latest_state() {
         deleted += 1;
     }
     let after = db.stats();
-    let loads =
-        (after.frame_reads - after.frame_image_reads) - (before.frame_reads - before.frame_image_reads);
+    let loads = after.frame_loads - before.frame_loads;
     let recorded = after.frame_unloaded_writes - before.frame_unloaded_writes;
     println!("{deleted} keys deleted: {recorded} recorded unloaded, {loads} frames loaded");
     assert!(deleted > 200);
@@ -547,9 +544,7 @@ fn recorded_puts_race_reads_and_checkpoints() {
     let stats = db.stats();
     println!(
         "{puts} puts, {reads} reads, {} image reads, {} deltas written, {} frames loaded",
-        stats.frame_image_reads,
-        stats.checkpoint_frames_delta,
-        stats.frame_reads - stats.frame_image_reads
+        stats.frame_image_reads, stats.checkpoint_frames_delta, stats.frame_loads
     );
     assert!(puts > 2_000 && stats.checkpoint_frames_delta > 0, "the race was not exercised");
 }
