@@ -41,6 +41,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const ERROR_BODY_MAX: usize = 64 << 10;
 /// A response document (listing page, multipart result) is read up to this many bytes.
 const DOCUMENT_MAX: usize = 16 << 20;
+/// DeleteObject requests in flight for one DeleteObjects an upstream refused.
+const DELETE_EACH_AT_ONCE: usize = 16;
 
 /// A request body sent upstream: streamed object and part bodies, or small documents.
 pub type UpBody = BoxBody<Bytes, std::io::Error>;
@@ -95,6 +97,9 @@ pub struct Upstream {
     pub repairs: std::sync::atomic::AtomicU64,
     /// Imported records whose content headers the background fill fetched.
     pub headers_filled: std::sync::atomic::AtomicU64,
+    /// Set once the upstream refused DeleteObjects (Google Cloud Storage's XML API has no
+    /// multi-object delete): deletes of many keys go one key at a time from then on.
+    one_by_one_deletes: std::sync::atomic::AtomicBool,
     /// Imports and the reconciler: stopped at shutdown, so the engine can close (an import
     /// resumes from its cursor at the next start).
     background: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
@@ -296,6 +301,7 @@ impl Upstream {
             events_applied: Default::default(),
             repairs: Default::default(),
             headers_filled: Default::default(),
+            one_by_one_deletes: Default::default(),
             background: Default::default(),
         })
     }
@@ -606,8 +612,13 @@ impl Upstream {
 
     /// Deletes `keys` (at most 1,000, distinct) upstream in one DeleteObjects request; returns
     /// the keys the upstream did not delete, with its reason. A key the upstream cannot name
-    /// holds no object there, and counts as deleted, as in [`Upstream::delete_object`].
+    /// holds no object there, and counts as deleted, as in [`Upstream::delete_object`]. An
+    /// upstream without DeleteObjects (it answers 501 or 405) gets a DeleteObject per key.
     pub async fn delete_objects(&self, local: &str, keys: &[&str]) -> S3Result<Vec<(String, S3Error)>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.one_by_one_deletes.load(Relaxed) {
+            return Ok(self.delete_each(local, keys).await);
+        }
         let named: Vec<ObjectIdentifier> =
             keys.iter().filter(|k| addressable(k)).map(|&k| ObjectIdentifier::new(k.to_owned())).collect();
         if named.is_empty() {
@@ -621,7 +632,16 @@ impl Upstream {
         let (body, content_md5) = action.body_with_md5();
         let headers =
             [("content-md5".to_owned(), content_md5), ("content-length".to_owned(), body.len().to_string())];
-        let resp = self.send(Method::POST, url, &headers, full_body(body), &[]).await?;
+        let refused = [StatusCode::NOT_IMPLEMENTED, StatusCode::METHOD_NOT_ALLOWED];
+        let resp = self.send(Method::POST, url, &headers, full_body(body), &refused).await?;
+        if refused.contains(&resp.status()) {
+            tracing::warn!(
+                status = resp.status().as_u16(),
+                "the upstream refuses DeleteObjects: deleting one key at a time from now on"
+            );
+            self.one_by_one_deletes.store(true, Relaxed);
+            return Ok(self.delete_each(local, keys).await);
+        }
         let doc = Self::document(resp).await?;
         if doc.contains("<Error>") && !doc.contains("<DeleteResult") {
             return Err(error_from_document(StatusCode::INTERNAL_SERVER_ERROR, &doc));
@@ -637,6 +657,21 @@ impl Upstream {
                 (e.key, reason)
             })
             .collect())
+    }
+
+    /// Deletes `keys` upstream with a DeleteObject each, `DELETE_EACH_AT_ONCE` at a time;
+    /// returns the keys not deleted, with the reason.
+    async fn delete_each(&self, local: &str, keys: &[&str]) -> Vec<(String, S3Error)> {
+        let mut failed = Vec::new();
+        for chunk in keys.chunks(DELETE_EACH_AT_ONCE) {
+            let deletes: Vec<_> = chunk.iter().map(|&key| self.delete_object(local, key)).collect();
+            for (&key, result) in chunk.iter().zip(futures_util::future::join_all(deletes).await) {
+                if let Err(e) = result {
+                    failed.push((key.to_owned(), e));
+                }
+            }
+        }
+        failed
     }
 
     /// Starts a multipart upload of `key` upstream; returns its upload id.

@@ -272,6 +272,61 @@ fn point_reads_of_frames_with_deltas_see_the_latest_state() {
 /// value, on the first pass and the second (a delta is verified once, when first met, and
 /// one that failed is never kept). Deltas lent in place from the mapping of the frames file
 /// (the default) and deltas copied by `pread` are checked alike.
+/// A checkpoint that appends a delta to an evicted frame's chain leaves what walks kept of
+/// the frame in place (its image's header, the chain's first deltas): the next walk
+/// verifies the new delta alone, and must see it. Rounds of: reads that walk the frames,
+/// overwrites and deletes recorded unloaded, a checkpoint, then every key written so far read
+/// back (the frames' change logs are gone after the checkpoint: the deltas alone hold them).
+#[test]
+fn walks_after_a_checkpoint_appended_deltas_see_them() {
+    let _shared = beside_others();
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = scratch_dir();
+    let count = 120_000;
+    load(dir.path(), count);
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let mut model: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
+    let want = |model: &HashMap<u32, Option<Vec<u8>>>, i: u32| {
+        model.get(&i).cloned().unwrap_or_else(|| Some(value(i)))
+    };
+    let before = db.stats();
+    for round in 0..5u32 {
+        for _ in 0..3_000 {
+            let i = rng.gen_range(0..count);
+            assert_eq!(db.get(&key(i)).unwrap().map(|e| e.value), want(&model, i), "round {round}, key {i}");
+        }
+        for _ in 0..1_500 {
+            let i = rng.gen_range(0..count);
+            if rng.gen_bool(0.2) {
+                db.delete(&key(i)).unwrap();
+                model.insert(i, None);
+            } else {
+                let v = format!("round {round} of {i}").into_bytes();
+                db.put(&key(i), &v).unwrap();
+                model.insert(i, Some(v));
+            }
+        }
+        db.checkpoint().unwrap();
+        for (&i, v) in &model {
+            assert_eq!(db.get(&key(i)).unwrap().map(|e| e.value), v.clone(), "round {round}, key {i}");
+        }
+    }
+    let stats = db.stats();
+    let (recorded, deltas) = (
+        stats.frame_unloaded_writes - before.frame_unloaded_writes,
+        stats.checkpoint_frames_delta - before.checkpoint_frames_delta,
+    );
+    println!(
+        "{recorded} writes recorded unloaded, {deltas} deltas written, {} image reads",
+        stats.frame_image_reads
+    );
+    assert!(recorded > 1_000 && deltas > 20, "the evicted frames' chains did not grow");
+    db.close().unwrap();
+}
+
 #[test]
 fn a_corrupt_delta_is_named_never_served() {
     let _shared = beside_others();

@@ -15,6 +15,10 @@
 //!   2 of 4), while a PUT that cannot reach MinIO's write quorum gets 503 and is neither
 //!   listed by the gateway nor present in MinIO.
 //!
+//! - An upstream without DeleteObjects (Google Cloud Storage's XML API has none; played by
+//!   a proxy in front of MinIO that answers it 501) gets a DeleteObject per key: the
+//!   client's DeleteObjects succeeds, the gateway and MinIO agree on what is left, and the
+//!   gateway asks the upstream for DeleteObjects only once.
 //! - A key MinIO cannot store (`a//b`) is refused with 400 `InvalidRequest` naming MinIO's
 //!   code, one with `.` or `..` segments by the gateway itself before any upstream request;
 //!   either is absent to HEAD, deletes as absent keys do, writes nothing to MinIO under any
@@ -23,6 +27,10 @@
 //! The other scenarios run in upstream mode too with `HOLT_COMPAT_UPSTREAM=minio`
 //! (`scripts/test.sh`, phase compat-upstream).
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -389,4 +397,120 @@ fn keys_minio_cannot_store_are_refused_and_leave_nothing_behind() {
         "[{label}] a refused write left an intent\n{}",
         gw.log_tail(3000)
     );
+}
+
+/// A proxy in front of MinIO that answers DeleteObjects (`POST /BUCKET?delete`) with 501
+/// NotImplemented, as an upstream without it does, and relays every other request unchanged
+/// but for `Connection: close` (one request per connection). Returns its endpoint and how
+/// many DeleteObjects it refused.
+fn without_delete_objects(upstream: &str) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+    let endpoint = format!("http://{}", listener.local_addr().expect("proxy address"));
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&refused);
+    thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let (upstream, counted) = (upstream.clone(), Arc::clone(&counted));
+            thread::spawn(move || relay(client, &upstream, &counted));
+        }
+    });
+    (endpoint, refused)
+}
+
+/// One request of `without_delete_objects`: refused, or relayed to `upstream`.
+fn relay(mut client: TcpStream, upstream: &str, refused: &AtomicUsize) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte)? == 0 {
+            return Ok(());
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n").filter(|l| !l.is_empty());
+    let request_line = lines.next().unwrap_or_default().to_owned();
+    let headers: Vec<&str> = lines.collect();
+    let mut words = request_line.split(' ');
+    let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+    let query = target.split_once('?').map_or("", |(_, q)| q);
+    if method == "POST" && query.split('&').any(|p| p == "delete" || p.starts_with("delete=")) {
+        refused.fetch_add(1, Ordering::SeqCst);
+        // The body is read first: closing with it unread would reset the connection.
+        let length = headers
+            .iter()
+            .find_map(|h| h.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("content-length")))
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        client.read_exact(&mut vec![0; length])?;
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NotImplemented</Code>\
+                    <Message>A header or query you provided requested a function that is not implemented.</Message></Error>";
+        write!(
+            client,
+            "HTTP/1.1 501 Not Implemented\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        return Ok(());
+    }
+    let mut forwarded = format!("{request_line}\r\n");
+    for header in headers.iter().filter(|h| !h.to_ascii_lowercase().starts_with("connection:")) {
+        forwarded.push_str(header);
+        forwarded.push_str("\r\n");
+    }
+    forwarded.push_str("Connection: close\r\n\r\n");
+    let mut server = TcpStream::connect(upstream)?;
+    server.write_all(forwarded.as_bytes())?;
+    let (mut from_client, mut to_server) = (client.try_clone()?, server.try_clone()?);
+    let upload = thread::spawn(move || std::io::copy(&mut from_client, &mut to_server));
+    let _ = std::io::copy(&mut server, &mut client);
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = upload.join();
+    Ok(())
+}
+
+#[test]
+fn deletes_of_many_keys_go_one_by_one_to_an_upstream_without_delete_objects() {
+    let label = "upstream-no-multi-delete";
+    let bucket = "one-by-one";
+    let minio = Minio::start(label);
+    let (proxy, refused) = without_delete_objects(&minio.endpoint());
+    let mut args = minio.upstream_args();
+    args[1] = proxy;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_with_args(label, &args);
+    let through = Boto3::new(&gw);
+    through.call("create_bucket", json!({ "Bucket": bucket })).run("create bucket").ok();
+    let keys: Vec<String> = (0..30).map(|i| format!("dir/key-{i:02}")).collect();
+    for key in &keys {
+        through
+            .call("put_object", json!({ "Bucket": bucket, "Key": key, "Body": key }))
+            .run(&format!("put {key}"))
+            .ok();
+    }
+    let delete = |batch: &[String], what: &str| {
+        let objects: Vec<Value> = batch.iter().map(|k| json!({ "Key": k })).collect();
+        let out = through
+            .call("delete_objects", json!({ "Bucket": bucket, "Delete": { "Objects": objects } }))
+            .run(what)
+            .ok();
+        let deleted = out.json()["Deleted"].as_array().map_or(0, Vec::len);
+        out.check_eq(deleted, batch.len(), "keys reported deleted");
+        out.check(out.json()["Errors"].as_array().is_none_or(Vec::is_empty), "no key reported failed");
+    };
+    delete(&keys[..20], "delete 20 keys in one DeleteObjects");
+    assert_eq!(refused.load(Ordering::SeqCst), 1, "[{label}] the gateway did not try DeleteObjects once");
+    delete(&keys[20..25], "delete 5 more");
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        1,
+        "[{label}] the gateway asked again for DeleteObjects after the upstream refused it"
+    );
+    let left: Vec<String> =
+        keys[25..].iter().map(|k| format!("{k} \"{}\" {}", md5_hex(k.as_bytes()), k.len())).collect();
+    let listed = inventory(&through, bucket, "list through the gateway");
+    assert_eq!(listed, left, "[{label}] the gateway lists what the deletes left");
+    let behind = inventory(&direct(&minio), bucket, "list MinIO");
+    assert_eq!(behind, left, "[{label}] MinIO holds what the deletes left");
 }
