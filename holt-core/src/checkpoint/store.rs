@@ -9,9 +9,10 @@
 //!
 //! Bytes no manifest names any more are given back to the file system (punched), but not at
 //! once: a punch costs a journal commit, and a discard where the file system is mounted with
-//! `discard` (about 0.5 ms each here). A slot a manifest switch freed waits one checkpoint,
-//! which usually reuses it (punching only its old bytes past the new ones); a dead delta in a
-//! slot still named waits until dead bytes are half the slot's (`Garbage`).
+//! `discard` (~0.15 ms each here: 0.9 s of a checkpoint that made ~6,000). A slot a manifest
+//! switch freed waits one checkpoint, which usually reuses it (punching only its old bytes
+//! past the new ones); a dead delta in a slot still named waits until dead bytes are half
+//! the slot's (`Garbage`).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
