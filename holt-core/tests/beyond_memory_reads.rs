@@ -57,6 +57,15 @@ fn load(dir: &Path, count: u32) {
     page_cache::load(dir, 0..count, |i| (key(i), value(i)));
 }
 
+/// A random generator from a printed seed, and a scratch directory holding `count` keys.
+fn seeded_load(count: u32) -> (rand::rngs::StdRng, tempfile::TempDir) {
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let dir = scratch_dir();
+    load(dir.path(), count);
+    (rand::rngs::StdRng::seed_from_u64(seed), dir)
+}
+
 fn scratch_dir() -> tempfile::TempDir {
     page_cache::scratch_dir("beyond-memory-")
 }
@@ -223,12 +232,8 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
 #[test]
 fn point_reads_of_frames_with_deltas_see_the_latest_state() {
     let _shared = beside_others();
-    let seed: u64 = rand::thread_rng().gen();
-    println!("seed {seed}");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let dir = scratch_dir();
     let count = 120_000;
-    load(dir.path(), count);
+    let (mut rng, dir) = seeded_load(count);
     // A few percent of the keys overwritten or deleted, in two checkpoints: chains of deltas.
     let mut model: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
     let db = Db::open(dir.path(), options(usize::MAX)).unwrap();
@@ -267,25 +272,16 @@ fn point_reads_of_frames_with_deltas_see_the_latest_state() {
     db.close().unwrap();
 }
 
-/// Flips a byte in the body of one frame delta on disk: reads of that frame's keys fail with
-/// a corruption error naming the delta's checksum, every other key reads back its latest
-/// value, on the first pass and the second (a delta is verified once, when first met, and
-/// one that failed is never kept). Deltas lent in place from the mapping of the frames file
-/// (the default) and deltas copied by `pread` are checked alike.
-/// A checkpoint that appends a delta to an evicted frame's chain leaves what walks kept of
-/// the frame in place (its image's header, the chain's first deltas): the next walk
-/// verifies the new delta alone, and must see it. Rounds of: reads that walk the frames,
-/// overwrites and deletes recorded unloaded, a checkpoint, then every key written so far read
-/// back (the frames' change logs are gone after the checkpoint: the deltas alone hold them).
+/// Walks of evicted frames between checkpoints that append deltas to their chains see each
+/// new delta (what a walk kept of a frame must not stand for its chain after a checkpoint).
+/// Rounds of: reads that walk the frames, overwrites and deletes recorded unloaded, a
+/// checkpoint, then every key written so far read back (the frames' change logs are gone
+/// after the checkpoint: the deltas alone hold those writes).
 #[test]
 fn walks_after_a_checkpoint_appended_deltas_see_them() {
     let _shared = beside_others();
-    let seed: u64 = rand::thread_rng().gen();
-    println!("seed {seed}");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let dir = scratch_dir();
     let count = 120_000;
-    load(dir.path(), count);
+    let (mut rng, dir) = seeded_load(count);
     drop_page_cache(dir.path());
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
     let mut model: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
@@ -327,6 +323,11 @@ fn walks_after_a_checkpoint_appended_deltas_see_them() {
     db.close().unwrap();
 }
 
+/// Flips a byte in the body of one frame delta on disk: reads of that frame's keys fail with
+/// a corruption error naming the delta's checksum, every other key reads back its latest
+/// value, on the first pass and the second (a delta is verified once, when first met, and
+/// one that failed is never kept). Deltas lent in place from the mapping of the frames file
+/// (the default) and deltas copied by `pread` are checked alike.
 #[test]
 fn a_corrupt_delta_is_named_never_served() {
     let _shared = beside_others();
