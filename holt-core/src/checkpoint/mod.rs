@@ -278,8 +278,9 @@ impl Durable {
         Ok(())
     }
 
-    /// Gives back to the file system every byte of the frames file no manifest names (see
-    /// `FrameStore::collect_garbage`): a clean close leaves the file at about its live bytes.
+    /// Gives back to the file system every byte this process freed and has not punched yet
+    /// (see `FrameStore::collect_garbage`): a clean close leaves the file at about its live
+    /// bytes, unless an earlier process stopped without one (what it left stays until reused).
     pub(crate) fn release_garbage(&self) {
         let _manifest = self.manifest.lock();
         self.store.collect_garbage(true);

@@ -122,8 +122,9 @@ pub(crate) struct SlotWrite<'a> {
 }
 
 /// What the frames file may hold that no manifest needs, so that a checkpoint punches each
-/// freed byte about once (see the module docs). Only checkpoints change it, one at a time
-/// (under the manifest lock).
+/// freed byte about once (see the module docs). Only checkpoints and the close change it,
+/// one at a time (under the manifest lock). It knows only what this process freed: bytes a
+/// process that stopped without closing left behind stay until a checkpoint reuses them.
 #[derive(Debug, Default)]
 struct Garbage {
     /// Slot → how many bytes from its start may be allocated, for slots written or punched
@@ -297,7 +298,7 @@ impl FrameStore {
     }
 
     /// Punches what `install` left as garbage: slots freed a checkpoint ago and not named
-    /// again, and the dead deltas of slots whose dead bytes reached half of what they hold;
+    /// again, and the dead deltas of slots whose dead bytes reached half the slot's extent;
     /// with `all`, everything (at close). Best effort: a failure only costs space. Called
     /// by the checkpoint that installed, before another may write (under the manifest lock),
     /// with no lock a reader takes held.
