@@ -109,7 +109,13 @@ fn main() {
             "--cache-mb" => cache_mb = Some(value.parse().expect("--cache-mb MB")),
             "--ring-kb" => ring_kb = Some(value.parse().expect("--ring-kb KB")),
             "--reuse" => reuse = Some(PathBuf::from(value)),
-            "--direct-io" => direct_io = value == "yes",
+            "--direct-io" => {
+                direct_io = match value.as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    other => panic!("--direct-io yes|no, not {other}"),
+                }
+            }
             "--rounds" => rounds = value.parse::<usize>().expect("--rounds R").max(1),
             "--memory-rounds" => memory_rounds = value.parse::<usize>().expect("--memory-rounds R").max(1),
             other => panic!("unknown flag {other}"),
