@@ -110,7 +110,8 @@ pub struct Upstream {
 pub struct ImportStats {
     /// Keys listed and indexed so far.
     pub objects: u64,
-    /// Top-level prefixes this run of the import lists (after a restart, those left).
+    /// Prefixes this run of the import lists (after a restart, those left), with those a
+    /// split of one added.
     pub prefixes: u64,
     /// Of those, the prefixes listed to their end.
     pub prefixes_done: u64,
@@ -390,7 +391,7 @@ impl Upstream {
             ("holt_upstream_import_objects", "Keys an import has indexed so far.", |s| s.objects),
             (
                 "holt_upstream_import_prefixes",
-                "Top-level prefixes this run of the import lists (after a restart, those left).",
+                "Prefixes this run of the import lists (after a restart, those left; splits add theirs).",
                 |s| s.prefixes,
             ),
             ("holt_upstream_import_prefixes_done", "Of those, the prefixes listed to their end.", |s| {

@@ -494,6 +494,52 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
     assert!(across == theirs, "{} keys across the import's end, {} upstream", across.len(), theirs.len());
 }
 
+/// The value of the import series `name` of `bucket` in the front's `/metrics`.
+async fn import_metric(front: &Gw, name: &str, bucket: &str) -> u64 {
+    let metrics = front.send(anonymous(Method::GET, "/metrics", b"")).await.text();
+    let series = format!("{name}{{bucket=\"{bucket}\"}} ");
+    let line = metrics.lines().find_map(|l| l.strip_prefix(&series));
+    line.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {series}in {metrics}"))
+}
+
+#[tokio::test]
+async fn a_bucket_under_one_top_level_prefix_is_imported_in_parallel_below_it() {
+    let p = pair().await;
+    p.upstream.create_bucket("onetop").await;
+    // Everything under `all/`: six prefixes below it, one with a level of its own, keys
+    // directly under `all/`, and one key at the top.
+    let mut written = 0;
+    for i in 0..1200 {
+        p.upstream.put("onetop", &format!("all/s{}/o{i:05}", i % 6), b"x").await;
+        written += 1;
+    }
+    for key in ["all/s5/deeper/a", "all/s5/deeper/b", "all/direct-1", "all/direct-2", "top"] {
+        p.upstream.put("onetop", key, b"y").await;
+        written += 1;
+    }
+    let theirs = keys(&p.upstream, "onetop").await;
+    assert_eq!(theirs.len(), written);
+    p.front.create_bucket("onetop").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while store(&p.front).get(gateway::storage::schema::import_cursor("onetop")).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "import did not finish");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(keys(&p.front, "onetop").await, theirs);
+    assert_eq!(import_metric(&p.front, "holt_upstream_import_done", "onetop").await, 1);
+    // `all/` alone was left after discovery; with every other task idle it was split into
+    // its six prefixes, each listed by a task of its own (a later split may add `deeper/`).
+    let prefixes = import_metric(&p.front, "holt_upstream_import_prefixes", "onetop").await;
+    assert!((7..=8).contains(&prefixes), "{prefixes} prefixes listed: `all/` was not split");
+    assert_eq!(import_metric(&p.front, "holt_upstream_import_prefixes_done", "onetop").await, prefixes);
+    // Each key listed once: a split's keys are not listed again by a flat pass.
+    assert_eq!(import_metric(&p.front, "holt_upstream_import_objects", "onetop").await, written as u64);
+    let s = store(&p.front);
+    let cursors =
+        s.scan(gateway::storage::schema::import_prefix_cursors("onetop"), Vec::new(), 10).await.unwrap();
+    assert!(cursors.is_empty(), "prefix cursors left after the import: {}", cursors.len());
+}
+
 #[tokio::test]
 async fn intents_left_by_a_crash_are_repaired_at_start() {
     let p = pair().await;

@@ -567,7 +567,9 @@ impl ImportProgress {
 /// delimiter `/`: its keys are indexed and each common prefix gets a cursor record, in the
 /// same batch as the import record's position. Then [`IMPORT_WORKERS`] tasks list the
 /// prefixes, each page's keys written in one batch with the prefix's cursor (deleted with
-/// its last page). The import record goes when no prefix is left.
+/// its last page); a prefix taken while the others are too few to keep every task busy may
+/// be split into the prefixes under it first (`import_prefix`). The import record goes when
+/// no prefix is left.
 async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     let up = store.upstream.clone().ok_or_else(|| S3Error::internal("import", "no upstream"))?;
     let record = schema::import_cursor(bucket);
@@ -585,12 +587,6 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         let after = String::from_utf8(state.value.get(1..).unwrap_or_default().to_vec())
             .map_err(|e| S3Error::internal("import record", e))?;
         let page = up.list_page(bucket, "", &after, Some("/")).await?;
-        let prefixes: Vec<&str> = page
-            .common_prefixes
-            .iter()
-            .map(|p| p.prefix.as_str())
-            .filter(|p| crate::upstream::addressable(p))
-            .collect();
         let last = page
             .contents
             .last()
@@ -603,13 +599,12 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
             (Some(_), Some(last)) => [b"D".as_slice(), last.as_bytes()].concat(),
             _ => b"P".to_vec(),
         };
-        let cursors: Vec<(Vec<u8>, Vec<u8>)> =
-            prefixes.iter().map(|p| (schema::import_prefix_cursor(bucket, p), Vec::new())).collect();
+        let cursors = prefix_cursors(bucket, &page).map(|(cursor, _)| cursor).collect();
         let n = write_listed(store, bucket, &page.contents, cursors, (record.clone(), Some(next))).await?;
         progress.add(&up, bucket, n);
     }
     // The prefixes, a few at a time, each to its end.
-    let mut pending = Vec::new();
+    let mut pending = std::collections::VecDeque::new();
     let mut from = Vec::new();
     let cursors_prefix = schema::import_prefix_cursors(bucket);
     loop {
@@ -618,18 +613,50 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         from = last.clone();
         for (k, _) in &chunk {
             if let Ok(prefix) = std::str::from_utf8(&k[cursors_prefix.len()..]) {
-                pending.push(prefix.to_owned());
+                pending.push_back(prefix.to_owned());
             }
         }
     }
     up.imports.lock().entry(bucket.to_owned()).or_default().prefixes = pending.len() as u64;
-    let queue = parking_lot::Mutex::new(pending.into_iter());
+    let queue = parking_lot::Mutex::new(PrefixQueue { pending, taken: 0 });
+    let changed = tokio::sync::Notify::new();
     let worker = || async {
         loop {
-            let next = queue.lock().next();
-            let Some(prefix) = next else { return Ok::<(), S3Error>(()) };
-            import_prefix(store, &up, bucket, &prefix, &progress).await?;
-            up.imports.lock().entry(bucket.to_owned()).or_default().prefixes_done += 1;
+            // Registered before the queue is looked at, so a change in between still wakes.
+            let woken = changed.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let next = {
+                let mut q = queue.lock();
+                match q.pending.pop_front() {
+                    Some(prefix) => {
+                        q.taken += 1;
+                        // Split only what would otherwise leave a task idle.
+                        Some((prefix, q.pending.len() + q.taken <= IMPORT_WORKERS))
+                    }
+                    // Nothing left and nothing being listed that could add prefixes: done.
+                    None if q.taken == 0 => return Ok::<(), S3Error>(()),
+                    None => None,
+                }
+            };
+            let Some((prefix, may_split)) = next else {
+                woken.await;
+                continue;
+            };
+            let mut outcome = import_prefix(store, &up, bucket, &prefix, may_split, &progress).await;
+            {
+                let mut q = queue.lock();
+                q.taken -= 1;
+                if let Ok(split) = outcome.as_deref() {
+                    let mut imports = up.imports.lock();
+                    let stats = imports.entry(bucket.to_owned()).or_default();
+                    stats.prefixes += split.len() as u64;
+                    stats.prefixes_done += 1;
+                }
+                q.pending.extend(outcome.as_mut().map(std::mem::take).unwrap_or_default());
+            }
+            changed.notify_waiters();
+            outcome?;
         }
     };
     let outcomes = futures_util::future::join_all((0..IMPORT_WORKERS).map(|_| worker())).await;
@@ -641,22 +668,59 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     Ok(progress.imported.load(std::sync::atomic::Ordering::Relaxed))
 }
 
-/// Imports every key under one top-level `prefix`, from its cursor to the end.
+/// The prefixes an import has yet to list, shared by its tasks.
+struct PrefixQueue {
+    pending: std::collections::VecDeque<String>,
+    /// Prefixes a task is listing (or splitting) now.
+    taken: usize,
+}
+
+/// The cursor record (new, empty) and the prefix of each common prefix of a delimiter
+/// listing's `page` the gateway can address upstream.
+fn prefix_cursors<'p>(
+    bucket: &'p str,
+    page: &'p rusty_s3::actions::ListObjectsV2Response,
+) -> impl Iterator<Item = ((Vec<u8>, Vec<u8>), &'p str)> + 'p {
+    page.common_prefixes
+        .iter()
+        .map(|p| p.prefix.as_str())
+        .filter(|p| crate::upstream::addressable(p))
+        .map(move |p| ((schema::import_prefix_cursor(bucket, p), Vec::new()), p))
+}
+
+/// Imports every key under `prefix`, from its cursor to the end. A prefix not yet started
+/// that `may_split` (tasks would be idle) is first listed with the delimiter `/`: if that one
+/// page holds the whole level, its keys are indexed and the prefix's cursor is replaced by
+/// one per prefix under it, in one batch, and those prefixes are returned to be listed in
+/// turn. A level larger than a page (keys under one-object "directories", say) is listed
+/// flat instead, a request a thousand keys: the delimiter page is the split's only cost.
+/// Returns nothing but a split's prefixes.
 async fn import_prefix(
     store: &Store,
     up: &Upstream,
     bucket: &str,
     prefix: &str,
+    may_split: bool,
     progress: &ImportProgress,
-) -> S3Result<()> {
+) -> S3Result<Vec<String>> {
     let cursor = schema::import_prefix_cursor(bucket, prefix);
+    let mut first = true;
     loop {
         // Gone: the prefix is done, or the bucket was deleted meanwhile.
-        let Some(state) = store.get(cursor.clone()).await? else { return Ok(()) };
+        let Some(state) = store.get(cursor.clone()).await? else { return Ok(Vec::new()) };
         if store.get(schema::import_cursor(bucket)).await?.is_none() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let after = String::from_utf8(state.value).map_err(|e| S3Error::internal("import cursor", e))?;
+        if std::mem::take(&mut first) && may_split && after.is_empty() {
+            let level = up.list_page(bucket, prefix, "", Some("/")).await?;
+            let (cursors, under): (Vec<_>, Vec<&str>) = prefix_cursors(bucket, &level).unzip();
+            if level.next_continuation_token.is_none() {
+                let n = write_listed(store, bucket, &level.contents, cursors, (cursor, None)).await?;
+                progress.add(up, bucket, n);
+                return Ok(under.into_iter().map(str::to_owned).collect());
+            }
+        }
         let page = up.list_page(bucket, prefix, &after, None).await?;
         let last = page.contents.last().map(|e| e.key.as_bytes().to_vec());
         let next = match (&page.next_continuation_token, last) {
@@ -667,7 +731,7 @@ async fn import_prefix(
         let n = write_listed(store, bucket, &page.contents, Vec::new(), (cursor.clone(), next)).await?;
         progress.add(up, bucket, n);
         if done {
-            return Ok(());
+            return Ok(Vec::new());
         }
     }
 }
