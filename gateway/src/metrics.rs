@@ -93,7 +93,7 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 20] = [
+        let engine: [(&str, &str, u64); 21] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -112,6 +112,7 @@ impl Metrics {
             ("checkpoint_stall_max_us", "gauge", stats.checkpoint_stall_max_us),
             ("checkpoint_frames_whole_total", "counter", stats.checkpoint_frames_whole),
             ("checkpoint_frames_delta_total", "counter", stats.checkpoint_frames_delta),
+            ("checkpoint_chains_merged_total", "counter", stats.checkpoint_chains_merged),
             ("last_lsn", "gauge", stats.last_lsn),
             ("durable_lsn", "gauge", stats.durable_lsn),
         ];

@@ -213,11 +213,16 @@ fn durable(
         db.checkpoint().expect("checkpoint");
         let finish = start.elapsed();
         let amortized = put.as_secs_f64() * 1e6 + finish.as_secs_f64() * 1e6 / overwrites as f64;
+        let after = db.stats();
         println!(
-            "durable: put {:.2} µs, checkpoint {:.3} s, amortized {:.2} µs (log syncs during the puts: {syncs})",
+            "durable: put {:.2} µs, checkpoint {:.3} s, amortized {:.2} µs (log syncs during the puts: {syncs}; \
+             frames written since the round began: {} whole, {} deltas of which {} merged chains)",
             put.as_secs_f64() * 1e6,
             finish.as_secs_f64(),
-            amortized
+            amortized,
+            after.checkpoint_frames_whole - stats.checkpoint_frames_whole,
+            after.checkpoint_frames_delta - stats.checkpoint_frames_delta,
+            after.checkpoint_chains_merged - stats.checkpoint_chains_merged,
         );
     }
     db.close().expect("close");

@@ -388,6 +388,9 @@ pub struct Stats {
     pub checkpoint_frames_whole: u64,
     /// Frames checkpoints wrote as deltas of the keys changed since the frame's image.
     pub checkpoint_frames_delta: u64,
+    /// Of those deltas, the ones that replaced a full chain (its entries merged with the new
+    /// changes) instead of the frame being written whole.
+    pub checkpoint_chains_merged: u64,
     /// The log position (in bytes) past the last record reserved, which the next write's
     /// version will be; in memory, the last write's version.
     pub last_lsn: u64,

@@ -405,6 +405,7 @@ impl Db {
                 checkpoint_stall_max_us: d.stall_max_us(),
                 checkpoint_frames_whole: d.frames_written().0,
                 checkpoint_frames_delta: d.frames_written().1,
+                checkpoint_chains_merged: d.frames_written().2,
                 last_lsn: d.wal.head(),
                 durable_lsn: d.wal.durable(),
             };

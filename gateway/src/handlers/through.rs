@@ -618,7 +618,8 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
         }
     }
     up.imports.lock().entry(bucket.to_owned()).or_default().prefixes = pending.len() as u64;
-    let queue = parking_lot::Mutex::new(PrefixQueue { pending, taken: 0 });
+    let known = pending.iter().cloned().collect();
+    let queue = parking_lot::Mutex::new(PrefixQueue { pending, taken: 0, known });
     let changed = tokio::sync::Notify::new();
     let worker = || async {
         loop {
@@ -632,7 +633,7 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
                     Some(prefix) => {
                         q.taken += 1;
                         // Split only what would otherwise leave a task idle.
-                        Some((prefix, q.pending.len() + q.taken <= IMPORT_WORKERS))
+                        Some((prefix, q.pending.len() + q.taken < IMPORT_WORKERS))
                     }
                     // Nothing left and nothing being listed that could add prefixes: done.
                     None if q.taken == 0 => return Ok::<(), S3Error>(()),
@@ -653,7 +654,12 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
                     stats.prefixes += split.len() as u64;
                     stats.prefixes_done += 1;
                 }
-                q.pending.extend(outcome.as_mut().map(std::mem::take).unwrap_or_default());
+                // A prefix queued already (a split redone after a crash) is not queued twice.
+                for prefix in outcome.as_mut().map(std::mem::take).unwrap_or_default() {
+                    if q.known.insert(prefix.clone()) {
+                        q.pending.push_back(prefix);
+                    }
+                }
             }
             changed.notify_waiters();
             outcome?;
@@ -673,6 +679,8 @@ struct PrefixQueue {
     pending: std::collections::VecDeque<String>,
     /// Prefixes a task is listing (or splitting) now.
     taken: usize,
+    /// Every prefix queued so far.
+    known: std::collections::HashSet<String>,
 }
 
 /// The cursor record (new, empty) and the prefix of each common prefix of a delimiter
@@ -688,13 +696,18 @@ fn prefix_cursors<'p>(
         .map(move |p| ((schema::import_prefix_cursor(bucket, p), Vec::new()), p))
 }
 
+/// A prefix is split into at most this many: each costs a listing of its own however few
+/// keys it holds (900 small directories would take 900 requests where a flat listing of
+/// their keys takes one a thousand keys).
+const IMPORT_SPLIT_MAX: usize = 4 * IMPORT_WORKERS;
+
 /// Imports every key under `prefix`, from its cursor to the end. A prefix not yet started
 /// that `may_split` (tasks would be idle) is first listed with the delimiter `/`: if that one
-/// page holds the whole level, its keys are indexed and the prefix's cursor is replaced by
-/// one per prefix under it, in one batch, and those prefixes are returned to be listed in
-/// turn. A level larger than a page (keys under one-object "directories", say) is listed
-/// flat instead, a request a thousand keys: the delimiter page is the split's only cost.
-/// Returns nothing but a split's prefixes.
+/// page holds the whole level, with at most [`IMPORT_SPLIT_MAX`] prefixes, its keys are
+/// indexed and the prefix's cursor is replaced by one per prefix under it, in one batch, and
+/// those prefixes are returned to be listed in turn. Any other level is listed flat, a
+/// request a thousand keys: the delimiter page is the split's only cost. Returns nothing but
+/// a split's prefixes.
 async fn import_prefix(
     store: &Store,
     up: &Upstream,
@@ -715,7 +728,7 @@ async fn import_prefix(
         if std::mem::take(&mut first) && may_split && after.is_empty() {
             let level = up.list_page(bucket, prefix, "", Some("/")).await?;
             let (cursors, under): (Vec<_>, Vec<&str>) = prefix_cursors(bucket, &level).unzip();
-            if level.next_continuation_token.is_none() {
+            if level.next_continuation_token.is_none() && under.len() <= IMPORT_SPLIT_MAX {
                 let n = write_listed(store, bucket, &level.contents, cursors, (cursor, None)).await?;
                 progress.add(up, bucket, n);
                 return Ok(under.into_iter().map(str::to_owned).collect());

@@ -1125,6 +1125,28 @@ impl<N> BufferPool<N> {
         Ok(root)
     }
 
+    /// Frame `id`'s deltas on disk, each verified, handed to `read` oldest first: for a
+    /// checkpoint merging the chain into one delta (under the manifest lock: the disk state
+    /// cannot change meanwhile). The image is not read.
+    pub(crate) fn read_stored_deltas<R>(
+        &self,
+        id: FrameId,
+        read: impl FnOnce(&[DeltaRef<'_>]) -> Result<R>,
+    ) -> Result<R> {
+        let missing = |what: &str| Error::Corruption {
+            location: Location { file: PathBuf::from("<frames>"), frame: Some(id.0), offset: 0 },
+            reason: format!("the frame's deltas {what}"),
+        };
+        let source = self.source.as_ref().ok_or_else(|| missing("have no frame source"))?;
+        let deltas = self.read_deltas(&**source, id)?;
+        let deltas: Vec<DeltaRef<'_>> = deltas
+            .iter()
+            .map(|d| d.read(None))
+            .collect::<Option<_>>()
+            .ok_or_else(|| missing("were read without their bytes"))?;
+        read(&deltas)
+    }
+
     /// Frame `id`'s image and deltas on disk, handed to `decode`: for a load (under the
     /// frame's load lock), or for a checkpoint rebuilding an evicted frame (under the
     /// manifest lock: the disk state cannot change meanwhile).

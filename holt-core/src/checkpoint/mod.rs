@@ -66,9 +66,11 @@ pub(crate) struct Durable {
     last_checkpoint_lsn: AtomicU64,
     checkpoints: AtomicU64,
     stall_max_us: AtomicU64,
-    /// Frames checkpoints wrote whole, and as deltas.
+    /// Frames checkpoints wrote whole, and as deltas; of the deltas, those that replaced a
+    /// chain.
     frames_whole: AtomicU64,
     frames_delta: AtomicU64,
+    chains_merged: AtomicU64,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -90,14 +92,33 @@ const ENCODE_THREADS_MAX: usize = 4;
 /// writes (io_uring submits a batch at once).
 const WRITE_BATCH_FRAMES: usize = 4 * ENCODE_THREADS_MAX;
 
-/// A frame id, its encoded image or delta, and whether it is a delta.
-type Encoded = (u64, Vec<u8>, bool);
+/// How a checkpoint writes a frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Its whole image, in a slot of its own (the chain starts empty).
+    Whole,
+    /// A delta appended to its chain.
+    Delta,
+    /// A delta that replaces its chain (`Tree::merge_chain`).
+    Merged,
+}
 
-/// Most deltas on top of a frame's image: the next checkpoint writes the frame whole.
+/// A frame id, its encoded image or delta, and how it is written.
+type Encoded = (u64, Vec<u8>, Written);
+
+/// Most deltas on top of a frame's image: the next checkpoint merges the chain into one
+/// delta if that is small (`DELTA_MERGE_FRACTION`), else writes the frame whole.
 const DELTA_CHAIN_MAX: usize = 4;
 /// A frame's deltas together stay below this fraction of its encoded size; past it the
 /// frame is written whole (a load reads and applies every delta).
 const DELTA_CHAIN_FRACTION: usize = 4;
+/// A full chain is merged into one delta (with the new changes) while that delta stays
+/// below this fraction of the frame's encoded size, instead of the frame being rebuilt
+/// whole (read, decoded, changed, encoded: ~1 ms). Sparse random writes, a few keys a frame
+/// between checkpoints, fill chains with tiny deltas: at 100M keys the checkpoint after 100k
+/// random overwrites took 6.8 s rebuilding them, 2.1 s merging. Small, so the deltas walks
+/// verify and keep stay few bytes (merging up to a quarter slowed reads: docs/decisions.md).
+const DELTA_MERGE_FRACTION: usize = 32;
 
 /// Encodes the captured frames, in order, on up to `ENCODE_THREADS_MAX` threads (the calling
 /// one included). Encoding walks every node of a frame and is bound by memory latency (about
@@ -197,6 +218,7 @@ impl Durable {
             stall_max_us: AtomicU64::new(0),
             frames_whole: AtomicU64::new(0),
             frames_delta: AtomicU64::new(0),
+            chains_merged: AtomicU64::new(0),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             background: Mutex::new(None),
@@ -212,9 +234,14 @@ impl Durable {
         self.stall_max_us.load(Ordering::Relaxed)
     }
 
-    /// Frames written whole and as deltas by checkpoints since open.
-    pub(crate) fn frames_written(&self) -> (u64, u64) {
-        (self.frames_whole.load(Ordering::Relaxed), self.frames_delta.load(Ordering::Relaxed))
+    /// Frames written whole and as deltas by checkpoints since open, and of the deltas
+    /// those that replaced a chain.
+    pub(crate) fn frames_written(&self) -> (u64, u64, u64) {
+        (
+            self.frames_whole.load(Ordering::Relaxed),
+            self.frames_delta.load(Ordering::Relaxed),
+            self.chains_merged.load(Ordering::Relaxed),
+        )
     }
 
     /// Runs one checkpoint (see the module docs for the steps).
@@ -287,20 +314,43 @@ impl Durable {
     }
 
     /// How a captured frame is written: a delta when its change log allows and its chain has
-    /// room, else its whole image.
+    /// room; a delta replacing a full chain when that is small; else its whole image.
     fn encode_captured(&self, tree: &Tree, frame: &CapturedFrame, old: &SlotTable) -> Result<Encoded> {
         let id = frame.id;
-        let delta = old.get(&id.0).filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
+        let loc = old.get(&id.0);
+        let delta = loc.filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
             let chain: usize =
                 loc.deltas.iter().map(|&(at, _)| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
             let room = (frame.encoded_bytes / DELTA_CHAIN_FRACTION).checked_sub(chain)?;
-            encode_delta(id, frame.root.as_ref(), &frame.changes, loc.deltas.len() as u32 + 1, room)
+            encode_delta(id, frame.root.as_ref(), &[], &frame.changes, loc.deltas.len() as u32 + 1, room)
         });
-        Ok(match (delta, &frame.root) {
-            (Some(bytes), _) => (id.0, bytes, true),
-            (None, Some(root)) => (id.0, encode_frame(id, root)?, false),
-            (None, None) => (id.0, encode_frame(id, &tree.rebuild_unloaded(frame)?)?, false),
-        })
+        if let Some(bytes) = delta {
+            return Ok((id.0, bytes, Written::Delta));
+        }
+        let merge_max = frame.encoded_bytes / DELTA_MERGE_FRACTION;
+        // A chain whose deltas' bytes (where known) pass the limit is not read: the merge
+        // drops only each key's older entries, which few chains hold many of.
+        let too_large = |loc: &FrameLoc| {
+            loc.deltas.iter().map(|&(at, _)| self.store.used_bytes(at).unwrap_or(0)).sum::<usize>()
+                > merge_max + loc.deltas.len() * crate::format::frame::HEADER_LEN
+        };
+        if loc.is_some_and(|loc| loc.deltas.len() == DELTA_CHAIN_MAX && !too_large(loc)) {
+            match tree.merge_chain(frame, merge_max) {
+                Ok(Some(bytes)) => return Ok((id.0, bytes, Written::Merged)),
+                Ok(None) => {}
+                // A resident frame does not need its chain: written whole, it drops a chain
+                // that cannot be read (which would otherwise fail every checkpoint).
+                Err(e) if frame.root.is_some() => {
+                    tracing::warn!(frame = id.0, error = %e, "a frame's deltas could not be merged; writing it whole")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let image = match &frame.root {
+            Some(root) => encode_frame(id, root)?,
+            None => encode_frame(id, &tree.rebuild_unloaded(frame)?)?,
+        };
+        Ok((id.0, image, Written::Whole))
     }
 
     /// Steps 2 to 4 of a checkpoint (see the module docs) for a capture taken at `lsn`.
@@ -330,7 +380,7 @@ impl Durable {
                 table.insert(id.0, loc.clone());
             }
         }
-        let (mut whole, mut deltas) = (0u64, 0u64);
+        let (mut whole, mut deltas, mut merged) = (0u64, 0u64, 0u64);
         // Deltas waiting to fill the slot they are packed into (written when it is full, and
         // at the end): one write per slot instead of one small write per frame.
         let mut pack: Vec<Vec<u8>> = Vec::new();
@@ -347,8 +397,8 @@ impl Durable {
         for frames in capture.dirty.chunks(WRITE_BATCH_FRAMES) {
             let blobs = encode_parallel(frames, |f: &CapturedFrame| self.encode_captured(tree, f, &old))?;
             let mut images: Vec<(u64, Vec<u8>)> = Vec::new();
-            for (id, bytes, is_delta) in blobs {
-                if !is_delta {
+            for (id, bytes, written) in blobs {
+                if written == Written::Whole {
                     let slot = next_slot()?;
                     whole += 1;
                     table.insert(
@@ -366,7 +416,12 @@ impl Durable {
                 let slot = pack_slot.unwrap_or_default();
                 deltas += 1;
                 let at = slot * FRAME_SIZE as u64 + pack_bytes as u64;
-                table.entry(id).or_default().deltas.push((at, image_sum(&bytes)));
+                let chain = &mut table.entry(id).or_default().deltas;
+                if written == Written::Merged {
+                    merged += 1;
+                    chain.clear();
+                }
+                chain.push((at, image_sum(&bytes)));
                 // Sealed images are padded to 4 KiB already: the next delta starts aligned.
                 pack_bytes += bytes.len();
                 pack.push(bytes);
@@ -425,6 +480,7 @@ impl Durable {
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.frames_whole.fetch_add(whole, Ordering::Relaxed);
         self.frames_delta.fetch_add(deltas, Ordering::Relaxed);
+        self.chains_merged.fetch_add(merged, Ordering::Relaxed);
         Ok(held)
     }
 

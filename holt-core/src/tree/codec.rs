@@ -88,12 +88,15 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
 
 /// Encodes the delta that takes frame `id` from its state on disk to `root`, given the
 /// changes written since (`changes`, relative to the frame): for each key, its last entry,
-/// which is the key's state in `root` (the log and the root are captured together). `None`
-/// when a delta cannot or should not stand in for the whole frame: the log gave up
-/// (`whole`), or the delta would exceed `max_bytes`.
+/// which is the key's state in `root` (the log and the root are captured together).
+/// `earlier`: entries of deltas this one replaces (the frame's chain, oldest first), older
+/// than every change; empty when it is appended to the chain. `None` when a delta cannot or
+/// should not stand in for the whole frame: the log gave up (`whole`), or the delta would
+/// exceed `max_bytes`.
 pub(crate) fn encode_delta(
     id: FrameId,
     root: Option<&Node>,
+    earlier: &[DeltaEntry<'_>],
     changes: &ChangeLog<Node>,
     chain_index: u32,
     max_bytes: usize,
@@ -101,23 +104,26 @@ pub(crate) fn encode_delta(
     if changes.whole {
         return None;
     }
-    // Newest first within a key, so that `dedup` keeps each key's last entry.
-    let mut entries: Vec<(usize, DeltaEntry<'_>)> = changes
+    let logged = changes.iter().map(|(key, state)| match state {
+        Some(Node::Leaf(leaf)) => Some(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() }),
+        // A put records the leaf it stored: anything else (never met) is written whole.
+        Some(_) => None,
+        None => Some(DeltaEntry::Delete { key }),
+    });
+    // Oldest first, then newest first within a key, so that `dedup` keeps each key's last
+    // entry.
+    let mut entries: Vec<(usize, DeltaEntry<'_>)> = earlier
         .iter()
-        .map(|(key, state)| match state {
-            Some(Node::Leaf(leaf)) => {
-                Some(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() })
-            }
-            // A put records the leaf it stored: anything else (never met) is written whole.
-            Some(_) => None,
-            None => Some(DeltaEntry::Delete { key }),
-        })
+        .cloned()
+        .map(Some)
+        .chain(logged)
         .enumerate()
         .map(|(i, entry)| Some((i, entry?)))
         .collect::<Option<_>>()?;
     entries.sort_unstable_by(|(i, a), (j, b)| a.key().cmp(b.key()).then(j.cmp(i)));
     entries.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
-    let mut delta = DeltaWriter::new(changes.accounted_bytes().min(max_bytes));
+    let hint = if earlier.is_empty() { changes.accounted_bytes() } else { max_bytes };
+    let mut delta = DeltaWriter::new(hint.min(max_bytes));
     for (_, entry) in &entries {
         if let Some(root) = root {
             debug_assert_eq!(

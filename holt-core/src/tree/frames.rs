@@ -120,6 +120,29 @@ impl Tree {
         Ok(root)
     }
 
+    /// The delta that replaces frame `frame`'s whole chain on disk: the chain's entries and
+    /// the captured changes, each key's last, as delta 1 of a new chain; `None` if it would
+    /// pass `max_bytes` (or the change log gave up). The image stays as it is.
+    pub(crate) fn merge_chain(&self, frame: &CapturedFrame, max_bytes: usize) -> Result<Option<Vec<u8>>> {
+        if frame.changes.whole {
+            return Ok(None);
+        }
+        self.pool.read_stored_deltas(frame.id, |deltas| {
+            let mut earlier = Vec::new();
+            for delta in deltas {
+                earlier.extend(delta.entries()?);
+            }
+            Ok(super::codec::encode_delta(
+                frame.id,
+                frame.root.as_ref(),
+                &earlier,
+                &frame.changes,
+                1,
+                max_bytes,
+            ))
+        })
+    }
+
     /// Opens a stored tree lazily: `frames` lists every live frame (the root among them),
     /// `source` reads them on first touch, `keys` is the stored key count, `weigh` the
     /// weight of a value (see `Options::weigher`). The frames' subtree totals start at zero:
