@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A progress bar on the terminal for an import in upstream mode, read from the gateway's
-# /metrics: top-level prefixes listed out of those found, objects indexed, and the rate.
+# /metrics: prefixes listed out of those found (top-level and split), objects indexed, and the rate.
 #
 #   scripts/import-progress.sh http://127.0.0.1:9000 BUCKET [METRICS_TOKEN]
 #

@@ -161,6 +161,25 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     // Loads apply the merged chains; point reads through a full cache search them.
     let db = Db::open(dir.path(), options(64 << 10)).expect("reopen with a tiny cache");
     check(&db, &model, "reopened with a tiny cache");
+    // Evicted frames: the writes are recorded in their change logs (no root to capture), and
+    // the checkpoints merge their full chains from disk.
+    let before = db.stats();
+    for round in 0..4 {
+        for _ in 0..2 * first.frames {
+            let k = key(oracle::next(&mut rng) % keys);
+            let v = format!("evicted round {round} value {}", oracle::next(&mut rng) % 1000).into_bytes();
+            let version = db.put(&k, &v).expect("overwrite");
+            model.insert(k, (v, version.0));
+        }
+        db.checkpoint().expect("checkpoint");
+    }
+    let after = db.stats();
+    assert!(after.frame_unloaded_writes > before.frame_unloaded_writes, "no write was recorded unloaded");
+    assert!(
+        after.checkpoint_chains_merged > before.checkpoint_chains_merged,
+        "no evicted frame's chain was merged: {after:?}"
+    );
+    check(&db, &model, "after merging evicted frames' chains");
     db.close().expect("close");
     let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
     check(&db, &model, "reopened");

@@ -46,8 +46,9 @@ pub fn import_cursor(bucket: &str) -> Vec<u8> {
     join(b'X', &[bucket.as_bytes()])
 }
 
-/// Upstream mode: the cursor of one top-level prefix of a bucket being imported (the last key
-/// under it indexed, empty before the first page); removed when the prefix is done.
+/// Upstream mode: the cursor of one prefix of a bucket being imported (top-level, or split off
+/// one; the last key under it indexed, empty before the first page); removed when the prefix
+/// is done or split.
 pub fn import_prefix_cursor(bucket: &str, prefix: &str) -> Vec<u8> {
     join(b'X', &[bucket.as_bytes(), prefix.as_bytes()])
 }

@@ -113,11 +113,13 @@ const DELTA_CHAIN_MAX: usize = 4;
 /// frame is written whole (a load reads and applies every delta).
 const DELTA_CHAIN_FRACTION: usize = 4;
 /// A full chain is merged into one delta (with the new changes) while that delta stays
-/// below this fraction of the frame's encoded size, instead of the frame being rebuilt
-/// whole (read, decoded, changed, encoded: ~1 ms). Sparse random writes, a few keys a frame
-/// between checkpoints, fill chains with tiny deltas: at 100M keys the checkpoint after 100k
-/// random overwrites took 6.8 s rebuilding them, 2.1 s merging. Small, so the deltas walks
-/// verify and keep stay few bytes (merging up to a quarter slowed reads: docs/decisions.md).
+/// below this fraction of the frame's encoded size, instead of the frame being written
+/// whole (an evicted frame read, decoded, changed and encoded: ~1 ms; a resident one
+/// encoded). Sparse random writes, a few keys a frame between checkpoints, fill chains with
+/// tiny deltas: at 100M keys the checkpoint after 100k random overwrites took 6.8 s writing
+/// them whole, 2.1 s merging. Small, to bound the deltas walks verify and keep (merging up
+/// to a quarter slowed reads: docs/decisions.md); gets and scans at 100M were slower in the
+/// one run with merges (6.76 against 5.85 µs, 647 against 607), not resolved.
 const DELTA_MERGE_FRACTION: usize = 32;
 
 /// Encodes the captured frames, in order, on up to `ENCODE_THREADS_MAX` threads (the calling
