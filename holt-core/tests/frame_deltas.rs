@@ -64,17 +64,24 @@ fn check(db: &Db, model: &Model, context: &str) {
     assert!(got == want, "{context}: scan differs from the model");
 }
 
-#[test]
-fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
-    let seed = oracle::seed("deltas_read_back_exactly_through_reopen_and_a_full_cache");
+/// A database of `keys` keys over several frames, checkpointed: its directory, handle, model
+/// and the stats after that first checkpoint.
+fn loaded(keys: u64) -> (tempfile::TempDir, Db, Model, holt_core::Stats) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let keys = 30_000u64;
     let db = Db::open(dir.path(), options(1 << 30)).expect("open");
     let mut model = Model::new();
     load(&db, &mut model, keys);
     db.checkpoint().expect("first checkpoint");
     let first = db.stats();
     assert!(first.frames > 4, "the test needs several frames, got {}", first.frames);
+    (dir, db, model, first)
+}
+
+#[test]
+fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
+    let seed = oracle::seed("deltas_read_back_exactly_through_reopen_and_a_full_cache");
+    let keys = 30_000u64;
+    let (dir, db, mut model, first) = loaded(keys);
     assert_eq!(first.checkpoint_frames_delta, 0, "nothing on disk to be a delta of");
 
     let mut rng = seed;
@@ -128,14 +135,8 @@ fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
 #[test]
 fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     let seed = oracle::seed("full_chains_of_small_deltas_are_merged_and_read_back_exactly");
-    let dir = tempfile::tempdir().expect("temp dir");
     let keys = 30_000u64;
-    let db = Db::open(dir.path(), options(1 << 30)).expect("open");
-    let mut model = Model::new();
-    load(&db, &mut model, keys);
-    db.checkpoint().expect("first checkpoint");
-    let first = db.stats();
-    assert!(first.frames > 4, "the test needs several frames, got {}", first.frames);
+    let (dir, db, mut model, first) = loaded(keys);
     let mut rng = seed;
     // Two overwrites a frame between checkpoints (the shape of sparse random writes over a
     // large tree): every chain fills with tiny deltas, three times over.
