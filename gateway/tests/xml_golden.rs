@@ -77,6 +77,27 @@ async fn golden_list_objects_v2() {
 }
 
 #[tokio::test]
+async fn golden_listing_of_names_that_need_escaping() {
+    let gw = Gw::new();
+    gw.create_bucket("bkt").await;
+    for k in ["caf\u{e9}", "p<1>", "q&a/x", "say \"hi\"/y", "tab\t'k"] {
+        gw.put("bkt", k, b"x").await;
+    }
+    let r = gw.a(Method::GET, "/bkt?list-type=2&delimiter=%2F", b"").await;
+    let doc = normalize(&r.text(), &["LastModified"]);
+    let expected = format!(
+        "{HEAD}<ListBucketResult{NS}><Name>bkt</Name><Prefix></Prefix><Delimiter>/</Delimiter><MaxKeys>1000</MaxKeys>\
+         <KeyCount>5</KeyCount><IsTruncated>false</IsTruncated>{}{}{}\
+         <CommonPrefixes><Prefix>q&amp;a/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>say &quot;hi&quot;/</Prefix></CommonPrefixes>\
+         </ListBucketResult>",
+        contents("caf\u{e9}", false),
+        contents("p&lt;1&gt;", false),
+        contents("tab\t&apos;k", false),
+    );
+    assert_eq!(doc, expected);
+}
+
+#[tokio::test]
 async fn golden_list_objects_v1() {
     let gw = setup().await;
     let r = gw.a(Method::GET, "/bkt?delimiter=%2F&max-keys=2&marker=a", b"").await;

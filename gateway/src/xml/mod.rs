@@ -21,6 +21,17 @@ pub fn is_xml_safe(s: &str) -> bool {
     !suspect || s.chars().all(is_xml_char)
 }
 
+/// Whether `bytes` is plain text: printable ASCII (0x20 to 0x7F) without `&`, `<`, `>`, `"`
+/// or `'`. Such bytes are UTF-8, XML 1.0 can carry them, and they escape to themselves, so
+/// one pass answers all three questions for the common name. A fold without an early exit
+/// compiles to vector compares.
+pub fn is_plain_text(bytes: &[u8]) -> bool {
+    !bytes.iter().fold(false, |acc, &b| {
+        // As a signed byte, everything below 0x20 or from 0x80 up is below 0x20.
+        acc | ((b as i8) < 0x20) | (b == b'&') | (b == b'<') | (b == b'>') | (b == b'"') | (b == b'\'')
+    })
+}
+
 /// How `escape_into` treats a byte: 0 copies it as is, anything else sends the text between
 /// the previous special byte and this one to the output whole, then handles this byte alone.
 const ESCAPE_CLASS: [u8; 256] = {
@@ -180,6 +191,18 @@ impl XmlWriter {
         self.close(name);
     }
 
+    /// Appends `bytes`, which the caller guarantees are UTF-8 markup or escaped text (literal
+    /// tags joined into one write, or a name `is_plain_text` accepted).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// The buffer, for writers that append escaped UTF-8 text themselves (dates, numbers,
+    /// ETags); the same contract as `elem_with`.
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
     /// Escaped text at the current position.
     pub fn text(&mut self, text: &str) {
         escape_into(&mut self.out, text);
@@ -218,6 +241,27 @@ mod tests {
             escape_into(&mut s, text);
             assert_eq!(String::from_utf8(s).unwrap(), format!("x{want}"), "{text:?}");
         }
+    }
+
+    #[test]
+    fn plain_text_is_printable_ascii_without_markup() {
+        for plain in ["", "photos/2024/a b+c=d.jpg", "del\u{7f}", "~!#$%()*,;=?@[]^`{|}"] {
+            assert!(is_plain_text(plain.as_bytes()), "{plain:?}");
+            let mut s = Vec::new();
+            escape_into(&mut s, plain);
+            assert_eq!(s, plain.as_bytes(), "plain text escapes to itself");
+        }
+        for not in
+            ["a&b", "<", ">", "\"", "'", "tab\t", "new\nline", "cr\r", "\u{1}", "caf\u{e9}", "\u{ffff}"]
+        {
+            assert!(!is_plain_text(not.as_bytes()), "{not:?}");
+        }
+        assert!(!is_plain_text(&[b'a', 0xff]), "not UTF-8");
+        // Long enough for the vector loop and its tail.
+        let mut long = vec![b'k'; 100];
+        assert!(is_plain_text(&long));
+        long[97] = b'<';
+        assert!(!is_plain_text(&long));
     }
 
     #[test]
