@@ -1020,11 +1020,28 @@ mod tests {
     }
 
     #[test]
+    fn varints_round_trip_at_every_length_and_refuse_what_does_not_fit() {
+        for v in [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1_700_000_000_000, u64::MAX] {
+            let mut e = Enc(Vec::new());
+            e.u64(v);
+            e.0.push(0xee);
+            let mut d = Dec(&e.0);
+            assert_eq!(d.u64(), Some(v));
+            assert_eq!(d.0, [0xee], "{v} left the byte after it");
+        }
+        assert_eq!(Dec(&[0x80]).u64(), None, "cut short");
+        assert_eq!(Dec(&[]).u64(), None, "empty");
+        assert_eq!(Dec(&[0xff; 10]).u64(), None, "past 64 bits");
+        assert_eq!(Dec(&[0xff; 11]).u64(), None, "longer than any u64");
+    }
+
+    #[test]
     fn listed_etags_escape_as_the_etag_does() {
         for parts in [0, 3, 10_000] {
             let listed = ListedObject {
                 size: 1,
-                md5: [0xa7; 16],
+                // Every nibble value, in both halves of a byte.
+                md5: std::array::from_fn(|i| (i as u8).wrapping_mul(0x1f) ^ 0xa5),
                 parts,
                 last_modified_ms: 0,
                 storage_class: None,

@@ -193,12 +193,14 @@ impl XmlWriter {
 
     /// Appends `bytes`, which the caller guarantees are UTF-8 markup or escaped text (literal
     /// tags joined into one write, or a name `is_plain_text` accepted).
+    #[inline]
     pub fn raw(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);
     }
 
     /// The buffer, for writers that append escaped UTF-8 text themselves (dates, numbers,
     /// ETags); the same contract as `elem_with`.
+    #[inline]
     pub fn buffer(&mut self) -> &mut Vec<u8> {
         &mut self.out
     }
