@@ -226,7 +226,8 @@ fn enc(url: bool, s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// One object entry. The markup between the variable fields is written as one constant run
-/// each (a page writes a thousand entries; an element at a time cost a third of the page).
+/// each (a page writes a thousand entries: an element at a time, a copy call per tag name,
+/// took 14% of the gateway's CPU under load).
 /// `Ok(false)` as `write_name`.
 fn write_entry(
     w: &mut XmlWriter,
