@@ -357,26 +357,15 @@ pub(super) fn decode_subtree(
     weigh: Weigh,
     resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
 ) -> Result<(Node, usize)> {
-    let end = {
-        let want = fetch_record(image, top)?;
-        let bytes = image.bytes_at(top, want)?;
-        let mut reader = RecordReader::window(bytes, top);
-        match reader.next_record() {
-            Ok(_) => top + reader.position(),
-            Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
-        }
-    };
+    let end = with_record(image, top, |_, reader| top + reader.position())?;
     let mut first = top;
     // Bound: `first` strictly decreases at every step (the reader rejects back distances
     // that do not point before their record).
     loop {
-        let want = fetch_record(image, first)?;
-        let bytes = image.bytes_at(first, want)?;
-        let back = match RecordReader::window(bytes, first).next_record() {
-            Ok(Record::Inner { distances, .. }) => distances.get(0),
-            Ok(_) => None,
-            Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
-        };
+        let back = with_record(image, first, |record, _| match record {
+            Record::Inner { distances, .. } => distances.get(0),
+            _ => None,
+        })?;
         match back {
             Some(back) => first -= back,
             None => break,
@@ -552,15 +541,13 @@ fn delta_state(deltas: &[DeltaRef<'_>], key: &[u8]) -> Result<Option<ImageWalk>>
 /// its root record.
 pub(super) fn image_lead(image: &mut dyn ImageBody) -> Result<Option<u8>> {
     let pos = image.root_offset();
-    let want = fetch_record(image, pos)?;
-    let bytes = image.bytes_at(pos, want)?;
-    match RecordReader::window(bytes, pos).next_record() {
-        Ok(Record::Leaf { suffix, .. }) => Ok(suffix.first().copied()),
-        Ok(Record::Inner { prefix, .. }) => Ok(prefix.first().copied()),
-        Ok(Record::Link { .. }) => {
-            Err(image.corruption(FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
-        }
-        Err(e) => Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+    match with_record(image, pos, |record, _| match record {
+        Record::Leaf { suffix, .. } => Some(suffix.first().copied()),
+        Record::Inner { prefix, .. } => Some(prefix.first().copied()),
+        Record::Link { .. } => None,
+    })? {
+        Some(lead) => Ok(lead),
+        None => Err(image.corruption(FRAME_HEADER_LEN + pos, "the frame's root is a link".into())),
     }
 }
 
@@ -581,9 +568,7 @@ pub(super) enum OwnedRecord {
 
 /// The record at body offset `pos` of a frame's image, fetched and copied out.
 pub(super) fn read_record(image: &mut dyn ImageBody, pos: usize, weigh: Weigh) -> Result<OwnedRecord> {
-    let want = fetch_record(image, pos)?;
-    let bytes = image.bytes_at(pos, want)?;
-    let record = RecordReader::window(bytes, pos).next_record().map(|record| match record {
+    with_record(image, pos, |record, _| match record {
         Record::Leaf { suffix, value, version } => {
             OwnedRecord::Leaf(Leaf::new(suffix, value, version, weigh(value)))
         }
@@ -595,8 +580,7 @@ pub(super) fn read_record(image: &mut dyn ImageBody, pos: usize, weigh: Weigh) -
             keys: keys.iter().collect(),
             distances: (0..child_count + usize::from(has_terminal)).map_while(|i| distances.get(i)).collect(),
         },
-    });
-    record.map_err(|e| image.corruption(FRAME_HEADER_LEN + e.offset, e.reason))
+    })
 }
 
 /// How many bytes from body offset `pos` hold the whole record there: fetched until it
@@ -615,62 +599,94 @@ fn fetch_record(image: &mut dyn ImageBody, pos: usize) -> Result<usize> {
     }
 }
 
+/// `f` applied to the record at body offset `pos` (and the reader, positioned after it),
+/// parsed once: from the first `RECORD_GUESS_BYTES` fetched when they hold it (nearly every
+/// record), else after `fetch_record` found how many bytes it needs. A record that cannot be
+/// parsed is a corruption error naming where.
+fn with_record<R>(
+    image: &mut dyn ImageBody,
+    pos: usize,
+    f: impl FnOnce(Record<'_>, &RecordReader<'_>) -> R,
+) -> Result<R> {
+    let body_len = image.body_len();
+    let bytes = image.bytes_at(pos, RECORD_GUESS_BYTES)?;
+    let fetched = bytes.len();
+    let mut reader = RecordReader::window(bytes, pos);
+    match reader.next_record() {
+        Ok(record) => return Ok(f(record, &reader)),
+        Err(_) if pos + fetched < body_len => {}
+        Err(e) => return Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+    }
+    let want = fetch_record(image, pos)?;
+    let bytes = image.bytes_at(pos, want)?;
+    let mut reader = RecordReader::window(bytes, pos);
+    match reader.next_record() {
+        Ok(record) => Ok(f(record, &reader)),
+        Err(e) => Err(image.corruption(FRAME_HEADER_LEN + e.offset, e.reason)),
+    }
+}
+
 /// `walk_image` over the image alone.
 fn walk_pages(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result<ImageWalk> {
+    /// What one record tells the walk.
+    enum Step {
+        Done(ImageWalk),
+        /// Down to the record `back` bytes before this one, the key consumed to `depth`;
+        /// `terminal` when that record must be the terminal leaf of the key.
+        Down {
+            back: usize,
+            depth: usize,
+            terminal: bool,
+        },
+        Corrupt(&'static str),
+    }
     let root_offset = image.root_offset();
     let mut pos = root_offset;
     let mut at_terminal = false;
     // Bound: `pos` strictly decreases at every step (the reader rejects back distances that
     // do not point before their record).
     loop {
-        let want = fetch_record(image, pos)?;
-        let bytes = image.bytes_at(pos, want)?;
-        let record = RecordReader::window(bytes, pos).next_record();
-        let record = record.map_err(|e| (FRAME_HEADER_LEN + e.offset, e.reason));
         let rest = key.get(depth..).unwrap_or_default();
-        let step = match record {
-            Err(e) => Err(e),
-            Ok(_) if at_terminal && !matches!(record, Ok(Record::Leaf { .. })) => {
-                Err((FRAME_HEADER_LEN + pos, "terminal is not a leaf".into()))
+        let step = with_record(image, pos, |record, _| match record {
+            _ if at_terminal && !matches!(record, Record::Leaf { .. }) => {
+                Step::Corrupt("terminal is not a leaf")
             }
-            Ok(Record::Leaf { suffix, value, version }) => {
-                return Ok(if suffix == rest {
-                    ImageWalk::Found { value: value.to_vec(), version }
-                } else {
-                    ImageWalk::Missing
-                });
-            }
+            Record::Leaf { suffix, value, version } => Step::Done(if suffix == rest {
+                ImageWalk::Found { value: value.to_vec(), version }
+            } else {
+                ImageWalk::Missing
+            }),
             // A frame's root is never a link: links as roots could chain frames without the
             // key getting any deeper, so a corrupt pair of frames could send lookups in circles.
-            Ok(Record::Link { .. }) if pos == root_offset => {
-                Err((FRAME_HEADER_LEN + pos, "the frame's root is a link".into()))
-            }
-            Ok(Record::Link { frame }) => return Ok(ImageWalk::Link { frame: FrameId(frame), depth }),
-            Ok(Record::Inner { prefix, has_terminal, keys, distances, .. }) => {
+            Record::Link { .. } if pos == root_offset => Step::Corrupt("the frame's root is a link"),
+            Record::Link { frame } => Step::Done(ImageWalk::Link { frame: FrameId(frame), depth }),
+            Record::Inner { prefix, has_terminal, keys, distances, .. } => {
                 if !rest.starts_with(prefix) {
-                    return Ok(ImageWalk::Missing);
+                    return Step::Done(ImageWalk::Missing);
                 }
-                depth += prefix.len();
-                let index = match key.get(depth) {
-                    None if has_terminal => {
-                        at_terminal = true;
-                        0
-                    }
-                    None => return Ok(ImageWalk::Missing),
+                let depth = depth + prefix.len();
+                let (index, depth, terminal) = match key.get(depth) {
+                    None if has_terminal => (0, depth, true),
+                    None => return Step::Done(ImageWalk::Missing),
                     Some(&b) => match keys.index_of(b) {
-                        Some(i) => {
-                            depth += 1;
-                            i + usize::from(has_terminal)
-                        }
-                        None => return Ok(ImageWalk::Missing),
+                        Some(i) => (i + usize::from(has_terminal), depth + 1, false),
+                        None => return Step::Done(ImageWalk::Missing),
                     },
                 };
-                distances.get(index).ok_or((FRAME_HEADER_LEN + pos, "missing back distance".to_string()))
+                match distances.get(index) {
+                    Some(back) => Step::Down { back, depth, terminal },
+                    None => Step::Corrupt("missing back distance"),
+                }
             }
-        };
+        })?;
         match step {
-            Ok(back) => pos -= back,
-            Err((offset, reason)) => return Err(image.corruption(offset, reason)),
+            Step::Done(walk) => return Ok(walk),
+            Step::Down { back, depth: next, terminal } => {
+                pos -= back;
+                depth = next;
+                at_terminal = terminal;
+            }
+            Step::Corrupt(reason) => return Err(image.corruption(FRAME_HEADER_LEN + pos, reason.into())),
         }
     }
 }
