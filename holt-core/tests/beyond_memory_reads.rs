@@ -199,8 +199,18 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
     let mut named: HashMap<String, u32> = HashMap::new();
     // Twice: a page that failed its check is checked again on every read, never trusted.
     let mut failed = [Vec::new(), Vec::new()];
+    // Keys whose failed read walked pages and loaded no frame: the pages on their path hold
+    // the damage. (A read that tried to load a damaged frame whole fails on any of its keys;
+    // a later read of such a key may walk its pages instead, once the frame's admission
+    // count has aged, and serve it.)
+    let mut failed_on_pages = std::collections::HashSet::new();
     for (pass, i) in (0..count).map(|i| (0, i)).chain((0..count).map(|i| (1, i))) {
-        match db.get(&key(i)) {
+        let before = db.stats();
+        let got = db.get(&key(i));
+        let after = db.stats();
+        let loads_tried =
+            (after.frame_reads - before.frame_reads) - (after.frame_image_reads - before.frame_image_reads);
+        match got {
             Ok(Some(entry)) => assert_eq!(entry.value, value(i), "key {i} served a wrong value"),
             Ok(None) => panic!("key {i} read as missing instead of failing"),
             Err(Error::Corruption { location, reason }) => {
@@ -212,6 +222,9 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
                 assert!(location.frame.is_some(), "key {i}: corruption without its frame");
                 *named.entry(reason.split(':').next().unwrap().to_string()).or_default() += 1;
                 failed[pass].push(i);
+                if pass == 0 && loads_tried == 0 {
+                    failed_on_pages.insert(i);
+                }
             }
             Err(e) => panic!("key {i}: {e}"),
         }
@@ -219,11 +232,15 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
     println!("corruption errors by page: {named:?}");
     assert!(named.contains_key("page 2 checksum mismatch"), "the flipped byte was never detected");
     assert!(named.contains_key("page 3 checksum mismatch"), "the torn page was never detected");
-    // (The second pass may fail on more keys: a frame read often enough is decoded whole,
-    // and then every key in it fails.)
+    println!(
+        "keys failing on each pass: {:?}, on their pages: {}",
+        failed.each_ref().map(Vec::len),
+        failed_on_pages.len()
+    );
+    assert!(!failed_on_pages.is_empty(), "no read failed on its pages alone");
     let again: std::collections::HashSet<u32> = failed[1].iter().copied().collect();
-    let served = failed[0].iter().filter(|i| !again.contains(i)).count();
-    assert_eq!(served, 0, "{served} keys that failed on the first pass were served on the second");
+    let served = failed_on_pages.iter().filter(|i| !again.contains(i)).count();
+    assert_eq!(served, 0, "{served} keys whose pages failed on the first pass were served on the second");
 }
 
 /// Point reads of evicted frames that have deltas (keys overwritten or deleted since the

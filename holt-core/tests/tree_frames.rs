@@ -157,6 +157,62 @@ fn point_reads_from_images_agree_with_decoded_frames() {
     tree.check().unwrap();
 }
 
+/// Point reads spread evenly over many more frames than the cache holds admit (decode) none
+/// after the first rounds: each admission would evict a frame read as often, to be read
+/// whole again later. The same tree's frames, one read far more than its share, are admitted.
+#[test]
+fn evenly_spread_point_reads_do_not_churn_the_cache() {
+    let mut rng = seeded("evenly_spread_point_reads_do_not_churn_the_cache");
+    let (tree, ids) = path_tree(&mut rng);
+    let frames = tree.frame_count();
+    // A budget of about two frames.
+    let tree = tree.reopen(4 * 512 * 1024).unwrap();
+    let round = |tree: &TreeHarness| {
+        for &i in &ids {
+            assert_eq!(tree.get(&path_key(i)).unwrap().expect("key lost").value, [i as u8; 40]);
+        }
+    };
+    for _ in 0..3 {
+        round(&tree);
+    }
+    let (loads_before, _) = tree.cache_counters();
+    for _ in 0..20 {
+        round(&tree);
+    }
+    let (loads_after, _) = tree.cache_counters();
+    let reads = 20 * ids.len();
+    println!(
+        "{frames} frames, {} keys: {} loads in {reads} even reads",
+        ids.len(),
+        loads_after - loads_before
+    );
+    assert!(frames >= 8, "too few frames ({frames}) to spread reads over");
+    // Before counts aged, each frame was loaded once every ~1,024 reads of it.
+    assert!(
+        loads_after - loads_before <= 2,
+        "{} frames decoded by {reads} evenly spread reads",
+        loads_after - loads_before
+    );
+    // A key whose frame is evicted (its read walks an image). Its path may pass through
+    // evicted frames above its own, which draw as many pages.
+    let &hot_id = ids
+        .iter()
+        .find(|&&i| {
+            let walks = tree.image_reads();
+            tree.get(&path_key(i)).unwrap().expect("key lost");
+            tree.image_reads() > walks
+        })
+        .expect("no key in an evicted frame");
+    let hot = path_key(hot_id);
+    let walks = tree.image_reads();
+    for _ in 0..10_000 {
+        assert_eq!(tree.get(&hot).unwrap().expect("key lost").value, [hot_id as u8; 40]);
+    }
+    let (loads_hot, _) = tree.cache_counters();
+    println!("hot: {} image reads, {} loads", tree.image_reads() - walks, loads_hot - loads_after);
+    assert!(loads_hot > loads_after, "a frame read far more than its share was never admitted");
+}
+
 fn small_tree_images() -> Vec<(u64, Vec<u8>)> {
     let tree = TreeHarness::new(1024);
     for i in 0..400 {

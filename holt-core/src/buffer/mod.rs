@@ -25,7 +25,7 @@ mod filter;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
@@ -265,8 +265,9 @@ pub(crate) struct FrameCell<N> {
     /// Heap bytes of the frame's decoded nodes while resident, kept exact by writers.
     memory_bytes: AtomicUsize,
     /// Pages that reads of the frame's image (point reads, listings) fetched since it was
-    /// last admitted (see `BufferPool::read_image`).
-    image_pages: AtomicU32,
+    /// last admitted, halved for every admission epoch since they were counted: the epoch
+    /// in the high 32 bits, the pages in the low (see `BufferPool::admission_epoch`).
+    image_pages: AtomicU64,
     /// The verified header and page table of the frame's image on disk, kept from the first
     /// point read that fetched them while the frame is clean (its image cannot move then),
     /// so later point reads skip page 0: 552 bytes per frame, not counted in the budget.
@@ -483,7 +484,7 @@ impl<N> FrameCell<N> {
             retired: AtomicBool::new(false),
             referenced: AtomicBool::new(true),
             lead: AtomicU16::new(LEAD_UNKNOWN),
-            image_pages: AtomicU32::new(0),
+            image_pages: AtomicU64::new(0),
             image_head: Mutex::new(None),
             kept_deltas: Mutex::new(None),
             parent: Mutex::new(Weak::new()),
@@ -610,6 +611,21 @@ impl<N> FrameCell<N> {
             lead => u8::try_from(lead).ok().map(Some),
         }
     }
+    /// The pages counted towards admitting this frame, aged to admission epoch `epoch`.
+    fn admission_pages(&self, epoch: u32) -> u32 {
+        aged_pages(self.image_pages.load(Ordering::Relaxed), epoch)
+    }
+
+    /// Counts `pages` more towards admitting this frame, in admission epoch `epoch`.
+    fn count_admission_pages(&self, pages: u32, epoch: u32) {
+        let _ = self.image_pages.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
+            // A count made meanwhile in a later epoch (a racing reader) keeps its epoch.
+            let epoch = epoch.max((packed >> 32) as u32);
+            let pages = aged_pages(packed, epoch).saturating_add(pages);
+            Some(u64::from(epoch) << 32 | u64::from(pages))
+        });
+    }
+
     pub(crate) fn touch(&self) {
         if !self.referenced.load(Ordering::Relaxed) {
             self.referenced.store(true, Ordering::Relaxed);
@@ -956,6 +972,8 @@ pub(crate) struct BufferPool<N> {
     source_reads: AtomicU64,
     /// Pages read by point reads of evicted frames.
     page_reads: AtomicU64,
+    /// Pages counted towards admitting frames, over all frames (`admission_epoch`).
+    admission_pages: AtomicU64,
     /// Puts and deletes recorded in an evicted frame's change log (`Tree::write_unloaded`).
     unloaded_writes: AtomicU64,
     /// Bytes of the deltas kept on evicted frames (`FrameCell::kept_deltas`).
@@ -993,10 +1011,25 @@ struct ReadBuffers {
 /// Frame reads (loads and image reads) in flight at once, at most: each holds a 512 KiB buffer.
 const READ_BUFFERS_MAX: usize = 8;
 
-/// A frame whose image reads fetched this many pages since it was last loaded (while the cache
-/// was full) is decoded and admitted on the next read (evicting a colder frame): about 1,024
-/// point reads (`POINT_READ_PAGES` each), or fifty listings that read most of its pages.
+/// A frame whose image reads fetched this many pages lately (while the cache was full) is
+/// decoded and admitted on the next read (evicting a colder frame): about 1,024 point reads
+/// (`POINT_READ_PAGES` each), or fifty listings that read most of its pages. "Lately": counts
+/// halve every admission epoch (`BufferPool::admission_window`), so a frame is admitted only
+/// while it draws at least the share of image reads one frame of the cache would get.
 const ADMIT_AFTER_IMAGE_PAGES: u32 = 1024 * POINT_READ_PAGES;
+
+/// The fewest frames `BufferPool::admission_window` reckons a cache to hold. A read draws
+/// pages from every evicted frame on its path, so even the frame of the only key read draws
+/// a half or a third of them: a cache of one or two frames reckoned as such would never
+/// admit it.
+const ADMISSION_FRAMES_MIN: usize = 8;
+
+/// The pages a frame's packed admission count (`FrameCell::image_pages`) holds, halved for
+/// every admission epoch from the one it was counted in to `epoch`.
+fn aged_pages(packed: u64, epoch: u32) -> u32 {
+    let (counted_in, pages) = ((packed >> 32) as u32, packed as u32);
+    pages.checked_shr(epoch.saturating_sub(counted_in)).unwrap_or(0)
+}
 
 /// About the pages a point read of an evicted frame fetches (3.2 measured with the header
 /// kept; `tests/beyond_memory_reads.rs`).
@@ -1031,6 +1064,7 @@ impl<N> BufferPool<N> {
             image_reads: AtomicU64::new(0),
             source_reads: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
+            admission_pages: AtomicU64::new(0),
             unloaded_writes: AtomicU64::new(0),
             kept_delta_bytes: AtomicI64::new(0),
             pinned,
@@ -1045,16 +1079,45 @@ impl<N> BufferPool<N> {
         self.ring.lock().push_back(Arc::clone(cell));
     }
 
+    /// Pages counted towards admission (over all frames) per admission epoch: half of
+    /// `ADMIT_AFTER_IMAGE_PAGES` for each frame the cache holds (the budget over
+    /// `2 × FRAME_SIZE`, as `is_full` reckons a frame; at least `ADMISSION_FRAMES_MIN`). A
+    /// frame's count, halved every epoch, settles near twice what it draws in one, so it
+    /// reaches the threshold only while the frame draws at least the share of image pages
+    /// one frame of the cache would get if reads were spread evenly over it. Reads spread
+    /// evenly over more frames than the cache holds admit none (each admission would evict a
+    /// frame as often read, to be read back whole later); frames read more than that still
+    /// win a place. (Half the share, a window twice as long, kept some churn at 10M keys.)
+    fn admission_window(&self) -> u64 {
+        let frames = (self.budget_bytes / (2 * FRAME_SIZE)).max(ADMISSION_FRAMES_MIN) as u64;
+        u64::from(ADMIT_AFTER_IMAGE_PAGES).saturating_mul(frames) / 2
+    }
+
+    /// The current admission epoch (`admission_window`).
+    fn admission_epoch(&self) -> u32 {
+        self.epoch_at(self.admission_pages.load(Ordering::Relaxed))
+    }
+
+    fn epoch_at(&self, counted: u64) -> u32 {
+        u32::try_from(counted / self.admission_window()).unwrap_or(u32::MAX)
+    }
+
+    /// Counts `pages` towards admitting the evicted frame `cell`, in the epoch they end.
+    fn count_admission(&self, cell: &FrameCell<N>, pages: u32) {
+        let counted = self.admission_pages.fetch_add(u64::from(pages), Ordering::Relaxed) + u64::from(pages);
+        cell.count_admission_pages(pages, self.epoch_at(counted));
+    }
+
     /// Counts a write's walk through the evicted frame `cell` towards admitting it, as a
     /// point read's walk counts: the write's key continued in a frame linked from it.
     pub(crate) fn count_passing_write(&self, cell: &FrameCell<N>) {
-        cell.image_pages.fetch_add(POINT_READ_PAGES, Ordering::Relaxed);
+        self.count_admission(cell, POINT_READ_PAGES);
     }
 
     /// Counts `pages` more pages' worth of work towards admitting the evicted frame `cell`
     /// (a listing that scanned its deltas).
     pub(crate) fn count_image_work(&self, cell: &FrameCell<N>, pages: usize) {
-        cell.image_pages.fetch_add(u32::try_from(pages).unwrap_or(u32::MAX), Ordering::Relaxed);
+        self.count_admission(cell, u32::try_from(pages).unwrap_or(u32::MAX));
     }
 
     /// Counts a put or delete recorded in an evicted frame's change log.
@@ -1116,7 +1179,7 @@ impl<N> BufferPool<N> {
             self.released(0, deltas);
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
-            cell.image_pages.store(0, Ordering::Relaxed);
+            cell.image_pages.store(u64::from(self.admission_epoch()) << 32, Ordering::Relaxed);
             self.frame_reads.fetch_add(1, Ordering::Relaxed);
             root
         };
@@ -1251,7 +1314,7 @@ impl<N> BufferPool<N> {
         if cell.root.load().is_some() || !full() {
             return Ok(None);
         }
-        if cell.image_pages.load(Ordering::Relaxed) >= ADMIT_AFTER_IMAGE_PAGES {
+        if cell.admission_pages(self.admission_epoch()) >= ADMIT_AFTER_IMAGE_PAGES {
             return Ok(None); // `load` resets the count
         }
         let mut kept = cell.image_head.lock().clone();
@@ -1310,8 +1373,7 @@ impl<N> BufferPool<N> {
             )));
         };
         if admit {
-            let pages = u32::try_from(pages_read).unwrap_or(u32::MAX);
-            cell.image_pages.fetch_add(pages, Ordering::Relaxed);
+            self.count_admission(cell, u32::try_from(pages_read).unwrap_or(u32::MAX));
         }
         self.page_reads.fetch_add(pages_read, Ordering::Relaxed);
         self.image_reads.fetch_add(1, Ordering::Relaxed);
@@ -1740,5 +1802,42 @@ impl FrameSource for MemFrameSource {
     fn locate(&self, id: FrameId) -> (PathBuf, u64) {
         let _ = id;
         (PathBuf::from("<memory>"), 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_counts_halve_every_epoch_and_vanish_after_thirty_two() {
+        let packed = |epoch: u32, pages: u32| u64::from(epoch) << 32 | u64::from(pages);
+        assert_eq!(aged_pages(packed(7, 3_000), 7), 3_000);
+        assert_eq!(aged_pages(packed(7, 3_000), 8), 1_500);
+        assert_eq!(aged_pages(packed(7, 3_000), 10), 375);
+        assert_eq!(aged_pages(packed(7, u32::MAX), 7 + 32), 0);
+        // A count from a later epoch than the caller knows of is not aged.
+        assert_eq!(aged_pages(packed(9, 3_000), 8), 3_000);
+
+        let cell = FrameCell::<()>::evicted(FrameId(5));
+        cell.count_admission_pages(1_000, 2);
+        cell.count_admission_pages(1_000, 2);
+        assert_eq!(cell.admission_pages(2), 2_000);
+        // The next epoch halves what was counted before it, then adds.
+        cell.count_admission_pages(100, 3);
+        assert_eq!(cell.admission_pages(3), 1_100);
+        assert_eq!(cell.admission_pages(4), 550);
+        // A reader still in an older epoch counts into the newer one.
+        cell.count_admission_pages(10, 2);
+        assert_eq!(cell.admission_pages(3), 1_110);
+    }
+
+    #[test]
+    fn the_admission_window_is_half_a_threshold_a_frame_of_the_cache() {
+        let pool = |budget: usize| BufferPool::<()>::new(budget, None, FrameId(0));
+        let threshold = u64::from(ADMIT_AFTER_IMAGE_PAGES);
+        assert_eq!(pool(64 * 2 * FRAME_SIZE).admission_window(), threshold * 32);
+        assert_eq!(pool(FRAME_SIZE).admission_window(), threshold * ADMISSION_FRAMES_MIN as u64 / 2);
+        assert!(pool(usize::MAX).admission_window() > threshold, "no overflow");
     }
 }
