@@ -427,6 +427,10 @@ impl<'a> Dec<'a> {
         // A u64 needs at most 10 varint bytes: a bound on this loop.
         for i in 0..10 {
             let b = self.byte()?;
+            // The tenth byte holds bit 63 alone: more would not fit.
+            if i == 9 && b > 1 {
+                return None;
+            }
             v |= u64::from(b & 0x7f).checked_shl(7 * i)?;
             if b & 0x80 == 0 {
                 return Some(v);
@@ -1031,7 +1035,12 @@ mod tests {
         }
         assert_eq!(Dec(&[0x80]).u64(), None, "cut short");
         assert_eq!(Dec(&[]).u64(), None, "empty");
-        assert_eq!(Dec(&[0xff; 10]).u64(), None, "past 64 bits");
+        let mut at_most = [0xff; 10];
+        at_most[9] = 0x01;
+        assert_eq!(Dec(&at_most).u64(), Some(u64::MAX));
+        at_most[9] = 0x02;
+        assert_eq!(Dec(&at_most).u64(), None, "past 64 bits");
+        assert_eq!(Dec(&[0xff; 10]).u64(), None, "a tenth byte that goes on");
         assert_eq!(Dec(&[0xff; 11]).u64(), None, "longer than any u64");
     }
 

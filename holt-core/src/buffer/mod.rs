@@ -611,6 +611,7 @@ impl<N> FrameCell<N> {
             lead => u8::try_from(lead).ok().map(Some),
         }
     }
+
     /// The pages counted towards admitting this frame, aged to admission epoch `epoch`.
     fn admission_pages(&self, epoch: u32) -> u32 {
         aged_pages(self.image_pages.load(Ordering::Relaxed), epoch)
