@@ -160,7 +160,8 @@ fn resident_lookups_read_evicted_frames_only_from_the_page_cache() {
 
 /// Flips a byte in page 2 of one frame and zeroes page 3 of another (a write that lost one
 /// sector): reads through those pages fail with a corruption error naming the page, every
-/// other read returns its value, on the first pass over the keys and the second. Pages read
+/// other read returns its value (but for a read now and then that tries to load a damaged
+/// frame whole), on the first pass over the keys and the second. Pages read
 /// in place from the mapping of the frames file (the default) and pages copied by `pread`
 /// are checked alike.
 #[test]
@@ -238,6 +239,11 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
         failed_on_pages.len()
     );
     assert!(!failed_on_pages.is_empty(), "no read failed on its pages alone");
+    // A damaged page fails the reads that cross it, and a try at loading its frame whole now
+    // and then fails one read: not every read of the frame (each try starts its count again).
+    for (pass, keys) in failed.iter().enumerate() {
+        assert!(keys.len() < 1_000, "pass {pass}: {} of {count} reads failed", keys.len());
+    }
     let again: std::collections::HashSet<u32> = failed[1].iter().copied().collect();
     let served = failed_on_pages.iter().filter(|i| !again.contains(i)).count();
     assert_eq!(served, 0, "{served} keys whose pages failed on the first pass were served on the second");

@@ -1167,7 +1167,16 @@ impl<N> BufferPool<N> {
             if let Some(root) = cell.root.load_full() {
                 return Ok(root);
             }
-            let (root, size) = self.read_stored(cell.id, decode)?;
+            let (root, size) = match self.read_stored(cell.id, decode) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    // Its count starts again: until it is read often enough to be tried
+                    // again, reads walk its pages, and a damaged page fails only the reads
+                    // that cross it rather than every read of the frame.
+                    cell.image_pages.store(u64::from(self.admission_epoch()) << 32, Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
             // Counted before the root is published: once it is, a writer may change the frame
             // and account for that change itself.
             cell.set_size(size);
