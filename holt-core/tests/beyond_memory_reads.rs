@@ -201,9 +201,9 @@ fn corrupt_or_torn_page_is_named(options: holt_core::Options) {
     // Twice: a page that failed its check is checked again on every read, never trusted.
     let mut failed = [Vec::new(), Vec::new()];
     // Keys whose failed read walked pages and loaded no frame: the pages on their path hold
-    // the damage. (A read that tried to load a damaged frame whole fails on any of its keys;
-    // a later read of such a key may walk its pages instead, once the frame's admission
-    // count has aged, and serve it.)
+    // the damage. (A read that tried to load a damaged frame whole fails whatever its key;
+    // a later read of that key walks its pages, the frame's admission count having started
+    // again, and serves it.)
     let mut failed_on_pages = std::collections::HashSet::new();
     for (pass, i) in (0..count).map(|i| (0, i)).chain((0..count).map(|i| (1, i))) {
         let before = db.stats();
