@@ -132,6 +132,17 @@ fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
     check(&db, &model, "reopened");
 }
 
+/// `count` overwrites of random keys below `keys`, each value naming `label`, recorded in
+/// `model`.
+fn overwrite_random(db: &Db, model: &mut Model, rng: &mut u64, keys: u64, count: u64, label: &str) {
+    for _ in 0..count {
+        let k = key(oracle::next(rng) % keys);
+        let v = format!("{label} value {}", oracle::next(rng) % 1000).into_bytes();
+        let version = db.put(&k, &v).expect("overwrite");
+        model.insert(k, (v, version.0));
+    }
+}
+
 #[test]
 fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     let seed = oracle::seed("full_chains_of_small_deltas_are_merged_and_read_back_exactly");
@@ -142,12 +153,7 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     // large tree): every chain fills with tiny deltas, three times over.
     let mut merged_seen = Vec::new();
     for round in 0..12 {
-        for _ in 0..2 * first.frames {
-            let k = key(oracle::next(&mut rng) % keys);
-            let v = format!("round {round} value {}", oracle::next(&mut rng) % 1000).into_bytes();
-            let version = db.put(&k, &v).expect("overwrite");
-            model.insert(k, (v, version.0));
-        }
+        overwrite_random(&db, &mut model, &mut rng, keys, 2 * first.frames, &format!("round {round}"));
         db.checkpoint().expect("checkpoint");
         merged_seen.push(db.stats().checkpoint_chains_merged);
         check(&db, &model, &format!("round {round}, before reopening"));
@@ -166,12 +172,14 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     // the checkpoints merge their full chains from disk.
     let before = db.stats();
     for round in 0..4 {
-        for _ in 0..2 * first.frames {
-            let k = key(oracle::next(&mut rng) % keys);
-            let v = format!("evicted round {round} value {}", oracle::next(&mut rng) % 1000).into_bytes();
-            let version = db.put(&k, &v).expect("overwrite");
-            model.insert(k, (v, version.0));
-        }
+        overwrite_random(
+            &db,
+            &mut model,
+            &mut rng,
+            keys,
+            2 * first.frames,
+            &format!("evicted round {round}"),
+        );
         db.checkpoint().expect("checkpoint");
     }
     let after = db.stats();

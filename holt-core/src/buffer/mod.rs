@@ -617,6 +617,12 @@ impl<N> FrameCell<N> {
         aged_pages(self.image_pages.load(Ordering::Relaxed), epoch)
     }
 
+    /// Starts this frame's admission count again, at zero in epoch `epoch` (it was loaded, or
+    /// a load failed).
+    fn restart_admission(&self, epoch: u32) {
+        self.image_pages.store(u64::from(epoch) << 32, Ordering::Relaxed);
+    }
+
     /// Counts `pages` more towards admitting this frame, in admission epoch `epoch`.
     fn count_admission_pages(&self, pages: u32, epoch: u32) {
         let _ = self.image_pages.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
@@ -975,6 +981,8 @@ pub(crate) struct BufferPool<N> {
     page_reads: AtomicU64,
     /// Pages counted towards admitting frames, over all frames (`admission_epoch`).
     admission_pages: AtomicU64,
+    /// Pages counted per admission epoch (`admission_window`), fixed with the budget.
+    admission_window: u64,
     /// Puts and deletes recorded in an evicted frame's change log (`Tree::write_unloaded`).
     unloaded_writes: AtomicU64,
     /// Bytes of the deltas kept on evicted frames (`FrameCell::kept_deltas`).
@@ -1015,11 +1023,11 @@ const READ_BUFFERS_MAX: usize = 8;
 /// A frame whose image reads fetched this many pages lately (while the cache was full) is
 /// decoded and admitted on the next read (evicting a colder frame): about 1,024 point reads
 /// (`POINT_READ_PAGES` each), or fifty listings that read most of its pages. "Lately": counts
-/// halve every admission epoch (`BufferPool::admission_window`), so a frame is admitted only
+/// halve every admission epoch (`admission_window`), so a frame is admitted only
 /// while it draws at least the share of image reads one frame of the cache would get.
 const ADMIT_AFTER_IMAGE_PAGES: u32 = 1024 * POINT_READ_PAGES;
 
-/// The fewest frames `BufferPool::admission_window` reckons a cache to hold. A read draws
+/// The fewest frames `admission_window` reckons a cache to hold. A read draws
 /// pages from every evicted frame on its path, so even the frame of the only key read draws
 /// a half or a third of them: a cache of one or two frames reckoned as such would never
 /// admit it.
@@ -1030,6 +1038,21 @@ const ADMISSION_FRAMES_MIN: usize = 8;
 fn aged_pages(packed: u64, epoch: u32) -> u32 {
     let (counted_in, pages) = ((packed >> 32) as u32, packed as u32);
     pages.checked_shr(epoch.saturating_sub(counted_in)).unwrap_or(0)
+}
+
+/// Pages counted towards admission (over all frames) per admission epoch, for a cache of
+/// `budget_bytes`: half of `ADMIT_AFTER_IMAGE_PAGES` for each frame the cache holds (the
+/// budget over `2 × FRAME_SIZE`, as `is_full` reckons a frame; at least
+/// `ADMISSION_FRAMES_MIN`). A
+/// frame's count, halved every epoch, settles near twice what it draws in one, so it
+/// reaches the threshold only while the frame draws at least the share of image pages
+/// one frame of the cache would get if reads were spread evenly over it. Reads spread
+/// evenly over more frames than the cache holds admit none (each admission would evict a
+/// frame as often read, to be read back whole later); frames read more than that still
+/// win a place. (Half the share, a window twice as long, kept some churn at 10M keys.)
+fn admission_window(budget_bytes: usize) -> u64 {
+    let frames = (budget_bytes / (2 * FRAME_SIZE)).max(ADMISSION_FRAMES_MIN) as u64;
+    u64::from(ADMIT_AFTER_IMAGE_PAGES).saturating_mul(frames) / 2
 }
 
 /// About the pages a point read of an evicted frame fetches (3.2 measured with the header
@@ -1066,6 +1089,7 @@ impl<N> BufferPool<N> {
             source_reads: AtomicU64::new(0),
             page_reads: AtomicU64::new(0),
             admission_pages: AtomicU64::new(0),
+            admission_window: admission_window(budget_bytes),
             unloaded_writes: AtomicU64::new(0),
             kept_delta_bytes: AtomicI64::new(0),
             pinned,
@@ -1080,27 +1104,13 @@ impl<N> BufferPool<N> {
         self.ring.lock().push_back(Arc::clone(cell));
     }
 
-    /// Pages counted towards admission (over all frames) per admission epoch: half of
-    /// `ADMIT_AFTER_IMAGE_PAGES` for each frame the cache holds (the budget over
-    /// `2 × FRAME_SIZE`, as `is_full` reckons a frame; at least `ADMISSION_FRAMES_MIN`). A
-    /// frame's count, halved every epoch, settles near twice what it draws in one, so it
-    /// reaches the threshold only while the frame draws at least the share of image pages
-    /// one frame of the cache would get if reads were spread evenly over it. Reads spread
-    /// evenly over more frames than the cache holds admit none (each admission would evict a
-    /// frame as often read, to be read back whole later); frames read more than that still
-    /// win a place. (Half the share, a window twice as long, kept some churn at 10M keys.)
-    fn admission_window(&self) -> u64 {
-        let frames = (self.budget_bytes / (2 * FRAME_SIZE)).max(ADMISSION_FRAMES_MIN) as u64;
-        u64::from(ADMIT_AFTER_IMAGE_PAGES).saturating_mul(frames) / 2
-    }
-
     /// The current admission epoch (`admission_window`).
     fn admission_epoch(&self) -> u32 {
         self.epoch_at(self.admission_pages.load(Ordering::Relaxed))
     }
 
     fn epoch_at(&self, counted: u64) -> u32 {
-        u32::try_from(counted / self.admission_window()).unwrap_or(u32::MAX)
+        u32::try_from(counted / self.admission_window).unwrap_or(u32::MAX)
     }
 
     /// Counts `pages` towards admitting the evicted frame `cell`, in the epoch they end.
@@ -1173,7 +1183,7 @@ impl<N> BufferPool<N> {
                     // Its count starts again: until it is read often enough to be tried
                     // again, reads walk its pages, and a damaged page fails only the reads
                     // that cross it rather than every read of the frame.
-                    cell.image_pages.store(u64::from(self.admission_epoch()) << 32, Ordering::Relaxed);
+                    cell.restart_admission(self.admission_epoch());
                     return Err(e);
                 }
             };
@@ -1189,7 +1199,7 @@ impl<N> BufferPool<N> {
             self.released(0, deltas);
             self.ring.lock().push_back(Arc::clone(cell));
             cell.touch();
-            cell.image_pages.store(u64::from(self.admission_epoch()) << 32, Ordering::Relaxed);
+            cell.restart_admission(self.admission_epoch());
             self.frame_reads.fetch_add(1, Ordering::Relaxed);
             root
         };
@@ -1846,8 +1856,8 @@ mod tests {
     fn the_admission_window_is_half_a_threshold_a_frame_of_the_cache() {
         let pool = |budget: usize| BufferPool::<()>::new(budget, None, FrameId(0));
         let threshold = u64::from(ADMIT_AFTER_IMAGE_PAGES);
-        assert_eq!(pool(64 * 2 * FRAME_SIZE).admission_window(), threshold * 32);
-        assert_eq!(pool(FRAME_SIZE).admission_window(), threshold * ADMISSION_FRAMES_MIN as u64 / 2);
-        assert!(pool(usize::MAX).admission_window() > threshold, "no overflow");
+        assert_eq!(pool(64 * 2 * FRAME_SIZE).admission_window, threshold * 32);
+        assert_eq!(pool(FRAME_SIZE).admission_window, threshold * ADMISSION_FRAMES_MIN as u64 / 2);
+        assert!(pool(usize::MAX).admission_window > threshold, "no overflow");
     }
 }
