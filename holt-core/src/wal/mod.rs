@@ -355,6 +355,16 @@ impl Wal {
     /// exclusively (so `lsn == head()` and no record at or after it has been reserved yet).
     pub(crate) fn request_roll(&self, lsn: u64) {
         let mut roll = self.shared.roll.lock();
+        // A log that is no longer open has a flusher that is gone or leaving without looking
+        // at requests again: answer here, or `wait_roll` would wait for it forever. Checked
+        // under the lock: `Shared::poison` and the flusher's exit change the state before they
+        // take it to clear a request, so a request set here after an open state was seen is
+        // one they will still answer.
+        if !self.shared.ring.is_open() {
+            roll.request = None;
+            roll.answer = Some(Err(if self.is_poisoned() { Error::Poisoned } else { Error::Closed }));
+            return;
+        }
         roll.request = Some(lsn);
         roll.answer = None;
         drop(roll);
@@ -409,7 +419,7 @@ mod tests {
 
     use super::*;
     use crate::api::Condition;
-    use crate::io::SimFs;
+    use crate::io::{Fault, FaultError, SimFs};
 
     fn put(key: &[u8]) -> [Op<'_>; 1] {
         [Op::Put { key, value: b"value", condition: Condition::None }]
@@ -443,5 +453,28 @@ mod tests {
         let waited = sync_writer.join().expect("sync writer");
         assert!(waited < interval / 5, "the sync write waited {waited:?} (flush interval {interval:?})");
         assert_eq!(wal.durable(), wal.head());
+    }
+
+    /// A checkpoint that asks for a roll after the flusher failed and left (the log poisoned
+    /// between the checkpoint's poison check and its request) is answered, not left waiting
+    /// for a flusher that will never look again.
+    #[test]
+    fn a_roll_requested_after_the_log_failed_is_refused_not_awaited() {
+        let fs = SimFs::new(11);
+        let cfg = WalConfig::new(4096, 1 << 20, Duration::from_millis(1), u64::MAX);
+        let resume = Resume { segment: 1, base_lsn: FIRST_LSN, header_written: false, next_lsn: FIRST_LSN };
+        let wal = Arc::new(Wal::open(fs.clone(), cfg, resume).expect("open log"));
+        fs.inject(Fault { op: None, path_contains: None, nth: 1, error: FaultError::Freeze, forever: true });
+        let ticket = wal.append(&put(b"lost"), Durability::Sync).expect("append");
+        assert!(wal.wait(ticket).is_err(), "the sync write's fdatasync failed");
+        assert!(wal.is_poisoned());
+        let (done, answered) = std::sync::mpsc::channel();
+        let checkpoint = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            checkpoint.request_roll(checkpoint.head());
+            let _ = done.send(checkpoint.wait_roll());
+        });
+        let answer = answered.recv_timeout(Duration::from_secs(30)).expect("wait_roll returned");
+        assert!(matches!(answer, Err(Error::Poisoned)), "{answer:?}");
     }
 }
