@@ -10,13 +10,22 @@
 //!   gets timed: data eight times the budget, served from memory the process does not own.
 //!
 //! Both engines read the same keys in the same order. Per get latencies give p50 and p99.
+//! With `HOLT_BENCH_STATS` set, the engine's own counters (`Engine::stats_line`) are printed
+//! to stderr before and after each timed pass.
 //!
 //! `--op scan100` times prefix scans instead of gets, in the same two regimes: the first 100
 //! keys (with values) under a random `bucket/tenant/dir-NNN/` prefix, as `engine_bench`'s
 //! `scan100` does (a listing without a delimiter).
 //!
+//! `--op overwrite` times async overwrites of random keys in the warm regime only (after the
+//! untimed pass of gets over the same keys), then the engine's deferred work (`finish`: a
+//! checkpoint, a memtable flush): the mean is amortized over both, as `engine_bench`'s
+//! overwrite phase reports it, and the put mean and the finish time are given beside it. The
+//! rounds change the databases (new values, same keys), so later pairs overwrite a database
+//! earlier pairs overwrote.
+//!
 //! usage: paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S]
-//!                   [--dir PATH] [--cold-cache-mb MB] [--reuse] [--op get|scan100]
+//!                   [--dir PATH] [--cold-cache-mb MB] [--reuse] [--op get|scan100|overwrite]
 //!                   [--only cold|warm]
 
 use std::path::{Path, PathBuf};
@@ -54,6 +63,8 @@ enum Op {
     Get,
     /// The first `SCAN_LIMIT` keys under a directory prefix.
     Scan,
+    /// An async put of a new value, then `finish` once after the round.
+    Overwrite,
 }
 
 const SCAN_LIMIT: usize = 100;
@@ -94,13 +105,16 @@ fn parse_args() -> Result<Args, String> {
                 a.op = match value()?.as_str() {
                     "get" => Op::Get,
                     "scan100" => Op::Scan,
-                    other => return Err(format!("--op: unknown operation {other} (get, scan100)")),
+                    "overwrite" => Op::Overwrite,
+                    other => {
+                        return Err(format!("--op: unknown operation {other} (get, scan100, overwrite)"))
+                    }
                 }
             }
             "--help" | "-h" => {
                 println!(
                     "paired_get [--engines A,B] [--keys N] [--pairs P] [--gets G] [--seed S] [--dir PATH] \
-                     [--cold-cache-mb MB] [--reuse] [--op get|scan100] [--only cold|warm]"
+                     [--cold-cache-mb MB] [--reuse] [--op get|scan100|overwrite] [--only cold|warm]"
                 );
                 std::process::exit(0);
             }
@@ -152,13 +166,17 @@ fn warm_page_cache(dir: &Path) -> BenchResult<()> {
     Ok(())
 }
 
-/// Times each operation on `keys` (keys to get, or prefixes to scan); returns the
-/// latencies in ns.
-fn timed_ops(engine: &dyn Engine, op: Op, keys: &[Vec<u8>]) -> BenchResult<Vec<u64>> {
+/// Times each operation on `keys` (keys to get or overwrite, or prefixes to scan); returns
+/// the latencies in ns and, for overwrites, the time `finish` took after them (else 0).
+/// `generation` makes an overwrite's values new.
+fn timed_ops(engine: &dyn Engine, op: Op, keys: &[Vec<u8>], generation: u64) -> BenchResult<(Vec<u64>, u64)> {
     let mut out = Vec::with_capacity(128);
     let mut listed = Vec::with_capacity(SCAN_LIMIT);
     let mut samples = Vec::with_capacity(keys.len());
-    for k in keys {
+    for (i, k) in keys.iter().enumerate() {
+        if op == Op::Overwrite {
+            data::value(i as u64, generation, &mut out);
+        }
         let start = Instant::now();
         let found = match op {
             Op::Get => engine.get(k, &mut out)?,
@@ -166,28 +184,42 @@ fn timed_ops(engine: &dyn Engine, op: Op, keys: &[Vec<u8>]) -> BenchResult<Vec<u
                 engine.scan(k, SCAN_LIMIT, &mut listed)?;
                 !listed.is_empty() && listed.iter().all(|(key, _)| key.starts_with(k))
             }
+            Op::Overwrite => {
+                engine.put(k, &out)?;
+                true
+            }
         };
         samples.push(start.elapsed().as_nanos() as u64);
         if !found {
             return Err(format!("nothing found at {}", String::from_utf8_lossy(k)).into());
         }
     }
-    Ok(samples)
+    let mut finish_ns = 0;
+    if op == Op::Overwrite {
+        let start = Instant::now();
+        engine.finish()?;
+        finish_ns = start.elapsed().as_nanos() as u64;
+    }
+    Ok((samples, finish_ns))
 }
 
 #[derive(Default)]
 struct Figures {
+    /// Per operation, `finish` included (amortized over the round's operations).
     mean_us: Vec<f64>,
     p50_us: Vec<f64>,
     p99_us: Vec<f64>,
+    finish_s: Vec<f64>,
 }
 
 impl Figures {
-    fn push(&mut self, mut samples: Vec<u64>) -> f64 {
-        let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64 / 1e3;
+    fn push(&mut self, (mut samples, finish_ns): (Vec<u64>, u64)) -> f64 {
+        let total_ns = samples.iter().sum::<u64>() + finish_ns;
+        let mean = total_ns as f64 / samples.len() as f64 / 1e3;
         self.mean_us.push(mean);
         self.p50_us.push(quantile(&mut samples, 0.5) as f64 / 1e3);
         self.p99_us.push(quantile(&mut samples, 0.99) as f64 / 1e3);
+        self.finish_s.push(finish_ns as f64 / 1e9);
         mean
     }
     fn medians(&mut self) -> serde_json::Value {
@@ -195,12 +227,20 @@ impl Figures {
             "mean_us": median_f64(&mut self.mean_us),
             "p50_us": median_f64(&mut self.p50_us),
             "p99_us": median_f64(&mut self.p99_us),
+            "finish_s": median_f64(&mut self.finish_s),
         })
     }
 }
 
-/// One round of `regime` for the engine at `dir`; returns its per-get latencies.
-fn round(name: &str, dir: &Path, regime: &str, args: &Args, keys: &[Vec<u8>]) -> BenchResult<Vec<u64>> {
+/// One round of `regime` for the engine at `dir`; returns what `timed_ops` returns.
+fn round(
+    name: &str,
+    dir: &Path,
+    regime: &str,
+    args: &Args,
+    keys: &[Vec<u8>],
+    generation: u64,
+) -> BenchResult<(Vec<u64>, u64)> {
     let cold = regime.starts_with("cold");
     let cache_bytes = if cold {
         evict_page_cache(dir);
@@ -211,35 +251,47 @@ fn round(name: &str, dir: &Path, regime: &str, args: &Args, keys: &[Vec<u8>]) ->
     };
     let engine = engines::open(name, dir, OpenOptions { mode: WriteMode::LogToPageCache, cache_bytes })?;
     if !cold {
-        timed_ops(&*engine, args.op, keys)?; // untimed pass: the budget's share of frames admitted
+        // Untimed pass: the budget's share of frames admitted.
+        let warm_op = if args.op == Op::Overwrite { Op::Get } else { args.op };
+        timed_ops(&*engine, warm_op, keys, 0)?;
     }
-    let samples = timed_ops(&*engine, args.op, keys)?;
+    let show_stats = |when: &str| {
+        if let Some(line) = std::env::var_os("HOLT_BENCH_STATS").and_then(|_| engine.stats_line()) {
+            eprintln!("{name} {regime} {when}: {line}");
+        }
+    };
+    show_stats("before");
+    let timed = timed_ops(&*engine, args.op, keys, generation)?;
+    show_stats("after");
     drop(engine);
-    Ok(samples)
+    Ok(timed)
 }
 
 fn run(args: &Args) -> BenchResult<()> {
     let set = DataSet::new(args.keys);
     let dirs = [prepare(&args.engines[0], args, &set)?, prepare(&args.engines[1], args, &set)?];
-    let (op_name, regimes) = match args.op {
-        Op::Get => ("get", ["cold_get", "warm_beyond_get"]),
-        Op::Scan => ("scan100", ["cold_scan100", "warm_beyond_scan100"]),
+    let (op_name, regimes): (_, &[&str]) = match args.op {
+        Op::Get => ("get", &["cold_get", "warm_beyond_get"]),
+        Op::Scan => ("scan100", &["cold_scan100", "warm_beyond_scan100"]),
+        Op::Overwrite => ("overwrite", &["warm_beyond_overwrite"]),
     };
-    for regime in regimes.into_iter().filter(|r| args.only.as_ref().is_none_or(|o| r.starts_with(o.as_str()))) {
+    for &regime in regimes.iter().filter(|r| args.only.as_ref().is_none_or(|o| r.starts_with(o.as_str()))) {
         let mut figures = [Figures::default(), Figures::default()];
         let mut ratios = Vec::with_capacity(args.pairs);
         for pair in 0..args.pairs {
             // New keys every pair, the same for both engines.
             let mut rng = Rng::new(args.seed ^ (pair as u64 + 1) << 20);
             let keys: Vec<Vec<u8>> = match args.op {
-                Op::Get => (0..args.gets).map(|_| set.key_vec(rng.below(set.len()))).collect(),
+                Op::Get | Op::Overwrite => {
+                    (0..args.gets).map(|_| set.key_vec(rng.below(set.len()))).collect()
+                }
                 Op::Scan => (0..args.gets).map(|_| set.random_dir_prefix(&mut rng)).collect(),
             };
             let first = pair % 2;
             let mut means = [0.0; 2];
             for i in [first, 1 - first] {
-                let samples = round(&args.engines[i], &dirs[i], regime, args, &keys)?;
-                means[i] = figures[i].push(samples);
+                let timed = round(&args.engines[i], &dirs[i], regime, args, &keys, pair as u64 + 2)?;
+                means[i] = figures[i].push(timed);
             }
             eprintln!("{regime} pair {pair}: {:.2} / {:.2} µs", means[0], means[1]);
             ratios.push(means[0] / means[1]);
