@@ -539,29 +539,46 @@ fn rollups_over_evicted_frames_drop_the_prefixes_their_deletes_emptied() {
         assert!(db.stats().checkpoint_frames_delta > 10, "the checkpoint wrote few deltas");
         db.close().unwrap();
     }
-    let check = |db: &Db, model: &Model, when: &str, most_loads: u64| {
-        let before = db.stats();
-        let got = db_list(db, b"wide/", b"/", b"", 1_000).unwrap();
-        assert!(got == model_list(model, b"wide/", b"/", b"", 1_000), "{when}: the rollup differs");
-        let after = db.stats();
-        let walks = after.frame_image_reads - before.frame_image_reads;
-        // Not a background checkpoint's reads of frames it rewrites whole.
-        let loads = after.frame_loads - before.frame_loads;
-        for limit in [7, 1_000] {
-            page_through(db, model, b"wide/", b"/", limit);
+    // `checkpoints`: the checkpoints counted before the changes the page is to see.
+    let check = |db: &Db, model: &Model, when: &str, most_loads: u64, mut checkpoints: u64| {
+        for attempt in 1.. {
+            let before = db.stats();
+            let got = db_list(db, b"wide/", b"/", b"", 1_000).unwrap();
+            assert!(got == model_list(model, b"wide/", b"/", b"", 1_000), "{when}: the rollup differs");
+            let after = db.stats();
+            let walks = after.frame_image_reads - before.frame_image_reads;
+            let loads = after.frame_loads - before.frame_loads;
+            // A checkpoint since the changes (the cache's pressure starts one in the
+            // background) freed the memory their logs held, and the page loaded frames into
+            // that room, as it should while the cache has room: measured again once reads of
+            // every directory filled it.
+            if after.checkpoints != checkpoints && attempt < 5 {
+                println!("{when}: a checkpoint ran; {loads} frames loaded into the room it freed");
+                checkpoints = after.checkpoints;
+                (0..dirs).for_each(|d| drop(db.get(&file(d, 0)).unwrap()));
+                continue;
+            }
+            for limit in [7, 1_000] {
+                page_through(db, model, b"wide/", b"/", limit);
+            }
+            println!(
+                "{when}: {} frames, first page: {walks} partial reads, {loads} frames loaded",
+                after.frames
+            );
+            assert!(loads <= most_loads, "{when}: {loads} frames loaded by the rollup");
+            break;
         }
-        println!("{when}: {} frames, first page: {walks} partial reads, {loads} frames loaded", after.frames);
-        assert!(loads <= most_loads, "{when}: {loads} frames loaded by the rollup");
     };
     drop_page_cache(dir.path());
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
     // Frames are loaded while the cache fills (its first frames); after that, none.
-    check(&db, &model, "deltas", 3);
+    check(&db, &model, "deltas", 3, 0);
     // Recorded in the change logs of the evicted frames, on other directories.
+    let checkpoints = db.stats().checkpoints;
     for first in 5..10 {
         change(&db, &mut model, first);
     }
-    check(&db, &model, "deltas and recorded writes", 1);
+    check(&db, &model, "deltas and recorded writes", 1, checkpoints);
     db.close().unwrap();
 }
 

@@ -614,3 +614,62 @@ fn overwrites_of_evicted_frames_count_only_what_they_grow() {
         assert_eq!(tree.get(k).unwrap().map(|e| e.value).as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }
 }
+
+/// After a reopen, the first write to an evicted frame that has deltas on disk is recorded
+/// without loading it (its lead and a bound of its size are read from its image and deltas),
+/// and a write to a small resident frame whose parent is too large to take it does not load
+/// the parent and grandparent to find that out (the merge is refused from the sizes the
+/// frames keep). Either way a frame was loaded for most first writes to a frame.
+#[test]
+fn first_writes_after_a_reopen_load_few_frames() {
+    let _serial = serial();
+    let dir = scratch_dir();
+    let count = 240_000;
+    let mut model = load(dir.path(), count);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let mut overwrite = |db: &Db, n: u32| {
+        let i = 2 * rng.gen_range(0..count / 2);
+        let v = format!("overwrite {n} of {i}").into_bytes();
+        db.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    };
+    // Every frame gets deltas of overwrites (puts alone, as an S3 workload's mostly are).
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    for n in 0..3_000 {
+        overwrite(&db, n);
+    }
+    db.checkpoint().unwrap();
+    let deltas = db.stats().checkpoint_frames_delta;
+    db.close().unwrap();
+
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    // Reads fill the cache; nothing else is known of the evicted frames.
+    for i in (0..count).step_by(194) {
+        db.get(&key(i)).unwrap().unwrap();
+    }
+    let before = db.stats();
+    let puts = 3_000u32;
+    for n in 0..puts {
+        overwrite(&db, 10_000 + n);
+    }
+    let after = db.stats();
+    let loads = after.frame_loads - before.frame_loads;
+    let recorded = after.frame_unloaded_writes - before.frame_unloaded_writes;
+    println!(
+        "{puts} first writes after a reopen over {} frames ({} written as deltas before): {loads} frames loaded, \
+         {recorded} writes recorded unloaded",
+        after.frames, deltas,
+    );
+    assert!(after.frames >= 20, "only {} frames: the data does not exceed the budget", after.frames);
+    assert!(deltas * 2 > after.frames, "only {deltas} of {} frames have deltas", after.frames);
+    assert!(
+        loads * 10 < after.frames,
+        "{loads} frames loaded for {puts} writes over {} frames",
+        after.frames
+    );
+    check_all(&db, &model, count, "after the writes");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    check_all(&db, &model, count, "after a reopen");
+    db.close().unwrap();
+}

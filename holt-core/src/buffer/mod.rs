@@ -590,8 +590,9 @@ impl<N> FrameCell<N> {
     pub(crate) fn lead(&self) -> Option<u8> {
         u8::try_from(self.lead.load(Ordering::Acquire)).ok()
     }
-    /// Sets the lead and encoded size of an evicted frame not loaded since open, read from
-    /// its image (under its latch and load lock, when the image is all the frame holds).
+    /// Sets the lead and encoded size (an upper bound) of an evicted frame not loaded since
+    /// open, read from its image and deltas (under its latch and load lock, with no write
+    /// recorded).
     pub(crate) fn learn_image(&self, lead: Option<u8>, encoded: usize) {
         self.lead.store(lead.map_or(LEAD_NONE, u16::from), Ordering::Release);
         self.size_bytes.store(encoded, Ordering::Relaxed);

@@ -771,13 +771,16 @@ impl Tree {
         // lead, so it is the frame's current one (writes recorded this way keep it).
         let lead = match cell.known_lead() {
             Some(lead) => lead,
-            // Not loaded since open: with no deltas and no writes recorded, the frame is
-            // its image, whose root record gives the lead.
-            None if deltas.is_empty() && !cell.has_unloaded_changes() => {
-                let lead = codec::image_lead(image)?;
-                cell.learn_image(lead, crate::format::frame::HEADER_LEN + image.body_len());
-                lead
-            }
+            // Not loaded since open, no write recorded: the frame is its image and deltas,
+            // which give the lead and a bound of the size, unless the deltas may change the
+            // lead (then the frame is loaded once; its lead is known from then on).
+            None if !cell.has_unloaded_changes() => match codec::image_lead_and_size(image, deltas)? {
+                Some((lead, size)) => {
+                    cell.learn_image(lead, size);
+                    lead
+                }
+                None => return Ok(Plan::Load),
+            },
             None => return Ok(Plan::Load),
         };
         let changes = || ops.iter().map(|&(_, op, _)| (rel(op), op.value().map_or(0, <[u8]>::len)));

@@ -431,32 +431,26 @@ impl Tree {
 impl Tree {
     /// The lead of the evicted frame `cell` (`FrameRoot::lead`), told from its image's root
     /// record without loading the frame while the cache is full, and kept on the cell; `None`
-    /// when it cannot be told that way: the cache has room (the caller loads), or the root
-    /// has no own byte and the frame has deltas or recorded writes, which may give it one.
-    /// Changes to keys that begin with the root's first byte keep it: a put of such a key
-    /// splits the root's bytes after that byte at the earliest, a delete can only fold a
-    /// child into the root behind it, and a frame left empty is unlinked.
+    /// when it cannot be told that way: the cache has room (the caller loads), or a change in
+    /// its deltas or recorded writes may change it (`LeadKeeper`).
     pub(super) fn lead_from_image(&self, cell: &Arc<Cell>) -> Result<Option<Option<u8>>> {
         let lead = self.pool.read_image(cell, |image, deltas| {
             if let Some(known) = cell.known_lead() {
                 return Ok(Some(known));
             }
-            let lead = image_lead(image)?;
-            let learnt = match lead {
-                _ if deltas.is_empty() && !cell.has_unloaded_changes() => Some(lead),
-                None => None,
-                Some(first) => {
-                    let mut kept = true;
-                    for delta in deltas {
-                        kept &= delta.entries()?.iter().all(|entry| entry.key().first() == Some(&first));
-                    }
-                    cell.each_change(|key, _| {
-                        kept &= key.first() == Some(&first);
-                        Ok(())
-                    })?;
-                    kept.then_some(lead)
+            let mut keeper = LeadKeeper::of_image(image)?;
+            for delta in deltas {
+                for entry in delta.entries()? {
+                    keeper.change(entry.key(), matches!(entry, DeltaEntry::Put { .. }));
                 }
-            };
+            }
+            if cell.has_unloaded_changes() {
+                cell.each_change(|key, state| {
+                    keeper.change(key, state.is_some());
+                    Ok(())
+                })?;
+            }
+            let learnt = keeper.kept().then_some(keeper.image_lead());
             if let Some(lead) = learnt {
                 cell.learn_lead(lead);
             }
@@ -537,18 +531,108 @@ fn delta_state(deltas: &[DeltaRef<'_>], key: &[u8]) -> Result<Option<ImageWalk>>
     Ok(None)
 }
 
-/// The first of the own bytes of the root of a frame's image (`FrameRoot::lead`), read from
-/// its root record.
-pub(super) fn image_lead(image: &mut dyn ImageBody) -> Result<Option<u8>> {
-    let pos = image.root_offset();
-    match with_record(image, pos, |record, _| match record {
-        Record::Leaf { suffix, .. } => Some(suffix.first().copied()),
-        Record::Inner { prefix, .. } => Some(prefix.first().copied()),
-        Record::Link { .. } => None,
-    })? {
-        Some(lead) => Ok(lead),
-        None => Err(image.corruption(FRAME_HEADER_LEN + pos, "the frame's root is a link".into())),
+/// Whether the changes made to a frame since its image keep the lead of the image's root
+/// (`FrameRoot::lead`), told from the root record and the changed keys (relative to the
+/// frame) without decoding the frame. A root with an own byte keeps it while every changed
+/// key begins with that byte: a put of such a key splits the root's bytes after it at the
+/// earliest, a delete can only fold a child into the root behind it, and a frame left empty
+/// is unlinked. A root with none (it branches at its first byte) gains none by puts, which
+/// add branches at most; a delete may empty a branch, so with deletes it keeps none while two
+/// of its branches remain that no delete touched (their keys are all still there).
+pub(super) struct LeadKeeper {
+    lead: Option<u8>,
+    /// For a root with no own byte: its branches (bit `b` for child byte `b`, bit 256 for a
+    /// key ending at the root).
+    branches: [u64; 5],
+    /// The branches a delete touched.
+    deleted: [u64; 5],
+    /// No change has begun with another byte than an own byte's.
+    kept: bool,
+}
+
+/// The branch of a key relative to a root with no own byte.
+fn branch(key: &[u8]) -> usize {
+    key.first().map_or(256, |&b| usize::from(b))
+}
+
+impl LeadKeeper {
+    /// The lead of the image's root and its branches, read from its root record.
+    pub(super) fn of_image(image: &mut dyn ImageBody) -> Result<LeadKeeper> {
+        let pos = image.root_offset();
+        let shape = with_record(image, pos, |record, _| {
+            let mut branches = [0u64; 5];
+            let mut add = |b: usize| branches[b / 64] |= 1 << (b % 64);
+            let lead = match record {
+                Record::Leaf { suffix, .. } => {
+                    if suffix.is_empty() {
+                        add(256);
+                    }
+                    suffix.first().copied()
+                }
+                Record::Inner { prefix, has_terminal, keys, .. } => {
+                    if prefix.is_empty() {
+                        keys.iter().for_each(|b| add(usize::from(b)));
+                        if has_terminal {
+                            add(256);
+                        }
+                    }
+                    prefix.first().copied()
+                }
+                Record::Link { .. } => return None,
+            };
+            Some((lead, branches))
+        })?;
+        match shape {
+            Some((lead, branches)) => Ok(LeadKeeper { lead, branches, deleted: [0; 5], kept: true }),
+            None => Err(image.corruption(FRAME_HEADER_LEN + pos, "the frame's root is a link".into())),
+        }
     }
+
+    /// The lead of the image's root.
+    pub(super) fn image_lead(&self) -> Option<u8> {
+        self.lead
+    }
+
+    /// Counts a put (`put`) or delete of `key`.
+    pub(super) fn change(&mut self, key: &[u8], put: bool) {
+        match self.lead {
+            Some(lead) => self.kept &= key.first() == Some(&lead),
+            None if put => {}
+            None => {
+                let b = branch(key);
+                self.deleted[b / 64] |= 1 << (b % 64);
+            }
+        }
+    }
+
+    /// Whether the changes counted keep the image's lead.
+    pub(super) fn kept(&self) -> bool {
+        let untouched: u32 =
+            self.branches.iter().zip(&self.deleted).map(|(b, d)| (b & !d).count_ones()).sum();
+        self.kept && (self.lead.is_some() || self.deleted == [0; 5] || untouched >= 2)
+    }
+}
+
+/// The lead and an upper bound of the encoded size of an evicted frame that is its image and
+/// `deltas` alone (no writes recorded): `None` when a delta may change the lead
+/// (`LeadKeeper`). Each put a delta holds is counted as a new key at its widest
+/// (`change_bytes`), as a recorded write is, so the size stays an upper bound
+/// (`FrameCell::record_unloaded`).
+pub(super) fn image_lead_and_size(
+    image: &mut dyn ImageBody,
+    deltas: &[DeltaRef<'_>],
+) -> Result<Option<(Option<u8>, usize)>> {
+    let mut keeper = LeadKeeper::of_image(image)?;
+    let mut size = frame::HEADER_LEN + image.body_len();
+    for delta in deltas {
+        for entry in delta.entries()? {
+            keeper.change(entry.key(), matches!(entry, DeltaEntry::Put { .. }));
+            if let DeltaEntry::Put { key, value, .. } = entry {
+                size += crate::buffer::change_bytes(key, value.len());
+            }
+        }
+    }
+    Ok(keeper.kept().then_some((keeper.image_lead(), size)))
 }
 
 /// A record of a frame's image copied out of its pages, for a walk that reads more records

@@ -261,6 +261,18 @@ impl Tree {
             return Ok(Merge::Done(None));
         }
         let Some(parent) = child.parent() else { return Ok(Merge::Done(None)) };
+        // Most small frames sit under a parent too large to take them, and are written again
+        // and again: such a merge is refused from the sizes the cells keep through eviction,
+        // not after loading three frames at every write. Only for a resident child that holds
+        // a key (an empty one merges whatever its parent's size) and a parent whose size is
+        // known (0 until it is first read since open); the loads below settle every other case.
+        let parent_known = parent.size_bytes();
+        if parent_known > 0
+            && child.root.load_full().is_some_and(|root| !root.is_empty())
+            && parent_known + child.size_bytes() > self.frame_budget_bytes / 4 * 3
+        {
+            return Ok(Merge::Done(None));
+        }
         // Latched too: the parent's root may lose its first byte (a child frame left empty
         // was all it held), and the grandparent's node above its link must stop counting on
         // that byte first (see `Inner::lead`).
