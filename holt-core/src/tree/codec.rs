@@ -859,6 +859,42 @@ mod tests {
         assert_eq!((found(b"a"), found(b"ad"), found(b"abc"), found(b"b")), (None, None, None, None));
     }
 
+    /// What keeps a frame's lead (`LeadKeeper`): changes under a root's own byte keep it,
+    /// one under another byte does not; a root with no own byte keeps none under puts, and
+    /// under deletes while two of its branches are untouched.
+    #[test]
+    fn a_lead_is_kept_by_the_changes_that_cannot_change_it() {
+        let at = (PathBuf::from("<test>"), 0);
+        let kept = |keys: &[&'static [u8]], changes: &[(&[u8], bool)]| {
+            let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+            for (n, &key) in keys.iter().enumerate() {
+                tree.replay(&[Op::Put { key, value: b"v", condition: Default::default() }], n as u64 + 1)
+                    .unwrap();
+            }
+            let image = encode_frame(FrameId::ROOT, &tree.load_root(&tree.root).unwrap()).unwrap();
+            let mut keeper =
+                LeadKeeper::of_image(&mut WholeImage::open(&image, FrameId::ROOT, &at).unwrap()).unwrap();
+            for &(key, put) in changes {
+                keeper.change(key, put);
+            }
+            (keeper.image_lead(), keeper.kept())
+        };
+        let own: &[&[u8]] = &[b"ab", b"ac"];
+        assert_eq!(kept(own, &[(b"ax", true), (b"ab", false)]), (Some(b'a'), true));
+        assert_eq!(kept(own, &[(b"bx", true)]), (Some(b'a'), false));
+        assert_eq!(kept(own, &[(b"", false)]), (Some(b'a'), false));
+        let branching: &[&[u8]] = &[b"a1", b"a2", b"b1", b"c1"];
+        assert_eq!(kept(branching, &[]), (None, true));
+        assert_eq!(kept(branching, &[(b"d1", true), (b"a3", true)]), (None, true));
+        assert_eq!(kept(branching, &[(b"a1", false), (b"a2", false), (b"a9", false)]), (None, true));
+        assert_eq!(kept(branching, &[(b"a1", false), (b"b1", false)]), (None, false));
+        assert_eq!(kept(branching, &[(b"d1", true), (b"a1", false), (b"d1", false)]), (None, true));
+        // Only the image's branches count: one a put added may be deleted again.
+        assert_eq!(kept(branching, &[(b"d1", true), (b"a1", false), (b"b1", false)]), (None, false));
+        let two: &[&[u8]] = &[b"a", b"ab", b"b"];
+        assert_eq!(kept(two, &[(b"c", true), (b"ab", false)]), (None, false));
+    }
+
     /// A frame whose root is a link is corruption for the decoder and for a point lookup
     /// (two such frames linking to each other would otherwise send lookups in circles).
     #[test]
