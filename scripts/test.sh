@@ -157,11 +157,12 @@ run_phase test cargo 2400 cargo test --workspace --locked --no-fail-fast --exclu
 # batch's attempts (failpoint-only), emptied_frames_full_size listings before the merges of
 # bulk deletes at the production frame size (plain phase too, without those listings),
 # checkpoint_recapture a checkpoint started while the one before it is paused after its lock,
-# image_state_race a write between a batch's owner search and its latches.
+# image_state_race a write between a batch's owner search and its latches, wal_panics a panic in
+# the log's flusher and in a writer holding unpublished log bytes.
 run_phase failpoints cargo 900 cargo test -p holt-core --locked --no-fail-fast --features failpoints \
     --test failpoint_steps --test merge_checkpoint_deadlock --test image_walk_merge --test load_write_race \
     --test load_lead_race --test list_restart_merge --test merge_lead_race --test latch_parents_retry \
-    --test emptied_frames_full_size --test checkpoint_recapture --test image_state_race
+    --test emptied_frames_full_size --test checkpoint_recapture --test image_state_race --test wal_panics
 
 if [ "$quick" -eq 0 ]; then
     if compgen -G "holt-core/tests/loom_*.rs" >/dev/null; then

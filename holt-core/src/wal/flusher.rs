@@ -24,7 +24,7 @@ use crate::format::wal::{
 };
 use crate::io::{failpoint, VfsFile};
 
-use super::{Resume, Rolled, Shared};
+use super::{PoisonOnPanic, Resume, Rolled, Shared};
 
 /// How often a failed segment preallocation is retried.
 const SPARE_RETRY: Duration = Duration::from_millis(100);
@@ -204,6 +204,8 @@ impl Flusher {
     }
 
     pub(super) fn run(mut self) {
+        let shared = Arc::clone(&self.shared);
+        let _panic = PoisonOnPanic { shared: &shared, op: "log flusher" };
         if let Err((op, e)) = self.run_inner() {
             self.shared.poison(op, &e);
         }
@@ -216,6 +218,7 @@ impl Flusher {
     fn run_inner(&mut self) -> std::result::Result<(), (&'static str, io::Error)> {
         let ring_bytes = self.shared.cfg.ring_bytes as u64;
         loop {
+            fail::fail_point!("wal-flusher-loop");
             let epoch = self.shared.ring.epoch();
             if self.shared.ring.is_poisoned() {
                 return Ok(());

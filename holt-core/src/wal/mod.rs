@@ -114,6 +114,24 @@ impl Failure {
     }
 }
 
+/// Poisons the log if the thread holding it unwinds from a panic: the flusher's loop, and a
+/// writer between reserving its record's bytes and publishing them. Either leaving silently
+/// would strand everyone else: waiters for durability and for ring space wait for a flusher
+/// that is gone or that waits forever at the unpublished record, and so does the close.
+/// Poisoning wakes them all with an error, as a failed fsync does.
+pub(super) struct PoisonOnPanic<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) op: &'static str,
+}
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.poison(self.op, &io::Error::other(format!("{} panicked", self.op)));
+        }
+    }
+}
+
 /// The flusher's answer to a checkpoint's roll request at log position L.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Rolled {
@@ -260,6 +278,9 @@ impl Wal {
         let ring = &self.shared.ring;
         let lsn = ring.reserve(len as u64).map_err(|e| self.ring_error(e, false))?;
         let end = lsn + len as u64;
+        // Reserved, not yet published: the flusher stops at this gap until it is.
+        let _unpublished = PoisonOnPanic { shared: &self.shared, op: "log append" };
+        fail::fail_point!("wal-append-reserved");
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             encode_record(ops, lsn, ring.durable(), &mut buf);
