@@ -23,7 +23,9 @@ usage: scripts/bench.sh [options]
                     holt-core, LMDB and RocksDB with a cache budget of 1/8 of holt-core's data
                     (engine_bench phases, one repetition), and point gets side by side
                     (paired_get: cold with the page cache dropped and a 16 MiB budget, and
-                    with the files in the page cache and a budget of 1/8 of the data)
+                    with the files in the page cache and a budget of 1/8 of the data), and
+                    async overwrites with the checkpoint after beside RocksDB's (paired_get
+                    --op overwrite, the same warm regime)
   --skip-beyond     do not run the beyond-memory section
   --upstream-objects N  objects in MinIO for the upstream-mode section (default 1000000): MinIO
                     loaded directly, the gateway started with --upstream in front of it and
@@ -167,6 +169,13 @@ if [[ $RUN_BEYOND -eq 1 ]]; then
             $cmd > "$OUT/beyond-$size-paired-get-$peer.jsonl" ||
                 echo "- paired_get holt-core,$peer at $size keys failed" >> "$RUN_DIR/beyond-notes.md"
         done
+        # Async overwrites with the checkpoint (flush) after, RocksDB beside: the databases
+        # the gets used, changed by it (the last paired run here).
+        cmd="$BIN/paired_get --keys $size --engines holt-core,rocksdb --pairs 3 --gets 100000 --op overwrite --reuse --dir $DATA_DIR/paired-get-$size"
+        BEYOND_CMDS+=("$cmd")
+        log "beyond memory, paired overwrites: $cmd"
+        $cmd > "$OUT/beyond-$size-paired-overwrite-rocksdb.jsonl" ||
+            echo "- paired_get --op overwrite at $size keys failed" >> "$RUN_DIR/beyond-notes.md"
         rm -rf "$DATA_DIR/beyond" "$DATA_DIR/paired-get-$size"
     done
 fi
