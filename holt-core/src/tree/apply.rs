@@ -605,15 +605,15 @@ impl<'k> KeyStates<'k> {
 type KeyState = Option<(u64, u64, usize)>;
 
 /// The most bytes a put of a `value_len`-byte value to `key` (relative to its frame) adds to
-/// the frame's encoding over the key's `current` state: a new key's whole entry
-/// (`change_bytes`), or, for a key the frame holds, what its leaf record grows by (the value
-/// and its length; the new version's varint taken at its widest, since the version is not
-/// assigned yet). An overwrite of a value of the same length grows it by a few bytes, not by
-/// the entry: a full frame takes overwrites without loading to split.
+/// the frame's encoding over the key's `current` state: a new key's at its widest
+/// (`codec::new_key_growth`), or, for a key the frame holds, what its leaf record grows by
+/// (the value and its length; the new version's varint taken at its widest, since the
+/// version is not assigned yet). An overwrite of a value of the same length grows it by a few
+/// bytes, not by the entry: a full frame takes overwrites without loading to split.
 fn put_growth(key: &[u8], value_len: usize, current: KeyState) -> usize {
     use crate::format::node::varint_len;
     match current {
-        None => crate::buffer::change_bytes(key, value_len),
+        None => codec::new_key_growth(key.len(), value_len),
         Some((version, _, old_len)) => (varint_len(value_len as u64) + value_len + varint_len(u64::MAX))
             .saturating_sub(varint_len(old_len as u64) + old_len + varint_len(version)),
     }
@@ -769,7 +769,8 @@ impl Tree {
         }
         // Under the latch and the load lock with the root evicted: nothing publishes the
         // lead, so it is the frame's current one (writes recorded this way keep it).
-        let lead = match cell.known_lead() {
+        // A size of 0 is not known (a listing may have learnt the lead alone).
+        let lead = match cell.known_lead().filter(|_| cell.size_bytes() > 0) {
             Some(lead) => lead,
             // Not loaded since open, no write recorded: the frame is its image and deltas,
             // which give the lead and a bound of the size, unless the deltas may change the

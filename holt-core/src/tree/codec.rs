@@ -613,10 +613,20 @@ impl LeadKeeper {
     }
 }
 
+/// The most a new key of `key_len` bytes (relative to its frame) with a `value_len`-byte
+/// value grows its frame's encoding by: its leaf at the widest version, and the inner record
+/// where it branches off (a prefix or a leaf's suffix split in two, whose bytes are carved
+/// from the old ones), with a byte each for the varints that may lengthen (the split
+/// prefix's length, a child count reaching 128).
+pub(crate) fn new_key_growth(key_len: usize, value_len: usize) -> usize {
+    use crate::format::node::{inner_len, leaf_len, InnerKind};
+    leaf_len(key_len, value_len, u64::MAX) + inner_len(InnerKind::N4, 0, 2, true) + 2
+}
+
 /// The lead and an upper bound of the encoded size of an evicted frame that is its image and
 /// `deltas` alone (no writes recorded): `None` when a delta may change the lead
 /// (`LeadKeeper`). Each put a delta holds is counted as a new key at its widest
-/// (`change_bytes`), as a recorded write is, so the size stays an upper bound
+/// (`new_key_growth`), as a recorded write is, so the size stays an upper bound
 /// (`FrameCell::record_unloaded`).
 pub(super) fn image_lead_and_size(
     image: &mut dyn ImageBody,
@@ -628,7 +638,7 @@ pub(super) fn image_lead_and_size(
         for entry in delta.entries()? {
             keeper.change(entry.key(), matches!(entry, DeltaEntry::Put { .. }));
             if let DeltaEntry::Put { key, value, .. } = entry {
-                size += crate::buffer::change_bytes(key, value.len());
+                size += new_key_growth(key.len(), value.len());
             }
         }
     }
@@ -893,6 +903,56 @@ mod tests {
         assert_eq!(kept(branching, &[(b"d1", true), (b"a1", false), (b"b1", false)]), (None, false));
         let two: &[&[u8]] = &[b"a", b"ab", b"b"];
         assert_eq!(kept(two, &[(b"c", true), (b"ab", false)]), (None, false));
+    }
+
+    /// `new_key_growth` bounds what a new key adds to a frame's encoding: keys from a small
+    /// alphabet (prefixes of each other, short suffixes, branches at the root), versions past
+    /// 2^14 and 2^56, every key added to every tree of a few hundred.
+    #[test]
+    fn a_new_key_grows_its_frame_by_at_most_the_bound() {
+        use rand::{Rng, SeedableRng};
+        let atoms: [&[u8]; 5] = [b"a", b"b", b"x", b"/", b"ab"];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let key = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            (0..rng.gen_range(1..5)).flat_map(|_| atoms[rng.gen_range(0..atoms.len())].to_vec()).collect()
+        };
+        for _ in 0..300 {
+            let tree = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+            let mut held = std::collections::BTreeSet::new();
+            for _ in 0..rng.gen_range(1..12) {
+                let k = key(&mut rng);
+                let version = [3, 1 << 14, 1 << 56][rng.gen_range(0..3)];
+                tree.replay(&[Op::Put { key: &k, value: b"v", condition: Default::default() }], version)
+                    .unwrap();
+                held.insert(k);
+            }
+            let before = super::super::split::frame_size(&tree.load_root(&tree.root).unwrap()).encoded;
+            for _ in 0..20 {
+                let k = key(&mut rng);
+                if held.contains(&k) {
+                    continue;
+                }
+                let value = vec![b'w'; rng.gen_range(0..3)];
+                let grown = Tree::new(super::super::FRAME_BUDGET_BYTES, usize::MAX, None);
+                for (n, held) in held.iter().enumerate() {
+                    let op = Op::Put { key: held, value: b"v", condition: Default::default() };
+                    grown.replay(&[op], tree.get(held).unwrap().map_or(n as u64, |e| e.version.0)).unwrap();
+                }
+                grown
+                    .replay(
+                        &[Op::Put { key: &k, value: &value, condition: Default::default() }],
+                        u64::MAX >> 1,
+                    )
+                    .unwrap();
+                let after = super::super::split::frame_size(&grown.load_root(&grown.root).unwrap()).encoded;
+                let growth = after as isize - before as isize;
+                let bound = new_key_growth(k.len(), value.len()) as isize;
+                assert!(
+                    growth <= bound,
+                    "adding {k:?} to {held:?} grew the frame by {growth} B, bound {bound}"
+                );
+            }
+        }
     }
 
     /// A frame whose root is a link is corruption for the decoder and for a point lookup

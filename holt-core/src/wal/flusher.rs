@@ -103,6 +103,16 @@ pub(super) fn create_segment(shared: &Shared, no: u64, zero_fill: bool) -> io::R
     result
 }
 
+impl Drop for Flusher {
+    /// No helper may outlive the log (a reopened log must not see it create files), whether
+    /// the loop ended or panicked; joined after the guard in `run` poisoned the log.
+    fn drop(&mut self) {
+        if let Some(handle) = self.preparing.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
 impl Flusher {
     pub(super) fn start(shared: Arc<Shared>, resume: Resume) -> Result<Flusher> {
         let name = segment_name(resume.segment);
@@ -203,15 +213,13 @@ impl Flusher {
         self.update_limit();
     }
 
+    /// Runs the loop until the log closes or fails. On a panic, the guard poisons the log;
+    /// either way the drop joins the preallocation helper (`Drop for Flusher`).
     pub(super) fn run(mut self) {
         let shared = Arc::clone(&self.shared);
-        let _panic = PoisonOnPanic { shared: &shared, op: "log flusher" };
+        let _panic = PoisonOnPanic::new(&shared, "log flusher");
         if let Err((op, e)) = self.run_inner() {
             self.shared.poison(op, &e);
-        }
-        // No helper may outlive the log: a reopened log must not see it create files.
-        if let Some(handle) = self.preparing.take() {
-            let _ = handle.join();
         }
     }
 

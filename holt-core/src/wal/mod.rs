@@ -114,19 +114,27 @@ impl Failure {
     }
 }
 
-/// Poisons the log if the thread holding it unwinds from a panic: the flusher's loop, and a
-/// writer between reserving its record's bytes and publishing them. Either leaving silently
-/// would strand everyone else: waiters for durability and for ring space wait for a flusher
-/// that is gone or that waits forever at the unpublished record, and so does the close.
-/// Poisoning wakes them all with an error, as a failed fsync does.
+/// Poisons the log if the thread holding it unwinds from a panic that began while it was
+/// held: the flusher's loop, and a writer between reserving its record's bytes and
+/// publishing them. Either leaving silently would strand everyone else: waiters for
+/// durability and for ring space wait for a flusher that is gone or that waits forever at the
+/// unpublished record, and so does the close. Poisoning wakes them all with an error, as a
+/// failed fsync does. A write made by a destructor during some other unwind is not one.
 pub(super) struct PoisonOnPanic<'a> {
-    pub(super) shared: &'a Shared,
-    pub(super) op: &'static str,
+    shared: &'a Shared,
+    op: &'static str,
+    unwinding_before: bool,
+}
+
+impl<'a> PoisonOnPanic<'a> {
+    pub(super) fn new(shared: &'a Shared, op: &'static str) -> Self {
+        PoisonOnPanic { shared, op, unwinding_before: std::thread::panicking() }
+    }
 }
 
 impl Drop for PoisonOnPanic<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() && !self.unwinding_before {
             self.shared.poison(self.op, &io::Error::other(format!("{} panicked", self.op)));
         }
     }
@@ -279,7 +287,7 @@ impl Wal {
         let lsn = ring.reserve(len as u64).map_err(|e| self.ring_error(e, false))?;
         let end = lsn + len as u64;
         // Reserved, not yet published: the flusher stops at this gap until it is.
-        let _unpublished = PoisonOnPanic { shared: &self.shared, op: "log append" };
+        let _unpublished = PoisonOnPanic::new(&self.shared, "log append");
         fail::fail_point!("wal-append-reserved");
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
