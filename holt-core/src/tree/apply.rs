@@ -775,12 +775,12 @@ impl Tree {
             // Not loaded since open, no write recorded: the frame is its image and deltas,
             // which give the lead and a bound of the size, unless the deltas may change the
             // lead (then the frame is loaded once; its lead is known from then on).
-            None if !cell.has_unloaded_changes() => match codec::image_lead_and_size(image, deltas)? {
-                Some((lead, size)) => {
-                    cell.learn_image(lead, size);
-                    lead
+            None if !cell.has_unloaded_changes() => match codec::image_and_deltas(image, deltas)? {
+                (keeper, size) if keeper.kept() => {
+                    cell.learn_image(keeper.image_lead(), size);
+                    keeper.image_lead()
                 }
-                None => return Ok(Plan::Load),
+                _ => return Ok(Plan::Load),
             },
             None => return Ok(Plan::Load),
         };

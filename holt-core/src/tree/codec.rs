@@ -438,12 +438,7 @@ impl Tree {
             if let Some(known) = cell.known_lead() {
                 return Ok(Some(known));
             }
-            let mut keeper = LeadKeeper::of_image(image)?;
-            for delta in deltas {
-                for entry in delta.entries()? {
-                    keeper.change(entry.key(), matches!(entry, DeltaEntry::Put { .. }));
-                }
-            }
+            let (mut keeper, _) = image_and_deltas(image, deltas)?;
             if cell.has_unloaded_changes() {
                 cell.each_change(|key, state| {
                     keeper.change(key, state.is_some());
@@ -623,15 +618,14 @@ pub(crate) fn new_key_growth(key_len: usize, value_len: usize) -> usize {
     leaf_len(key_len, value_len, u64::MAX) + inner_len(InnerKind::N4, 0, 2, true) + 2
 }
 
-/// The lead and an upper bound of the encoded size of an evicted frame that is its image and
-/// `deltas` alone (no writes recorded): `None` when a delta may change the lead
-/// (`LeadKeeper`). Each put a delta holds is counted as a new key at its widest
-/// (`new_key_growth`), as a recorded write is, so the size stays an upper bound
-/// (`FrameCell::record_unloaded`).
-pub(super) fn image_lead_and_size(
+/// What an evicted frame's image and `deltas` tell without decoding: the `LeadKeeper` with
+/// every delta entry counted, and an upper bound of the frame's encoded size with no write
+/// recorded. Each put a delta holds is counted as a new key at its widest (`new_key_growth`),
+/// as a recorded write is, so the size stays an upper bound (`FrameCell::record_unloaded`).
+pub(super) fn image_and_deltas(
     image: &mut dyn ImageBody,
     deltas: &[DeltaRef<'_>],
-) -> Result<Option<(Option<u8>, usize)>> {
+) -> Result<(LeadKeeper, usize)> {
     let mut keeper = LeadKeeper::of_image(image)?;
     let mut size = frame::HEADER_LEN + image.body_len();
     for delta in deltas {
@@ -642,7 +636,7 @@ pub(super) fn image_lead_and_size(
             }
         }
     }
-    Ok(keeper.kept().then_some((keeper.image_lead(), size)))
+    Ok((keeper, size))
 }
 
 /// A record of a frame's image copied out of its pages, for a walk that reads more records
