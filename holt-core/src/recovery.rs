@@ -115,6 +115,7 @@ fn create(vfs: &dyn Vfs, cfg: &WalConfig, weigher: &str) -> Result<Manifest> {
         frames: Vec::new(),
         deltas: Vec::new(),
         usage: Some(StoredUsage { weigher: weigher.into(), frames: Vec::new() }),
+        sizes: Vec::new(),
     };
     write_manifest(vfs, &manifest).map_err(|e| match e {
         ManifestError::BeforeRename(op, source) | ManifestError::AfterRename(op, source) => {
@@ -165,6 +166,7 @@ pub(crate) fn open(vfs: Arc<dyn Vfs>, options: &Options, display_dir: &Path) -> 
             }
             _ => {}
         }
+        tree.set_size_table(&manifest.sizes);
         tree
     };
     let recount = !manifest.frames.is_empty() && !stored_usage;

@@ -17,12 +17,12 @@ fn options() -> Options {
     Options { durability: Durability::Async, ..Options::default() }
 }
 
-/// Frame 0's image slot in the manifest (version 5: 72-byte header, 24-byte entries of frame
+/// Frame 0's image slot in the manifest (version 6: 72-byte header, 24-byte entries of frame
 /// id, slot, checksum, known).
 fn frame_0_slot(dir: &Path) -> u64 {
     let m = std::fs::read(dir.join("MANIFEST")).expect("manifest");
     let word = |at: usize| u64::from_le_bytes(m[at..at + 8].try_into().expect("8 bytes"));
-    assert_eq!(word(8) & 0xFFFF_FFFF, 5, "manifest version");
+    assert_eq!(word(8) & 0xFFFF_FFFF, 6, "manifest version");
     let count = word(56) as usize;
     (0..count).map(|i| 72 + 24 * i).find(|&e| word(e) == 0).map(|e| word(e + 8)).expect("frame 0 is listed")
 }

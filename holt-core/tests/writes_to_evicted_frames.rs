@@ -691,3 +691,58 @@ fn first_writes_after_a_reopen(deletes: bool) {
     check_all(&db, &model, count, "after a reopen");
     db.close().unwrap();
 }
+
+/// Rounds of overwrites, each after a reopen and ended by a checkpoint, grow the frames'
+/// delta chains. The first write after a reopen to an evicted frame takes the frame's size
+/// bound from the manifest (its size table), not from its image and deltas, which count every
+/// put a delta holds as a new key: with that bound, full frames whose chains grew passed the
+/// split size and were loaded by their first write (5 loads in four of five later rounds,
+/// against 2 in the first).
+#[test]
+fn overwrite_rounds_after_reopens_load_few_frames() {
+    let _serial = serial();
+    let dir = scratch_dir();
+    let count = 240_000;
+    let mut model = load(dir.path(), count);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let (rounds, puts) = (6, 10_000u32);
+    let mut loads_per_round = Vec::new();
+    let mut frames = 0;
+    for round in 0..rounds {
+        let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+        // Reads fill the cache.
+        for i in (0..count).step_by(194) {
+            db.get(&key(i)).unwrap();
+        }
+        let before = db.stats();
+        for _ in 0..puts {
+            // A present key, a new value of the same length (a metadata update).
+            let i = rng.gen_range(0..count) & !1;
+            let v = value(i)
+                .into_iter()
+                .map(|b| if b == b'0' { b'1' + round as u8 } else { b })
+                .collect::<Vec<_>>();
+            db.put(&key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        let after = db.stats();
+        loads_per_round.push(after.frame_loads - before.frame_loads);
+        frames = after.frames;
+        db.checkpoint().unwrap();
+        db.close().unwrap();
+    }
+    println!("{puts} overwrites a round over {frames} frames: frames loaded per round {loads_per_round:?}");
+    assert!(frames >= 20, "only {frames} frames: the data does not exceed the budget");
+    // The first round's frames have no deltas: their images bound them exactly. The loads it
+    // makes fill the room the reads left; a later round makes no more.
+    let first = loads_per_round[0];
+    for (round, &loads) in loads_per_round.iter().enumerate().skip(1) {
+        assert!(
+            loads <= first + 1,
+            "round {round}: {loads} frames loaded for {puts} overwrites over {frames} frames, {first} in the first"
+        );
+    }
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    check_all(&db, &model, count, "after the rounds");
+    db.close().unwrap();
+}

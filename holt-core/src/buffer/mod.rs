@@ -593,9 +593,18 @@ impl<N> FrameCell<N> {
     /// Sets the lead and encoded size (an upper bound) of an evicted frame not loaded since
     /// open, read from its image and deltas (under its latch and load lock, with no write
     /// recorded).
+    /// A size already known (from the manifest, `learn_size`) is kept where it is smaller:
+    /// both bound the same bytes.
     pub(crate) fn learn_image(&self, lead: Option<u8>, encoded: usize) {
         self.lead.store(lead.map_or(LEAD_NONE, u16::from), Ordering::Release);
-        self.size_bytes.store(encoded, Ordering::Relaxed);
+        let known = self.size_bytes.load(Ordering::Relaxed);
+        let bound = if known == 0 { encoded } else { known.min(encoded) };
+        self.size_bytes.store(bound, Ordering::Relaxed);
+    }
+    /// Sets the encoded size bound of an evicted frame whose size is not known (0), from the
+    /// manifest at open.
+    pub(crate) fn learn_size(&self, encoded: usize) {
+        let _ = self.size_bytes.compare_exchange(0, encoded, Ordering::Relaxed, Ordering::Relaxed);
     }
     /// Sets the lead of an evicted frame, read from its image with its deltas and recorded
     /// writes (under its load lock, with no root published: nothing else sets it meanwhile).

@@ -461,6 +461,7 @@ impl Durable {
                 weigher: self.options.weigher.map_or("", |w| w.name).into(),
                 frames: capture.usage.iter().map(|&(id, keys, weight)| (id.0, keys, weight)).collect(),
             }),
+            sizes: capture.sizes.iter().map(|&(id, size)| (id.0, size)).collect(),
         };
         match write_manifest(&*self.vfs, &manifest) {
             Ok(()) => {}

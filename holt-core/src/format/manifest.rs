@@ -5,10 +5,10 @@
 //! so at any moment exactly one durable manifest exists and every slot it names is intact.
 
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"HOLTMANI");
-/// Version written. Version 4 (no usage table), version 3 (no checksums in the tables),
-/// version 2 (no delta table) and version 1 (no `frames_lsn`, a 64-byte header) are still
-/// read.
-pub(crate) const MANIFEST_VERSION: u32 = 5;
+/// Version written. Version 5 (no size table), version 4 (no usage table), version 3 (no
+/// checksums in the tables), version 2 (no delta table) and version 1 (no `frames_lsn`, a
+/// 64-byte header) are still read.
+pub(crate) const MANIFEST_VERSION: u32 = 6;
 /// Fixed bytes before the frame table (versions 2 to 4; version 1 had 64).
 pub(crate) const MANIFEST_HEADER_BYTES: usize = 72;
 const MANIFEST_V1_HEADER_BYTES: usize = 64;
@@ -18,6 +18,8 @@ pub(crate) const MANIFEST_ENTRY_BYTES: usize = 24;
 const MANIFEST_V3_ENTRY_BYTES: usize = 16;
 /// Bytes per usage table entry: frame id, keys, weight.
 const USAGE_ENTRY_BYTES: usize = 24;
+/// Bytes per size table entry: frame id, encoded size bound.
+const SIZE_ENTRY_BYTES: usize = 16;
 /// Longest weigher name a manifest stores.
 pub(crate) const WEIGHER_NAME_MAX: usize = 255;
 /// Slots a manifest may name: 2^40 slots of 512 KiB (2^59 bytes), far past any file system's
@@ -63,6 +65,10 @@ pub(crate) struct Manifest {
     /// Every live frame's subtree totals and the weigher that counted them; `None` in
     /// manifests older than version 5 (the totals are then counted at open).
     pub usage: Option<StoredUsage>,
+    /// (frame id, encoded size bound) of the live frames whose size the checkpoint knew,
+    /// sorted by frame id: an upper bound of the bytes the frame's image would take with its
+    /// deltas applied. Empty in manifests older than version 6.
+    pub sizes: Vec<(u64, u64)>,
 }
 
 /// The frames' subtree totals as a checkpoint captured them (`Tree::usage_table`).
@@ -117,6 +123,11 @@ impl Manifest {
         out.extend_from_slice(&(name.len() as u64).to_le_bytes());
         out.extend_from_slice(name);
         out.resize(out.len().next_multiple_of(8), 0);
+        out.extend_from_slice(&(self.sizes.len() as u64).to_le_bytes());
+        for (id, size) in &self.sizes {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&[0u8; 4]);
@@ -137,7 +148,7 @@ impl Manifest {
         let version = u64_at(8)? & 0xFFFF_FFFF;
         let header = match version {
             1 => MANIFEST_V1_HEADER_BYTES,
-            2..=5 => MANIFEST_HEADER_BYTES,
+            2..=6 => MANIFEST_HEADER_BYTES,
             _ => return Err((8, "unknown manifest version")),
         };
         let entry_bytes = if version >= 4 { MANIFEST_ENTRY_BYTES } else { MANIFEST_V3_ENTRY_BYTES };
@@ -206,6 +217,29 @@ impl Manifest {
         } else {
             None
         };
+        let sizes = if version >= 6 {
+            let count_at = end;
+            let count = u64_at(count_at)?;
+            if count > (bytes.len().saturating_sub(count_at + 8) / SIZE_ENTRY_BYTES) as u64 {
+                return Err((count_at as u64, "manifest size table count exceeds its length"));
+            }
+            let first = count_at + 8;
+            let sizes = (0..count as usize)
+                .map(|i| {
+                    Ok((u64_at(first + i * SIZE_ENTRY_BYTES)?, u64_at(first + i * SIZE_ENTRY_BYTES + 8)?))
+                })
+                .collect::<Result<Vec<_>, (u64, &'static str)>>()?;
+            end = first + sizes.len() * SIZE_ENTRY_BYTES;
+            if sizes.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err((first as u64, "manifest size table is not sorted"));
+            }
+            if sizes.iter().any(|&(_, size)| size == 0 || size > super::FRAME_SIZE as u64) {
+                return Err((first as u64, "manifest size table holds a size no frame has"));
+            }
+            sizes
+        } else {
+            Vec::new()
+        };
         let stored = bytes.get(end..end + 4).ok_or((end as u64, "manifest is truncated"))?;
         if crc32c::crc32c(&bytes[..end]).to_le_bytes() != stored {
             return Err((end as u64, "manifest checksum mismatch"));
@@ -244,6 +278,7 @@ impl Manifest {
             frames,
             deltas,
             usage,
+            sizes,
         })
     }
 }
@@ -264,6 +299,7 @@ mod tests {
             frames,
             deltas: Vec::new(),
             usage: None,
+            sizes: Vec::new(),
         }
     }
 
@@ -275,6 +311,7 @@ mod tests {
             weigher: "object-size".into(),
             frames: vec![(0, 9, 1 << 40), (3, 4, 99), (8, 1, 0)],
         });
+        m.sizes = vec![(0, 4096), (8, super::super::FRAME_SIZE as u64)];
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes), Ok(m));
         for i in 0..bytes.len() - 4 {
@@ -362,6 +399,33 @@ mod tests {
                 Err((at as u64, "manifest entry has a malformed checksum")),
                 "sum {sum} known {known}"
             );
+        }
+    }
+
+    /// A version 5 manifest (no size table: the crc32c follows the weigher's name) still
+    /// opens, every frame's size unknown.
+    #[test]
+    fn version_5_manifests_are_read() {
+        let mut m = sample(6000, vec![(0, 5, Some(1)), (3, 1, Some(2))]);
+        m.usage = Some(StoredUsage { weigher: "w".into(), frames: vec![(0, 9, 9), (3, 4, 4)] });
+        let mut v5 = m.encode();
+        // Without the crc32c and its padding, and the size table's count.
+        v5.truncate(v5.len() - 16);
+        v5[8..12].copy_from_slice(&5u32.to_le_bytes());
+        let crc = crc32c::crc32c(&v5);
+        v5.extend_from_slice(&crc.to_le_bytes());
+        v5.extend_from_slice(&[0u8; 4]);
+        assert_eq!(Manifest::decode(&v5), Ok(m));
+    }
+
+    /// A size table entry bounds a frame's bytes: 0 and more than a frame are refused, as is
+    /// a table out of order.
+    #[test]
+    fn sizes_no_frame_has_are_refused() {
+        let mut m = sample(6000, vec![(0, 5, None), (3, 1, None)]);
+        for sizes in [vec![(0, 0)], vec![(3, super::super::FRAME_SIZE as u64 + 1)], vec![(3, 9), (0, 9)]] {
+            m.sizes = sizes;
+            assert!(Manifest::decode(&m.encode()).is_err(), "{:?}", m.sizes);
         }
     }
 

@@ -769,7 +769,8 @@ impl Tree {
         }
         // Under the latch and the load lock with the root evicted: nothing publishes the
         // lead, so it is the frame's current one (writes recorded this way keep it).
-        // A size of 0 is not known (a listing may have learnt the lead alone).
+        // A size of 0 is not known (a listing may have learnt the lead alone); a size the
+        // manifest gave at open comes without the lead, which the image then tells.
         let lead = match cell.known_lead().filter(|_| cell.size_bytes() > 0) {
             Some(lead) => lead,
             // Not loaded since open, no write recorded: the frame is its image and deltas,

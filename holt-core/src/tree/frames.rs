@@ -43,6 +43,9 @@ pub(crate) struct Capture {
     pub keys: u64,
     /// Every live frame's subtree totals at capture time (`Tree::usage_table`).
     pub usage: Vec<(FrameId, u64, u64)>,
+    /// The encoded size bound of every live frame whose size is known, at capture time,
+    /// sorted by frame id (`FrameCell::size_bytes`; 0, not known, is left out).
+    pub sizes: Vec<(FrameId, u64)>,
 }
 
 impl Tree {
@@ -55,9 +58,14 @@ impl Tree {
     pub(crate) fn capture(&self) -> Result<Capture> {
         let frames = self.frames.lock();
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
+        let mut sizes: Vec<(FrameId, u64)> = Vec::with_capacity(frames.len());
         let mut dirty = Vec::new();
         for (id, cell) in frames.iter() {
             live.push(*id);
+            // A bound past a frame is no use to a reader (a write to the frame loads it).
+            if let size @ 1..=crate::format::FRAME_SIZE = cell.size_bytes() {
+                sizes.push((*id, size as u64));
+            }
             if cell.is_dirty() {
                 let (changes, released) = cell.capture_changes();
                 self.pool.resized(-(released as i64));
@@ -72,10 +80,25 @@ impl Tree {
             }
         }
         live.sort_unstable();
+        sizes.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
         drop(frames);
         let usage = self.usage_table();
-        Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count(), usage })
+        Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count(), usage, sizes })
+    }
+
+    /// Sets the encoded size bound the manifest stored (`Capture::sizes`) of each frame whose
+    /// size is not known yet: at open, before replay, so the first write to an evicted frame
+    /// need not bound it from its image and deltas (`codec::image_and_deltas`), which counts
+    /// every put a delta holds as a new key and would pass the split size for many full
+    /// frames.
+    pub(crate) fn set_size_table(&self, table: &[(u64, u64)]) {
+        let frames = self.frames.lock();
+        for &(id, size) in table {
+            if let Some(cell) = frames.get(&FrameId(id)) {
+                cell.learn_size(size as usize);
+            }
+        }
     }
 
     /// Records that `generation` of frame `id` is durable; the frame becomes evictable unless
