@@ -625,9 +625,14 @@ impl Tree {
         }
     }
 
-    /// Whether the cached frames take more memory than the budget (frames that cannot be
-    /// evicted yet, being dirty, hold it there until a checkpoint writes them).
+    /// Whether the cached frames take more memory than the budget once the frames that may
+    /// go are evicted: what holds it there (dirty frames that cannot be evicted yet, change
+    /// logs) goes only when a checkpoint writes it. Writes recorded in change logs make no
+    /// eviction pass of their own, so without this one a cache of clean frames and growing
+    /// logs would call for a checkpoint every `PRESSURE_SPACING`, each giving every frame
+    /// written to a delta.
     pub(crate) fn cache_over_budget(&self) -> bool {
+        self.pool.evict_if_needed();
         self.pool.over_budget()
     }
 }
