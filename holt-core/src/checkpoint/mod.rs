@@ -117,10 +117,12 @@ const DELTA_CHAIN_FRACTION: usize = 4;
 /// whole (an evicted frame read, decoded, changed and encoded: ~1 ms; a resident one
 /// encoded). Sparse random writes, a few keys a frame between checkpoints, fill chains with
 /// tiny deltas: at 100M keys the checkpoint after 100k random overwrites took 6.8 s writing
-/// them whole, 2.1 s merging. Small, to bound the deltas walks verify and keep (merging up
-/// to a quarter slowed reads: docs/decisions.md); gets and scans at 100M were slower in the
-/// one run with merges (6.76 against 5.85 µs, 647 against 607), not resolved.
-const DELTA_MERGE_FRACTION: usize = 32;
+/// them whole, 2.1 s merging. At 10M keys, 100k overwrites a checkpoint (22 keys a frame)
+/// fill four deltas past 1/32 of a frame: with 1/16, 2-35 frames a round were written
+/// whole instead of 328-1,243, and the checkpoint took 0.09-0.63 s instead of 0.23-0.83,
+/// gets and 100-key scans unchanged. Small, to bound the deltas walks verify and keep
+/// (merging up to a quarter slowed reads: docs/decisions.md).
+const DELTA_MERGE_FRACTION: usize = 16;
 
 /// Encodes the captured frames, in order, on up to `ENCODE_THREADS_MAX` threads (the calling
 /// one included). Encoding walks every node of a frame and is bound by memory latency (about
