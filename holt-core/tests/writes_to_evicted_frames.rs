@@ -746,3 +746,59 @@ fn overwrite_rounds_after_reopens_load_few_frames() {
     check_all(&db, &model, count, "after the rounds");
     db.close().unwrap();
 }
+
+/// Writes recorded in change logs take the cache past its budget while clean frames sit in
+/// it: the background checkpointer evicts those rather than call a checkpoint. It used to
+/// call one at every `PRESSURE_SPACING` (a second) while the writes went on, each giving
+/// every frame written to a delta, so delta chains filled three times as fast.
+#[test]
+fn change_logs_past_the_budget_evict_clean_frames_instead_of_checkpointing() {
+    let _serial = serial();
+    let dir = scratch_dir();
+    let count = 240_000;
+    load(dir.path(), count);
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    // Reads fill the cache with clean frames.
+    for i in (0..count).step_by(97) {
+        db.get(&key(i)).unwrap();
+    }
+    let before = db.stats();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(31);
+    // Overwrites, most recorded in change logs, until the cache is past its budget (the
+    // checkpointer looks every 50 ms; a write takes microseconds).
+    let mut puts = 0;
+    while db.stats().cache_bytes <= BUDGET_BYTES as u64 {
+        let i = rng.gen_range(0..count) & !1;
+        db.put(&key(i), &value(i)).unwrap();
+        puts += 1;
+        assert!(puts < 1_000_000, "a million writes did not take the cache past its budget");
+    }
+    let over = db.stats();
+    // Long enough for a checkpoint called for the pressure (more than a second since open).
+    std::thread::sleep(Duration::from_millis(2_500));
+    let after = db.stats();
+    println!(
+        "{puts} writes ({} recorded unloaded) took the cache to {} bytes (budget {BUDGET_BYTES}); 2.5 s later \
+         {} bytes, {} frames evicted, {} checkpoints",
+        over.frame_unloaded_writes - before.frame_unloaded_writes,
+        over.cache_bytes,
+        after.cache_bytes,
+        after.frame_evictions - before.frame_evictions,
+        after.checkpoints - before.checkpoints,
+    );
+    assert!(
+        over.frame_unloaded_writes - before.frame_unloaded_writes > puts / 2,
+        "the writes were not recorded unloaded"
+    );
+    assert_eq!(
+        after.checkpoints, before.checkpoints,
+        "a checkpoint ran where evicting clean frames made room"
+    );
+    assert!(
+        after.cache_bytes <= BUDGET_BYTES as u64,
+        "the cache stayed past its budget: {} bytes",
+        after.cache_bytes
+    );
+    assert!(after.frame_evictions > over.frame_evictions, "no frame was evicted");
+    db.close().unwrap();
+}
