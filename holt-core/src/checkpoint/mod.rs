@@ -530,7 +530,7 @@ impl Durable {
                     durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
                 let due = grown >= durable.options.checkpoint_wal_bytes
                     || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval)
-                    || (grown > 0 && last.elapsed() >= PRESSURE_SPACING && tree.cache_over_budget());
+                    || (grown > 0 && last.elapsed() >= PRESSURE_SPACING && tree.over_budget_after_eviction());
                 if !due || Instant::now() < retry_at {
                     continue;
                 }

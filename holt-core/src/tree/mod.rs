@@ -631,7 +631,7 @@ impl Tree {
     /// eviction pass of their own, so without this one a cache of clean frames and growing
     /// logs would call for a checkpoint every `PRESSURE_SPACING`, each giving every frame
     /// written to a delta.
-    pub(crate) fn cache_over_budget(&self) -> bool {
+    pub(crate) fn over_budget_after_eviction(&self) -> bool {
         self.pool.evict_if_needed();
         self.pool.over_budget()
     }
