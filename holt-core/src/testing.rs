@@ -149,7 +149,7 @@ impl TreeHarness {
         for frame in &capture.dirty {
             let image = match &frame.root {
                 Some(root) => encode_frame(frame.id, root)?,
-                None => encode_frame(frame.id, &self.tree.rebuild_unloaded(frame)?)?,
+                None => self.tree.rewrite_unloaded(frame)?,
             };
             images.push((frame.id, image));
         }

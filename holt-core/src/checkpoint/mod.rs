@@ -352,7 +352,7 @@ impl Durable {
         }
         let image = match &frame.root {
             Some(root) => encode_frame(id, root)?,
-            None => encode_frame(id, &tree.rebuild_unloaded(frame)?)?,
+            None => tree.rewrite_unloaded(frame)?,
         };
         Ok((id.0, image, Written::Whole))
     }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::node::{first_own_byte, next_kind, Agg, Node, WEIGHT_MAX};
+use super::node::{first_own_byte, next_kind, Node, WEIGHT_MAX};
 use super::split::frame_size;
 use super::Tree;
 use crate::format::node::InnerKind;
@@ -127,15 +127,7 @@ impl Tree {
                                 return Err(format!("lead {x:#04x} wrong for a node in frame {}", cell.id));
                             }
                         }
-                        let own = inner.terminal().map_or(Agg::ZERO, |t| Agg::key(t.weight()));
-                        let sum = inner.children().iter().fold(own, |sum, (_, c)| {
-                            let a = c.agg();
-                            Agg {
-                                weight: sum.weight.wrapping_add(a.weight),
-                                keys: sum.keys + a.keys,
-                                links: sum.links + a.links,
-                            }
-                        });
+                        let sum = inner.summed_agg();
                         if inner.agg() != sum {
                             return Err(format!(
                                 "a node in frame {} records {:?}, its children hold {sum:?}",

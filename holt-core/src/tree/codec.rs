@@ -22,12 +22,32 @@ use crate::format::{FrameId, FRAME_SIZE};
 /// zero-padded to a multiple of 4 KiB (the frame's `FRAME_SIZE` bytes minus padding).
 /// Fails only if the nodes do not fit, which the split policy rules out.
 pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
+    let mut buf = frame::start_frame(FRAME_SIZE);
+    let (count, root_offset) = encode_records(&mut buf, root);
+    seal_frame(&mut buf, id, count, root_offset)?;
+    Ok(buf)
+}
+
+/// Seals the image `buf` of frame `id` (`count` records, the root's at `root_offset`);
+/// fails if its records do not fit the frame.
+pub(super) fn seal_frame(buf: &mut Vec<u8>, id: FrameId, count: u32, root_offset: usize) -> Result<()> {
+    let used = buf.len();
+    frame::seal(buf, id, count, root_offset).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "frame {id} needs {used} bytes, more than the {FRAME_SIZE}-byte frame"
+        ))
+    })
+}
+
+/// Appends the records of the subtree `root` to `buf` (a frame's image being written, its
+/// header first) in post order; returns how many it wrote and the body offset of the top one.
+/// Stops once the image passes the frame's size (sealing it then fails).
+pub(super) fn encode_records(buf: &mut Vec<u8>, root: &Node) -> (u32, usize) {
     enum Step<'a> {
         Enter(&'a Node),
         Terminal(&'a Leaf),
         Exit(&'a Inner),
     }
-    let mut buf = frame::start_frame(FRAME_SIZE);
     let mut count: u32 = 0;
     let mut stack = vec![Step::Enter(root)];
     let mut children: Vec<&Node> = Vec::new();
@@ -37,8 +57,8 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
     while let Some(step) = stack.pop() {
         let start = buf.len() - FRAME_HEADER_LEN;
         match step {
-            Step::Enter(Node::Leaf(l)) => write_leaf(&mut buf, l.suffix(), l.value(), l.version()),
-            Step::Enter(Node::Link(cell)) => write_link(&mut buf, cell.id.0),
+            Step::Enter(Node::Leaf(l)) => write_leaf(buf, l.suffix(), l.value(), l.version()),
+            Step::Enter(Node::Link(cell)) => write_link(buf, cell.id.0),
             Step::Enter(Node::Inner(inner)) => {
                 stack.push(Step::Exit(inner));
                 children.clear();
@@ -52,7 +72,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
                 }
                 continue;
             }
-            Step::Terminal(t) => write_leaf(&mut buf, &[], t.value(), t.version()),
+            Step::Terminal(t) => write_leaf(buf, &[], t.value(), t.version()),
             Step::Exit(inner) => {
                 let keys = inner.children().iter().map(|(b, _)| b);
                 let n = inner.children().len();
@@ -60,7 +80,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
                 distances.clear();
                 distances.extend(written.drain(written.len() - popped..).map(|at| start - at));
                 write_inner(
-                    &mut buf,
+                    buf,
                     inner.kind(),
                     inner.prefix(),
                     inner.terminal().is_some(),
@@ -76,14 +96,7 @@ pub(crate) fn encode_frame(id: FrameId, root: &Node) -> Result<Vec<u8>> {
             break;
         }
     }
-    let used = buf.len();
-    let root_offset = written.first().copied().unwrap_or(0);
-    frame::seal(&mut buf, id, count, root_offset).map_err(|_| {
-        Error::InvalidArgument(format!(
-            "frame {id} needs {used} bytes, more than the {FRAME_SIZE}-byte frame"
-        ))
-    })?;
-    Ok(buf)
+    (count, written.first().copied().unwrap_or(0))
 }
 
 /// Encodes the delta that takes frame `id` from its state on disk to `root`, given the
@@ -110,21 +123,12 @@ pub(crate) fn encode_delta(
         Some(_) => None,
         None => Some(DeltaEntry::Delete { key }),
     });
-    // Oldest first, then newest first within a key, so that `dedup` keeps each key's last
-    // entry.
-    let mut entries: Vec<(usize, DeltaEntry<'_>)> = earlier
-        .iter()
-        .cloned()
-        .map(Some)
-        .chain(logged)
-        .enumerate()
-        .map(|(i, entry)| Some((i, entry?)))
-        .collect::<Option<_>>()?;
-    entries.sort_unstable_by(|(i, a), (j, b)| a.key().cmp(b.key()).then(j.cmp(i)));
-    entries.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
+    let entries: Vec<DeltaEntry<'_>> =
+        earlier.iter().cloned().map(Some).chain(logged).collect::<Option<_>>()?;
+    let entries = last_entries(entries);
     let hint = if earlier.is_empty() { changes.accounted_bytes() } else { max_bytes };
     let mut delta = DeltaWriter::new(hint.min(max_bytes));
-    for (_, entry) in &entries {
+    for entry in &entries {
         if let Some(root) = root {
             debug_assert_eq!(
                 state_in(root, entry.key()),
@@ -151,21 +155,45 @@ fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
     }
 }
 
+/// Each key's last entry among `entries` (oldest first), in key order.
+pub(super) fn last_entries(entries: Vec<DeltaEntry<'_>>) -> Vec<DeltaEntry<'_>> {
+    // Newest first within a key, so that `dedup` keeps each key's last entry.
+    let mut numbered: Vec<(usize, DeltaEntry<'_>)> = entries.into_iter().enumerate().collect();
+    numbered.sort_unstable_by(|(i, a), (j, b)| a.key().cmp(b.key()).then(j.cmp(i)));
+    numbered.dedup_by(|(_, later), (_, kept)| later.key() == kept.key());
+    numbered.into_iter().map(|(_, entry)| entry).collect()
+}
+
+/// `root` (a frame's decoded image) with `entries` (changes to its keys, relative to the
+/// frame, oldest first) applied: each key's last, in one batch (`write::apply_sorted`).
+pub(super) fn apply_entries(root: &Node, entries: Vec<DeltaEntry<'_>>, weigh: Weigh) -> Result<Node> {
+    write::apply_sorted(root, &batch_of(&last_entries(entries), weigh))
+}
+
+/// The batch `write::apply_sorted` (or `splice::rewrite_frame`) applies for `last`, entries
+/// in key order with one per key (`last_entries`).
+pub(super) fn batch_of<'a>(last: &[DeltaEntry<'a>], weigh: Weigh) -> Vec<(&'a [u8], write::Put<'a>)> {
+    last.iter()
+        .map(|entry| match *entry {
+            DeltaEntry::Put { key, value, version } => (key, Some((value, version, weigh(value)))),
+            DeltaEntry::Delete { key } => (key, None),
+        })
+        .collect()
+}
+
+/// The entries of `deltas` (a frame's chain, oldest first), in order.
+pub(super) fn chain_entries<'a>(deltas: &[DeltaRef<'a>]) -> Result<Vec<DeltaEntry<'a>>> {
+    let mut entries = Vec::new();
+    for delta in deltas {
+        entries.extend(delta.entries()?);
+    }
+    Ok(entries)
+}
+
 /// Applies frame `id`'s deltas, in order, to `root` (the frame's decoded image); returns the
 /// resulting root.
-pub(super) fn apply_deltas(mut root: Node, deltas: &[DeltaRef<'_>], weigh: Weigh) -> Result<Node> {
-    for delta in deltas {
-        for entry in delta.entries()? {
-            let change = match entry {
-                DeltaEntry::Put { key, value, version } => {
-                    write::put(&root, key, 0, value, version, weigh(value))?
-                }
-                DeltaEntry::Delete { key } => write::delete(&root, key, 0)?,
-            };
-            root = change.root;
-        }
-    }
-    Ok(root)
+pub(super) fn apply_deltas(root: Node, deltas: &[DeltaRef<'_>], weigh: Weigh) -> Result<Node> {
+    apply_entries(&root, chain_entries(deltas)?, weigh)
 }
 
 /// `root` with `key` (relative to the frame) given the state a change log recorded for it:
@@ -245,20 +273,20 @@ pub(super) fn decode_frame(
 }
 
 /// What `decode_records` built.
-struct Decoded {
-    root: Node,
+pub(super) struct Decoded {
+    pub root: Node,
     /// Records read.
-    records: u32,
+    pub records: u32,
     /// Leaf records read: the keys of the tree.
     leaves: usize,
     /// The body offset of the first record the root's record popped (the root's own, for a
     /// single record): for a whole body, the root record's offset.
-    first_start: usize,
+    pub first_start: usize,
 }
 
 /// Builds the one tree the records of `reader` (a whole body, or a window holding exactly
 /// one subtree's records) form, checking every back distance and the nesting depth.
-fn decode_records(
+pub(super) fn decode_records(
     mut reader: RecordReader<'_>,
     fail: &dyn Fn(usize, String) -> Error,
     weigh: Weigh,

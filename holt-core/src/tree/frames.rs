@@ -12,6 +12,7 @@ use super::node::{Cell, Node, Weigh};
 use super::Tree;
 use crate::buffer::{ChangeLog, FrameCell, FrameSource};
 use crate::error::{Error, Result};
+use crate::format::delta::DeltaEntry;
 use crate::format::FrameId;
 
 /// A frame changed since its last checkpoint, as it stood when captured.
@@ -124,23 +125,35 @@ impl Tree {
         }
     }
 
-    /// The state of a frame captured without a root: its image and deltas on disk with the
-    /// captured changes applied. Called by the checkpoint that captured it, under the manifest
-    /// lock (the disk state cannot change meanwhile).
-    pub(crate) fn rebuild_unloaded(&self, frame: &CapturedFrame) -> Result<Node> {
+    /// The image of a frame captured without a root: its image and deltas on disk with the
+    /// captured changes applied, written without decoding the frame (`splice`). Called by the
+    /// checkpoint that captured it, under the manifest lock (the disk state cannot change
+    /// meanwhile).
+    pub(crate) fn rewrite_unloaded(&self, frame: &CapturedFrame) -> Result<Vec<u8>> {
         let cell = &frame.cell;
-        let mut root = self.pool.read_stored(cell.id, |bytes, location, deltas| {
-            let frames = self.frames.lock();
-            let (root, _) = super::codec::decode_frame(bytes, cell.id, location, self.weigh, |id| {
-                self.linked_frame(&frames, cell, id)
-            })?;
-            drop(frames);
-            super::codec::apply_deltas(root, deltas, self.weigh)
-        })?;
-        for (key, state) in frame.changes.iter() {
-            root = super::codec::apply_change(&root, key, state)?.0;
-        }
-        Ok(root)
+        // The captured changes are newer than every delta: applied after them.
+        let changes = frame
+            .changes
+            .iter()
+            .map(|(key, state)| match state {
+                Some(Node::Leaf(leaf)) => {
+                    Ok(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() })
+                }
+                None => Ok(DeltaEntry::Delete { key }),
+                Some(_) => Err(Error::InvalidArgument(
+                    "internal: a change log holds a state that is not a leaf".into(),
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.pool.read_stored(cell.id, |bytes, location, deltas| {
+            let mut entries = super::codec::chain_entries(deltas)?;
+            entries.extend(changes);
+            let last = super::codec::last_entries(entries);
+            let batch = super::codec::batch_of(&last, self.weigh);
+            super::splice::rewrite_frame(bytes, cell.id, location, &batch, self.weigh, |id| {
+                self.linked_frame(&self.frames.lock(), cell, id)
+            })
+        })
     }
 
     /// The delta that replaces frame `frame`'s whole chain on disk: the chain's entries and

@@ -19,6 +19,7 @@ mod codec;
 mod frames;
 mod list;
 pub(crate) mod node;
+mod splice;
 mod split;
 mod usage;
 mod write;

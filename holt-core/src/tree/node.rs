@@ -936,6 +936,12 @@ impl Inner {
         self.head().agg
     }
 
+    /// The sums `agg` must hold, read from the terminal and every child (structural checks).
+    pub(crate) fn summed_agg(&self) -> Agg {
+        let own = self.terminal().map_or(Agg::ZERO, |t| Agg::key(t.weight()));
+        self.children().iter().fold(own, |sum, (_, c)| sum.plus(c.agg()))
+    }
+
     /// The same children under `head`.
     fn with_head(&self, head: Head) -> Inner {
         same_layout!(self, b => b.with_head(head))

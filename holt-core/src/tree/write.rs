@@ -509,13 +509,108 @@ pub(super) fn delete(root: &Node, key: &[u8], depth: usize) -> Result<Change> {
     Ok(descend(root, key, depth).ok_or_else(stray_link)?.delete(key))
 }
 
+/// A key's state after a batch (`apply_sorted`): a put's value, version and weight, or
+/// `None` for a delete.
+pub(super) type Put<'a> = Option<(&'a [u8], u64, u64)>;
+
+/// `root` with `entries` applied: keys relative to the frame, ascending and distinct, each
+/// with the state it ends in. The same frame as applying them one by one (`put`, `delete`),
+/// but each inner node the batch reaches is rebuilt once, not once per key below it: a frame
+/// rebuilt from its image, its deltas and its change log (hundreds of keys spread over the
+/// frame) copied its root and upper nodes, every child count taken and dropped, per key.
+/// Footprints are not tracked: the caller measures the result. An emptied frame is an empty
+/// root, as `delete` leaves it.
+pub(super) fn apply_sorted(root: &Node, entries: &[(&[u8], Put<'_>)]) -> Result<Node> {
+    debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "a batch's keys ascend");
+    Ok(apply_under(Some(root), entries, 0, 0)?.unwrap_or_else(|| Node::Inner(Inner::empty())))
+}
+
+/// Inner nodes a batch rebuilds as a whole on one path (`apply_sorted`, `splice`); below,
+/// its keys are written one by one: bounds the recursion where keys nest thousands deep.
+pub(super) const BATCH_DEPTH_MAX: usize = 64;
+
+/// `apply_sorted` for the subtree `node` (absent: none yet), which starts at `key[depth..]`
+/// of every entry; `None` when the subtree ends up empty. `level`: nodes rebuilt above.
+pub(super) fn apply_under(
+    node: Option<&Node>,
+    entries: &[(&[u8], Put<'_>)],
+    depth: usize,
+    level: usize,
+) -> Result<Option<Node>> {
+    let inner = match node {
+        _ if entries.is_empty() => return Ok(node.cloned()),
+        Some(Node::Inner(inner)) if entries.len() > 1 && !inner.is_empty() && level < BATCH_DEPTH_MAX => {
+            inner
+        }
+        _ => return apply_one_by_one(node, entries, depth),
+    };
+    let at = depth + inner.prefix().len();
+    // A key that leaves the compressed prefix splits it: the one-key writer's shape.
+    if !entries.iter().all(|(key, _)| key.get(depth..).is_some_and(|rest| rest.starts_with(inner.prefix()))) {
+        return apply_one_by_one(node, entries, depth);
+    }
+    // The key ending at this node sorts first (every other one continues past it).
+    let (terminal, below) = match entries.split_first() {
+        Some((&(key, state), rest)) if key.len() == at => (state.map(|s| shared_leaf(leaf_of(&[], s))), rest),
+        _ => (inner.terminal().cloned(), entries),
+    };
+    let mut children: Vec<(u8, Node)> = Vec::with_capacity(inner.children().len() + below.len());
+    let mut old = inner.children().iter().peekable();
+    let mut rest = below;
+    while let Some(&(key, _)) = rest.first() {
+        let b = key[at];
+        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k[at] == b));
+        rest = after;
+        while let Some((c, child)) = old.next_if(|&(c, _)| c < b) {
+            children.push((c, child.clone()));
+        }
+        let existing = old.next_if(|&(c, _)| c == b).map(|(_, child)| child);
+        if matches!(existing, Some(Node::Link(_))) {
+            return Err(stray_link());
+        }
+        if let Some(child) = apply_under(existing, group, at + 1, level + 1)? {
+            children.push((b, child));
+        }
+    }
+    children.extend(old.map(|(c, child)| (c, child.clone())));
+    let built = Inner::with_entries(inner.prefix(), terminal, Some(inner.kind()), children);
+    Ok(normalize(built).0)
+}
+
+/// `apply_under` by one-key writes: for a leaf, a subtree the batch creates, a single key,
+/// or keys that reshape the node's prefix.
+pub(super) fn apply_one_by_one(
+    node: Option<&Node>,
+    entries: &[(&[u8], Put<'_>)],
+    depth: usize,
+) -> Result<Option<Node>> {
+    let mut current = node.cloned();
+    for &(key, state) in entries {
+        current = match (current, state) {
+            (None, None) => None,
+            (None, Some(put)) => Some(Node::Leaf(shared_leaf(leaf_of(&key[depth..], put)))),
+            (Some(node), Some((value, version, weight))) => {
+                Some(put(&node, key, depth, value, version, weight)?.root)
+            }
+            (Some(node), None) => Some(delete(&node, key, depth)?.root).filter(|n| !n.is_empty()),
+        };
+    }
+    Ok(current)
+}
+
+fn leaf_of(suffix: &[u8], (value, version, weight): (&[u8], u64, u64)) -> Leaf {
+    Leaf::new(suffix, value, version, weight)
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::format::node::InnerKind;
+    use crate::tree::node::{first_own_byte, next_kind};
     use crate::tree::{walk_frame, Walk};
 
     /// Every key of 1..=`len` bytes over `alphabet`.
-    fn keys(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+    pub(in crate::tree) fn keys(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
         let mut all: Vec<Vec<u8>> = vec![Vec::new()];
         let mut out = Vec::new();
         for _ in 0..len {
@@ -709,6 +804,84 @@ mod tests {
                 assert!(matches!(walk_frame(&root, key, 0), Walk::Here(None)), "key {key:?} still found");
             }
             assert!(matches!(&root, Node::Inner(inner) if inner.is_empty()), "stride {stride}");
+        }
+    }
+
+    /// Checks the node invariants `Tree::check_invariants` checks within a frame: no empty
+    /// node but an empty root, no node with only a terminal or an unfolded only child, kinds
+    /// within their capacity and shrink point, true leads and sums.
+    fn assert_node_invariants(node: &Node, is_root: bool) {
+        let Node::Inner(inner) = node else { return };
+        let n = inner.children().len();
+        if inner.is_empty() {
+            assert!(is_root && inner.prefix().is_empty(), "an empty inner node below the root");
+            return;
+        }
+        assert!(n > 0, "an inner node with only a terminal");
+        assert!(n > 1 || inner.terminal().is_some(), "an only child left unfolded");
+        assert!(n <= inner.kind().capacity(), "{:?} holds {n}", inner.kind());
+        let kind = inner.kind();
+        assert!(kind == InnerKind::N4 || next_kind(kind, n) == kind, "{kind:?} with {n} children");
+        if let Some(x) = inner.lead() {
+            assert!(inner.children().iter().all(|(_, c)| first_own_byte(c) == Some(x)), "a wrong lead");
+        }
+        let sum = inner.summed_agg();
+        assert!(inner.agg() == sum, "a node's sums differ from its children's");
+        for (_, child) in inner.children().iter() {
+            assert_node_invariants(child, false);
+        }
+    }
+
+    /// A batch applied at once (`apply_sorted`) leaves the frame the same keys, values and
+    /// versions as the one-key writes applied in order, with every node invariant kept:
+    /// random trees of short keys (prefixes of each other, keys ending inside compressed
+    /// prefixes, terminals) and random batches of puts and deletes, present keys and absent,
+    /// up to emptying the frame.
+    #[test]
+    fn a_sorted_batch_writes_what_one_key_writes_write() {
+        use rand::{Rng, SeedableRng};
+        let all = keys(b"a/\0", 4);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x0BA7C4);
+        for case in 0..400 {
+            let mut root = Node::Inner(Inner::empty());
+            let fill = [0.0, 0.05, 0.3, 0.9][case % 4];
+            for (i, key) in all.iter().enumerate() {
+                if rng.gen_bool(fill) {
+                    root = put(&root, key, 0, &[i as u8], 1, 1).expect("put").root;
+                }
+            }
+            let share = [0.01, 0.1, 0.5, 1.0][(case / 4) % 4];
+            let values: Vec<Vec<u8>> = (0..all.len()).map(|i| vec![case as u8, i as u8, 7]).collect();
+            let mut batch: Vec<(&[u8], Put<'_>)> = Vec::new();
+            for (i, key) in all.iter().enumerate() {
+                if rng.gen_bool(share) {
+                    let state = rng.gen_bool(0.5).then(|| (&values[i][..], case as u64 + 2, 3));
+                    batch.push((&key[..], state));
+                }
+            }
+            batch.sort_by(|a, b| a.0.cmp(b.0));
+            let mut want = root.clone();
+            for &(key, state) in &batch {
+                want = match state {
+                    Some((value, version, weight)) => put(&want, key, 0, value, version, weight),
+                    None => delete(&want, key, 0),
+                }
+                .expect("one-key write")
+                .root;
+            }
+            let got = apply_sorted(&root, &batch).expect("batch");
+            assert_node_invariants(&got, true);
+            let state = |root: &Node, key: &[u8]| match walk_frame(root, key, 0) {
+                Walk::Here(leaf) => leaf.map(|l| (l.value().to_vec(), l.version(), l.weight())),
+                Walk::Link(..) => unreachable!("no links in these frames"),
+            };
+            for key in &all {
+                assert_eq!(state(&got, key), state(&want, key), "case {case}, key {key:?}");
+            }
+            assert_eq!(got.agg(), want.agg(), "case {case}");
+            // Shared with the tree before the batch and with the one-key result until they go.
+            drop((root, want));
+            assert_single_counts(&got, 1);
         }
     }
 }
