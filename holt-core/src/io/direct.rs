@@ -138,6 +138,9 @@ impl VfsFile for DirectFile {
     fn release(&self, offset: u64, len: u64) -> io::Result<()> {
         self.buffered.release(offset, len)
     }
+    fn allocated_len(&self, offset: u64, len: u64) -> io::Result<u64> {
+        self.buffered.allocated_len(offset, len)
+    }
 
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {
         if self.usable(requests.iter().map(|(b, o)| (*o, b.len()))) {

@@ -212,6 +212,9 @@ impl VfsFile for MappedFile {
         // A punched hole reads as zeros through the mapping too; the length is unchanged.
         self.inner.release(offset, len)
     }
+    fn allocated_len(&self, offset: u64, len: u64) -> io::Result<u64> {
+        self.inner.allocated_len(offset, len)
+    }
 
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {
         self.inner.read_many_at(requests)

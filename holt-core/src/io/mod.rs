@@ -96,6 +96,13 @@ pub trait VfsFile: Send + Sync {
         let _ = (offset, len);
         Ok(())
     }
+    /// How many bytes from `offset` may hold blocks in `[offset, offset + len)` (up to the
+    /// end of its last data; 0 for a hole), where the file system tells; the default, `len`,
+    /// takes all of it as allocated.
+    fn allocated_len(&self, offset: u64, len: u64) -> io::Result<u64> {
+        let _ = offset;
+        Ok(len)
+    }
     /// Reads several frames at once: `(buffer, offset)` pairs. The default reads one by one;
     /// io_uring submits them together.
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {

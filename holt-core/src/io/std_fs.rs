@@ -90,6 +90,9 @@ impl VfsFile for StdFile {
     fn release(&self, offset: u64, len: u64) -> io::Result<()> {
         punch_hole(&self.file, offset, len)
     }
+    fn allocated_len(&self, offset: u64, len: u64) -> io::Result<u64> {
+        allocated_len(&self.file, offset, len)
+    }
 }
 
 /// Reserves blocks for the first `len` bytes without changing the file's size or contents.
@@ -136,6 +139,50 @@ fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> io::Resul
 #[cfg(not(target_os = "linux"))]
 pub(super) fn punch_hole(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
     Ok(())
+}
+
+/// How many bytes from `offset` may hold blocks in `[offset, offset + len)`: up to the end
+/// of the range's last data, found with SEEK_DATA and SEEK_HOLE (0 for a hole).
+#[cfg(target_os = "linux")]
+pub(super) fn allocated_len(file: &File, offset: u64, len: u64) -> io::Result<u64> {
+    let end = offset.saturating_add(len);
+    let (mut at, mut last) = (offset, offset);
+    // Bound: `at` grows every step.
+    while at < end {
+        let Some(data) = seek(file, at, libc::SEEK_DATA)? else { break };
+        if data >= end {
+            break;
+        }
+        let hole = seek(file, data, libc::SEEK_HOLE)?.unwrap_or(end);
+        last = hole.min(end);
+        at = hole.max(data + 1);
+    }
+    Ok(last - offset)
+}
+
+/// `lseek(2)` to `offset` with `whence` (SEEK_DATA, SEEK_HOLE); `None` when no data lies at
+/// or past `offset` (ENXIO). Positioned reads and writes do not use the file offset it moves.
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "lseek with SEEK_DATA and SEEK_HOLE has no safe wrapper in std")]
+fn seek(file: &File, offset: u64, whence: libc::c_int) -> io::Result<Option<u64>> {
+    use std::os::fd::AsRawFd;
+    let offset = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the descriptor is owned by `file`, which outlives the call; the call takes no
+    // pointers and changes only the descriptor's offset.
+    let rc = unsafe { libc::lseek(file.as_raw_fd(), offset, whence) };
+    if rc >= 0 {
+        return Ok(Some(rc as u64));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENXIO) => Ok(None),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn allocated_len(_file: &File, _offset: u64, len: u64) -> io::Result<u64> {
+    Ok(len)
 }
 
 #[expect(unsafe_code, reason = "flock has no safe wrapper at the crate's minimum Rust version")]
@@ -260,5 +307,44 @@ impl StdFs {
             }
         }
         Ok(self.batched(file))
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// `allocated_len` ends at the last data of the range: data written at two places of a
+    /// sparse file, one of them punched afterwards. A file system that cannot tell holes
+    /// (SEEK_HOLE finds none in a file made sparse by `set_len`) reports whole ranges.
+    #[test]
+    fn allocated_len_ends_at_the_last_data() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        const K: u64 = 64 * 1024;
+        file.set_len(32 * K).unwrap();
+        file.write_all_at(&[1; 8192], 0).unwrap();
+        file.write_all_at(&[2; 4096], 5 * K).unwrap();
+        file.write_all_at(&[3; 4096], 9 * K).unwrap();
+        punch_hole(&file, 9 * K, 4096).unwrap();
+        file.sync_all().unwrap();
+        if seek(&file, 0, libc::SEEK_HOLE).unwrap() == Some(32 * K) {
+            // No holes known here: every range counts as allocated.
+            assert_eq!(allocated_len(&file, 8 * K, 8 * K).unwrap(), 8 * K);
+            return;
+        }
+        // Blocks are allocated in whole file-system blocks (4 KiB here, or larger).
+        let data_end = allocated_len(&file, 0, 8 * K).unwrap();
+        assert!((5 * K + 4096..8 * K).contains(&data_end), "{data_end}");
+        assert_eq!(allocated_len(&file, 0, 4096).unwrap(), 4096);
+        assert_eq!(allocated_len(&file, 8 * K, 8 * K).unwrap(), 0, "a punched range is a hole");
+        assert_eq!(allocated_len(&file, 16 * K, 16 * K).unwrap(), 0, "past the last data");
+        assert_eq!(allocated_len(&file, 32 * K, 8 * K).unwrap(), 0, "past the end");
     }
 }

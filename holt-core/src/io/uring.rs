@@ -124,6 +124,9 @@ impl VfsFile for UringFile {
     fn release(&self, offset: u64, len: u64) -> io::Result<()> {
         super::std_fs::punch_hole(&self.file, offset, len)
     }
+    fn allocated_len(&self, offset: u64, len: u64) -> io::Result<u64> {
+        super::std_fs::allocated_len(&self.file, offset, len)
+    }
 
     fn read_many_at(&self, requests: &mut [(&mut [u8], u64)]) -> io::Result<()> {
         let fd = types::Fd(self.file.as_raw_fd());
