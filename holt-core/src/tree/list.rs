@@ -480,14 +480,15 @@ impl Tree {
             // The deltas scanned count towards admitting the frame as the pages they fill.
             let delta_bytes: usize = deltas.iter().map(|delta| delta.len()).sum();
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
-            let mut kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
-            for (key, value, version) in &puts {
-                kept = super::write::put(&kept, key, 0, value, *version, (self.weigh)(value))?.root;
-            }
-            for key in &deleted {
-                kept = super::write::delete(&kept, key, 0)?.root;
-            }
-            Ok(Some(kept))
+            let kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
+            // One batch, in key order (a key is a put or deleted, not both).
+            let mut batch: Vec<(&[u8], super::write::Put<'_>)> = puts
+                .iter()
+                .map(|(key, value, version)| (&key[..], Some((&value[..], *version, (self.weigh)(value)))))
+                .chain(deleted.iter().map(|key| (&key[..], None)))
+                .collect();
+            batch.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            Ok(Some(super::write::apply_sorted(&kept, &batch)?))
         })?;
         Ok(kept.flatten())
     }

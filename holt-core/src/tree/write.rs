@@ -509,9 +509,11 @@ pub(super) fn delete(root: &Node, key: &[u8], depth: usize) -> Result<Change> {
     Ok(descend(root, key, depth).ok_or_else(stray_link)?.delete(key))
 }
 
-/// A key's state after a batch (`apply_sorted`): a put's value, version and weight, or
-/// `None` for a delete.
-pub(super) type Put<'a> = Option<(&'a [u8], u64, u64)>;
+/// A put's value, version and weight.
+type Stored<'a> = (&'a [u8], u64, u64);
+
+/// A key's state after a batch (`apply_sorted`): what a put stored, or `None` for a delete.
+pub(super) type Put<'a> = Option<Stored<'a>>;
 
 /// `root` with `entries` applied: keys relative to the frame, ascending and distinct, each
 /// with the state it ends in. The same frame as applying them one by one (`put`, `delete`),
@@ -539,10 +541,21 @@ pub(super) fn apply_under(
 ) -> Result<Option<Node>> {
     let inner = match node {
         _ if entries.is_empty() => return Ok(node.cloned()),
-        Some(Node::Inner(inner)) if entries.len() > 1 && !inner.is_empty() && level < BATCH_DEPTH_MAX => {
-            inner
+        _ if entries.len() == 1 || level >= BATCH_DEPTH_MAX => return apply_one_by_one(node, entries, depth),
+        Some(Node::Inner(inner)) if !inner.is_empty() => inner,
+        // A subtree the batch creates (a page's keys under a stub it listed, a frame filled
+        // anew) is built from the sorted keys, not put together one key at a time.
+        None | Some(Node::Inner(_)) => return build_sorted(entries, depth, level),
+        Some(Node::Leaf(leaf)) => {
+            // The leaf's key joins the batch, unless the batch names it.
+            let key: Vec<u8> = [entries[0].0.get(..depth).unwrap_or_default(), leaf.suffix()].concat();
+            let mut joined = entries.to_vec();
+            if let Err(at) = entries.binary_search_by(|&(k, _)| k.cmp(&key)) {
+                joined.insert(at, (&key, Some((leaf.value(), leaf.version(), leaf.weight()))));
+            }
+            return build_sorted(&joined, depth, level);
         }
-        _ => return apply_one_by_one(node, entries, depth),
+        Some(Node::Link(_)) => return apply_one_by_one(node, entries, depth),
     };
     let at = depth + inner.prefix().len();
     // A key that leaves the compressed prefix splits it: the one-key writer's shape.
@@ -577,8 +590,52 @@ pub(super) fn apply_under(
     Ok(normalize(built).0)
 }
 
-/// `apply_under` by one-key writes: for a leaf, a subtree the batch creates, a single key,
-/// or keys that reshape the node's prefix.
+/// The subtree holding exactly the puts of `entries` (ascending, distinct; deletes name no
+/// key here), which start at `key[depth..]`; `None` if there are none. Every inner node is
+/// built once, in the layout that fits its children, as one-key puts leave a subtree they
+/// grow from nothing.
+fn build_sorted(entries: &[(&[u8], Put<'_>)], depth: usize, level: usize) -> Result<Option<Node>> {
+    let puts: Vec<(&[u8], Stored<'_>)> =
+        entries.iter().filter_map(|&(key, state)| Some((key, state?))).collect();
+    build_puts(&puts, depth, level)
+}
+
+/// `build_sorted` of puts alone.
+fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Result<Option<Node>> {
+    let (Some(&(first, put)), Some(&(last, _))) = (puts.first(), puts.last()) else { return Ok(None) };
+    let unsorted =
+        || Error::InvalidArgument("internal: a batch's keys are not ascending and distinct".into());
+    let (own_first, own_last) = match (first.get(depth..), last.get(depth..)) {
+        (Some(f), Some(l)) => (f, l),
+        _ => return Err(unsorted()),
+    };
+    if puts.len() == 1 {
+        return Ok(Some(Node::Leaf(shared_leaf(leaf_of(own_first, put)))));
+    }
+    if level >= BATCH_DEPTH_MAX {
+        let entries: Vec<(&[u8], Put<'_>)> = puts.iter().map(|&(key, put)| (key, Some(put))).collect();
+        return apply_one_by_one(None, &entries, depth);
+    }
+    // Sorted: the prefix the first and last keys share, all of them share.
+    let at = depth + common_prefix_len(own_first, own_last);
+    let (terminal, mut rest) = match puts.split_first() {
+        Some((&(key, put), rest)) if key.len() == at => (Some(shared_leaf(leaf_of(&[], put))), rest),
+        _ => (None, puts),
+    };
+    let mut children: Vec<(u8, Node)> = Vec::new();
+    while let Some(&(key, _)) = rest.first() {
+        let b = *key.get(at).ok_or_else(unsorted)?;
+        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k.get(at) == Some(&b)));
+        rest = after;
+        if let Some(child) = build_puts(group, at + 1, level + 1)? {
+            children.push((b, child));
+        }
+    }
+    Ok(Some(Node::Inner(Inner::with_entries(&first[depth..at], terminal, None, children))))
+}
+
+/// `apply_under` by one-key writes: for a single key, a link (which refuses them), or keys
+/// that reshape the node's prefix.
 pub(super) fn apply_one_by_one(
     node: Option<&Node>,
     entries: &[(&[u8], Put<'_>)],
@@ -598,7 +655,7 @@ pub(super) fn apply_one_by_one(
     Ok(current)
 }
 
-fn leaf_of(suffix: &[u8], (value, version, weight): (&[u8], u64, u64)) -> Leaf {
+fn leaf_of(suffix: &[u8], (value, version, weight): Stored<'_>) -> Leaf {
     Leaf::new(suffix, value, version, weight)
 }
 
