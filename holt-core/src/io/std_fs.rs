@@ -332,14 +332,15 @@ mod tests {
         file.write_all_at(&[1; 8192], 0).unwrap();
         file.write_all_at(&[2; 4096], 5 * K).unwrap();
         file.write_all_at(&[3; 4096], 9 * K).unwrap();
-        punch_hole(&file, 9 * K, 4096).unwrap();
+        // A whole 64 KiB: file systems with blocks up to that size free it.
+        punch_hole(&file, 9 * K, K).unwrap();
         file.sync_all().unwrap();
         if seek(&file, 0, libc::SEEK_HOLE).unwrap() == Some(32 * K) {
             // No holes known here: every range counts as allocated.
             assert_eq!(allocated_len(&file, 8 * K, 8 * K).unwrap(), 8 * K);
             return;
         }
-        // Blocks are allocated in whole file-system blocks (4 KiB here, or larger).
+        // Blocks are allocated in whole file-system blocks (4 KiB here, up to 64 KiB).
         let data_end = allocated_len(&file, 0, 8 * K).unwrap();
         assert!((5 * K + 4096..8 * K).contains(&data_end), "{data_end}");
         assert_eq!(allocated_len(&file, 0, 4096).unwrap(), 4096);

@@ -515,6 +515,9 @@ type Stored<'a> = (&'a [u8], u64, u64);
 /// A key's state after a batch (`apply_sorted`): what a put stored, or `None` for a delete.
 pub(super) type Put<'a> = Option<Stored<'a>>;
 
+/// A key (relative to the frame) and its state after a batch.
+pub(super) type Entry<'a> = (&'a [u8], Put<'a>);
+
 /// `root` with `entries` applied: keys relative to the frame, ascending and distinct, each
 /// with the state it ends in. The same frame as applying them one by one (`put`, `delete`),
 /// but each inner node the batch reaches is rebuilt once, not once per key below it: a frame
@@ -558,10 +561,11 @@ pub(super) fn apply_under(
         Some(Node::Link(_)) => return apply_one_by_one(node, entries, depth),
     };
     let at = depth + inner.prefix().len();
-    // A key that leaves the compressed prefix splits it: the one-key writer's shape.
-    if !entries.iter().all(|(key, _)| key.get(depth..).is_some_and(|rest| rest.starts_with(inner.prefix()))) {
+    // A put that leaves the compressed prefix splits it: the one-key writer's shape.
+    let Some(entries) = within_prefix(entries, depth, inner.prefix()) else {
         return apply_one_by_one(node, entries, depth);
-    }
+    };
+    let entries = &entries[..];
     // The key ending at this node sorts first (every other one continues past it).
     let (terminal, below) = match entries.split_first() {
         Some((&(key, state), rest)) if key.len() == at => (state.map(|s| shared_leaf(leaf_of(&[], s))), rest),
@@ -571,8 +575,8 @@ pub(super) fn apply_under(
     let mut old = inner.children().iter().peekable();
     let mut rest = below;
     while let Some(&(key, _)) = rest.first() {
-        let b = key[at];
-        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k[at] == b));
+        let b = *key.get(at).ok_or_else(unsorted_batch)?;
+        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k.get(at) == Some(&b)));
         rest = after;
         while let Some((c, child)) = old.next_if(|&(c, _)| c < b) {
             children.push((c, child.clone()));
@@ -603,11 +607,9 @@ fn build_sorted(entries: &[(&[u8], Put<'_>)], depth: usize, level: usize) -> Res
 /// `build_sorted` of puts alone.
 fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Result<Option<Node>> {
     let (Some(&(first, put)), Some(&(last, _))) = (puts.first(), puts.last()) else { return Ok(None) };
-    let unsorted =
-        || Error::InvalidArgument("internal: a batch's keys are not ascending and distinct".into());
     let (own_first, own_last) = match (first.get(depth..), last.get(depth..)) {
         (Some(f), Some(l)) => (f, l),
-        _ => return Err(unsorted()),
+        _ => return Err(unsorted_batch()),
     };
     if puts.len() == 1 {
         return Ok(Some(Node::Leaf(shared_leaf(leaf_of(own_first, put)))));
@@ -624,7 +626,7 @@ fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Resul
     };
     let mut children: Vec<(u8, Node)> = Vec::new();
     while let Some(&(key, _)) = rest.first() {
-        let b = *key.get(at).ok_or_else(unsorted)?;
+        let b = *key.get(at).ok_or_else(unsorted_batch)?;
         let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k.get(at) == Some(&b)));
         rest = after;
         if let Some(child) = build_puts(group, at + 1, level + 1)? {
@@ -632,6 +634,30 @@ fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Resul
         }
     }
     Ok(Some(Node::Inner(Inner::with_entries(&first[depth..at], terminal, None, children))))
+}
+
+/// `entries` (of a subtree entered at `depth`) without the deletes of keys that leave the
+/// subtree's root prefix `prefix` (no such key is in the subtree); `None` if a put leaves it
+/// (the prefix splits).
+pub(super) fn within_prefix<'e, 'k>(
+    entries: &'e [Entry<'k>],
+    depth: usize,
+    prefix: &[u8],
+) -> Option<std::borrow::Cow<'e, [Entry<'k>]>> {
+    let passes = |key: &[u8]| key.get(depth..).is_some_and(|rest| rest.starts_with(prefix));
+    if entries.iter().all(|&(key, _)| passes(key)) {
+        return Some(std::borrow::Cow::Borrowed(entries));
+    }
+    if entries.iter().any(|&(key, state)| state.is_some() && !passes(key)) {
+        return None;
+    }
+    Some(std::borrow::Cow::Owned(entries.iter().filter(|&&(key, _)| passes(key)).copied().collect()))
+}
+
+/// A batch whose keys are not ascending and distinct (or shorter than the path it reached):
+/// refused, never a panic.
+pub(super) fn unsorted_batch() -> Error {
+    Error::InvalidArgument("internal: a batch's keys are not ascending and distinct".into())
 }
 
 /// `apply_under` by one-key writes: for a single key, a link (which refuses them), or keys
@@ -642,6 +668,9 @@ pub(super) fn apply_one_by_one(
     depth: usize,
 ) -> Result<Option<Node>> {
     let mut current = node.cloned();
+    if entries.iter().any(|(key, _)| key.len() < depth) {
+        return Err(unsorted_batch());
+    }
     for &(key, state) in entries {
         current = match (current, state) {
             (None, None) => None,
