@@ -117,14 +117,9 @@ pub(crate) fn encode_delta(
     if changes.whole {
         return None;
     }
-    let logged = changes.iter().map(|(key, state)| match state {
-        Some(Node::Leaf(leaf)) => Some(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() }),
-        // A put records the leaf it stored: anything else (never met) is written whole.
-        Some(_) => None,
-        None => Some(DeltaEntry::Delete { key }),
-    });
-    let entries: Vec<DeltaEntry<'_>> =
-        earlier.iter().cloned().map(Some).chain(logged).collect::<Option<_>>()?;
+    // A put records the leaf it stored: anything else (never met) is written whole.
+    let mut entries: Vec<DeltaEntry<'_>> = earlier.to_vec();
+    entries.extend(logged_entries(changes).ok()?);
     let entries = last_entries(entries);
     let hint = if earlier.is_empty() { changes.accounted_bytes() } else { max_bytes };
     let mut delta = DeltaWriter::new(hint.min(max_bytes));
@@ -153,6 +148,23 @@ fn state_in<'a>(root: &'a Node, key: &'a [u8]) -> Option<DeltaEntry<'a>> {
         Walk::Here(None) => Some(DeltaEntry::Delete { key }),
         Walk::Link(..) => None,
     }
+}
+
+/// The changes of a change log as delta entries, in the order written; refused if the log
+/// holds a state that is not a leaf (a put records the leaf it stored).
+pub(super) fn logged_entries(changes: &ChangeLog<Node>) -> Result<Vec<DeltaEntry<'_>>> {
+    changes
+        .iter()
+        .map(|(key, state)| match state {
+            Some(Node::Leaf(leaf)) => {
+                Ok(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() })
+            }
+            None => Ok(DeltaEntry::Delete { key }),
+            Some(_) => {
+                Err(Error::InvalidArgument("internal: a change log holds a state that is not a leaf".into()))
+            }
+        })
+        .collect()
 }
 
 /// Each key's last entry among `entries` (oldest first), in key order.

@@ -12,7 +12,6 @@ use super::node::{Cell, Node, Weigh};
 use super::Tree;
 use crate::buffer::{ChangeLog, FrameCell, FrameSource};
 use crate::error::{Error, Result};
-use crate::format::delta::DeltaEntry;
 use crate::format::FrameId;
 
 /// A frame changed since its last checkpoint, as it stood when captured.
@@ -21,7 +20,7 @@ pub(crate) struct CapturedFrame {
     /// Pass back to `mark_clean` once this image is durable.
     pub generation: u64,
     /// The frame's root; `None` for a frame written to while evicted (`Tree::write_unloaded`),
-    /// whose state is its disk state with `changes` applied (`Tree::rebuild_unloaded`).
+    /// whose state is its disk state with `changes` applied (`Tree::rewrite_unloaded`).
     pub root: Option<Node>,
     /// The keys changed since the previous capture (see `ChangeLog`).
     pub changes: Arc<ChangeLog<Node>>,
@@ -132,19 +131,7 @@ impl Tree {
     pub(crate) fn rewrite_unloaded(&self, frame: &CapturedFrame) -> Result<Vec<u8>> {
         let cell = &frame.cell;
         // The captured changes are newer than every delta: applied after them.
-        let changes = frame
-            .changes
-            .iter()
-            .map(|(key, state)| match state {
-                Some(Node::Leaf(leaf)) => {
-                    Ok(DeltaEntry::Put { key, value: leaf.value(), version: leaf.version() })
-                }
-                None => Ok(DeltaEntry::Delete { key }),
-                Some(_) => Err(Error::InvalidArgument(
-                    "internal: a change log holds a state that is not a leaf".into(),
-                )),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let changes = super::codec::logged_entries(&frame.changes)?;
         self.pool.read_stored(cell.id, |bytes, location, deltas| {
             let mut entries = super::codec::chain_entries(deltas)?;
             entries.extend(changes);

@@ -482,7 +482,7 @@ impl Tree {
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
             let kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
             // One batch, in key order (a key is a put or deleted, not both).
-            let mut batch: Vec<(&[u8], super::write::Put<'_>)> = puts
+            let mut batch: Vec<super::write::Entry<'_>> = puts
                 .iter()
                 .map(|(key, value, version)| (&key[..], Some((&value[..], *version, (self.weigh)(value)))))
                 .chain(deleted.iter().map(|key| (&key[..], None)))

@@ -515,8 +515,14 @@ type Stored<'a> = (&'a [u8], u64, u64);
 /// A key's state after a batch (`apply_sorted`): what a put stored, or `None` for a delete.
 pub(super) type Put<'a> = Option<Stored<'a>>;
 
+/// A key (relative to the frame) with something of its own.
+pub(super) type Keyed<'a, T> = (&'a [u8], T);
+
 /// A key (relative to the frame) and its state after a batch.
-pub(super) type Entry<'a> = (&'a [u8], Put<'a>);
+pub(super) type Entry<'a> = Keyed<'a, Put<'a>>;
+
+/// The byte that keys of a batch share at a depth, and those keys (`next_group`).
+pub(super) type Group<'r, 'k, T> = (u8, &'r [Keyed<'k, T>]);
 
 /// `root` with `entries` applied: keys relative to the frame, ascending and distinct, each
 /// with the state it ends in. The same frame as applying them one by one (`put`, `delete`),
@@ -525,7 +531,7 @@ pub(super) type Entry<'a> = (&'a [u8], Put<'a>);
 /// frame) copied its root and upper nodes, every child count taken and dropped, per key.
 /// Footprints are not tracked: the caller measures the result. An emptied frame is an empty
 /// root, as `delete` leaves it.
-pub(super) fn apply_sorted(root: &Node, entries: &[(&[u8], Put<'_>)]) -> Result<Node> {
+pub(super) fn apply_sorted(root: &Node, entries: &[Entry<'_>]) -> Result<Node> {
     debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "a batch's keys ascend");
     Ok(apply_under(Some(root), entries, 0, 0)?.unwrap_or_else(|| Node::Inner(Inner::empty())))
 }
@@ -538,7 +544,7 @@ pub(super) const BATCH_DEPTH_MAX: usize = 64;
 /// of every entry; `None` when the subtree ends up empty. `level`: nodes rebuilt above.
 pub(super) fn apply_under(
     node: Option<&Node>,
-    entries: &[(&[u8], Put<'_>)],
+    entries: &[Entry<'_>],
     depth: usize,
     level: usize,
 ) -> Result<Option<Node>> {
@@ -574,10 +580,7 @@ pub(super) fn apply_under(
     let mut children: Vec<(u8, Node)> = Vec::with_capacity(inner.children().len() + below.len());
     let mut old = inner.children().iter().peekable();
     let mut rest = below;
-    while let Some(&(key, _)) = rest.first() {
-        let b = *key.get(at).ok_or_else(unsorted_batch)?;
-        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k.get(at) == Some(&b)));
-        rest = after;
+    while let Some((b, group)) = next_group(&mut rest, at)? {
         while let Some((c, child)) = old.next_if(|&(c, _)| c < b) {
             children.push((c, child.clone()));
         }
@@ -598,7 +601,7 @@ pub(super) fn apply_under(
 /// key here), which start at `key[depth..]`; `None` if there are none. Every inner node is
 /// built once, in the layout that fits its children, as one-key puts leave a subtree they
 /// grow from nothing.
-fn build_sorted(entries: &[(&[u8], Put<'_>)], depth: usize, level: usize) -> Result<Option<Node>> {
+fn build_sorted(entries: &[Entry<'_>], depth: usize, level: usize) -> Result<Option<Node>> {
     let puts: Vec<(&[u8], Stored<'_>)> =
         entries.iter().filter_map(|&(key, state)| Some((key, state?))).collect();
     build_puts(&puts, depth, level)
@@ -615,7 +618,7 @@ fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Resul
         return Ok(Some(Node::Leaf(shared_leaf(leaf_of(own_first, put)))));
     }
     if level >= BATCH_DEPTH_MAX {
-        let entries: Vec<(&[u8], Put<'_>)> = puts.iter().map(|&(key, put)| (key, Some(put))).collect();
+        let entries: Vec<Entry<'_>> = puts.iter().map(|&(key, put)| (key, Some(put))).collect();
         return apply_one_by_one(None, &entries, depth);
     }
     // Sorted: the prefix the first and last keys share, all of them share.
@@ -625,10 +628,7 @@ fn build_puts(puts: &[(&[u8], Stored<'_>)], depth: usize, level: usize) -> Resul
         _ => (None, puts),
     };
     let mut children: Vec<(u8, Node)> = Vec::new();
-    while let Some(&(key, _)) = rest.first() {
-        let b = *key.get(at).ok_or_else(unsorted_batch)?;
-        let (group, after) = rest.split_at(rest.partition_point(|(k, _)| k.get(at) == Some(&b)));
-        rest = after;
+    while let Some((b, group)) = next_group(&mut rest, at)? {
         if let Some(child) = build_puts(group, at + 1, level + 1)? {
             children.push((b, child));
         }
@@ -654,6 +654,20 @@ pub(super) fn within_prefix<'e, 'k>(
     Some(std::borrow::Cow::Owned(entries.iter().filter(|&&(key, _)| passes(key)).copied().collect()))
 }
 
+/// Splits off the front of `rest` (keys ascending, sharing their first `at` bytes) the
+/// entries whose byte `at` is the first key's: that byte and those entries; `None` once
+/// `rest` is empty.
+pub(super) fn next_group<'r, 'k, T>(
+    rest: &mut &'r [Keyed<'k, T>],
+    at: usize,
+) -> Result<Option<Group<'r, 'k, T>>> {
+    let Some(first) = rest.first() else { return Ok(None) };
+    let b = *first.0.get(at).ok_or_else(unsorted_batch)?;
+    let (group, after) = rest.split_at(rest.partition_point(|(key, _)| key.get(at) == Some(&b)));
+    *rest = after;
+    Ok(Some((b, group)))
+}
+
 /// A batch whose keys are not ascending and distinct (or shorter than the path it reached):
 /// refused, never a panic.
 pub(super) fn unsorted_batch() -> Error {
@@ -664,7 +678,7 @@ pub(super) fn unsorted_batch() -> Error {
 /// that reshape the node's prefix.
 pub(super) fn apply_one_by_one(
     node: Option<&Node>,
-    entries: &[(&[u8], Put<'_>)],
+    entries: &[Entry<'_>],
     depth: usize,
 ) -> Result<Option<Node>> {
     let mut current = node.cloned();
@@ -938,7 +952,7 @@ pub(super) mod tests {
             }
             let share = [0.01, 0.1, 0.5, 1.0][(case / 4) % 4];
             let values: Vec<Vec<u8>> = (0..all.len()).map(|i| vec![case as u8, i as u8, 7]).collect();
-            let mut batch: Vec<(&[u8], Put<'_>)> = Vec::new();
+            let mut batch: Vec<Entry<'_>> = Vec::new();
             for (i, key) in all.iter().enumerate() {
                 if rng.gen_bool(share) {
                     let state = rng.gen_bool(0.5).then(|| (&values[i][..], case as u64 + 2, 3));
