@@ -93,7 +93,7 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 21] = [
+        let engine: [(&str, &str, u64); 22] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -109,6 +109,7 @@ impl Metrics {
             ("wal_bytes_written_total", "counter", stats.wal_bytes_written),
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),
+            ("checkpoint_running", "gauge", u64::from(stats.checkpoint_running)),
             ("checkpoint_stall_max_us", "gauge", stats.checkpoint_stall_max_us),
             ("checkpoint_frames_whole_total", "counter", stats.checkpoint_frames_whole),
             ("checkpoint_frames_delta_total", "counter", stats.checkpoint_frames_delta),

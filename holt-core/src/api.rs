@@ -381,6 +381,10 @@ pub struct Stats {
     pub wal_syncs: u64,
     /// Checkpoints completed since open.
     pub checkpoints: u64,
+    /// Whether a checkpoint is running now. From its start it holds the change logs it
+    /// writes (the cache no longer counts their memory); `checkpoints` counts it only once
+    /// its manifest is durable.
+    pub checkpoint_running: bool,
     /// Longest time, in microseconds, a checkpoint held writers off while it captured the
     /// dirty frames (the only time writers wait for one).
     pub checkpoint_stall_max_us: u64,

@@ -402,6 +402,7 @@ impl Db {
                 wal_bytes_written: d.wal.bytes_written(),
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
+                checkpoint_running: d.checkpoint_running(),
                 checkpoint_stall_max_us: d.stall_max_us(),
                 checkpoint_frames_whole: d.frames_written().0,
                 checkpoint_frames_delta: d.frames_written().1,

@@ -9,6 +9,7 @@
 //! `checkpoint-unlocked`); a second checkpoint then runs and must find nothing to write and
 //! finish (with the old order it captured the frames and then waited on the paused one).
 //! Without the `failpoints` feature nothing pauses, and the second must still write nothing.
+//! The paused checkpoint is reported running (`Stats::checkpoint_running`) until it returns.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,9 @@ fn the_next_checkpoint_does_not_capture_frames_just_written() {
     // Bounded: a second checkpoint that waits on the paused first one fails the test.
     let second_finished = finished.recv_timeout(Duration::from_secs(20)).is_ok();
     let by_second = written(&db) - by_first;
+    // The paused checkpoint has not returned: it is still running.
+    #[cfg(feature = "failpoints")]
+    let running_while_paused = db.stats().checkpoint_running;
     #[cfg(feature = "failpoints")]
     {
         fail::cfg("checkpoint-unlocked", "off").unwrap();
@@ -63,6 +67,9 @@ fn the_next_checkpoint_does_not_capture_frames_just_written() {
     }
     first.join().unwrap();
     second.join().unwrap();
+    #[cfg(feature = "failpoints")]
+    assert!(running_while_paused, "a paused checkpoint was not reported running");
+    assert!(!db.stats().checkpoint_running, "no checkpoint runs, yet one is reported running");
     // With the frames still dirty, the second checkpoint captures them and then waits for
     // the first (paused) one to finish with the log before it can write them again.
     assert!(

@@ -65,6 +65,9 @@ pub(crate) struct Durable {
     manifest: Mutex<Manifest>,
     last_checkpoint_lsn: AtomicU64,
     checkpoints: AtomicU64,
+    /// Checkpoints started and not returned yet (`Stats::checkpoint_running`): one at most
+    /// holds the manifest lock, another may be finishing after releasing it.
+    running: AtomicUsize,
     stall_max_us: AtomicU64,
     /// Frames checkpoints wrote whole, and as deltas; of the deltas, those that replaced a
     /// chain.
@@ -75,6 +78,22 @@ pub(crate) struct Durable {
     stop_cv: Condvar,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
     _lock: DirLock,
+}
+
+/// Counts a checkpoint as running (`Durable::running`) until dropped, whichever way it returns.
+struct Running<'a>(&'a AtomicUsize);
+
+impl<'a> Running<'a> {
+    fn start(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Running(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn io_error(op: &'static str) -> impl Fn(io::Error) -> Error {
@@ -219,6 +238,7 @@ impl Durable {
             last_checkpoint_lsn: AtomicU64::new(manifest.checkpoint_lsn),
             manifest: Mutex::new(manifest),
             checkpoints: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
             stall_max_us: AtomicU64::new(0),
             frames_whole: AtomicU64::new(0),
             frames_delta: AtomicU64::new(0),
@@ -232,6 +252,12 @@ impl Durable {
 
     pub(crate) fn checkpoints(&self) -> u64 {
         self.checkpoints.load(Ordering::Relaxed)
+    }
+
+    /// Whether a checkpoint is running: it may have taken the change logs it writes (their
+    /// memory no longer counted by the cache) and not be counted in `checkpoints` yet.
+    pub(crate) fn checkpoint_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed) > 0
     }
 
     pub(crate) fn stall_max_us(&self) -> u64 {
@@ -251,6 +277,7 @@ impl Durable {
     /// Runs one checkpoint (see the module docs for the steps).
     pub(crate) fn checkpoint(&self, tree: &Tree) -> Result<()> {
         let mut durable_manifest = self.manifest.lock();
+        let _running = Running::start(&self.running);
         if self.wal.is_poisoned() {
             return Err(Error::Poisoned);
         }
