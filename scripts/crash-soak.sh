@@ -2,7 +2,10 @@
 # SIGKILL crash soak of the real engine: a child process writes with sync durability from
 # several threads and reports every acknowledgement over a pipe; the parent kills it with
 # SIGKILL after a random 5-300 ms, reopens the database and checks the crash oracle
-# (holt-core/examples/crash_soak.rs). Ends with a plain "N passed, N failed" line.
+# (holt-core/examples/crash_soak.rs). Each write also overwrites or deletes an earlier key;
+# the 2 MiB cache budget leaves most of them in evicted frames. Ends with what the rounds
+# exercised (writes recorded in evicted frames, frames checkpointed whole and as deltas)
+# and a plain "N passed, N failed" line.
 #
 # Usage: scripts/crash-soak.sh [ROUNDS] [SEED]     (200 rounds in CI; thousands on demand)
 set -euo pipefail
