@@ -437,6 +437,12 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
     }
     let up = store(&p.front).upstream.clone().unwrap();
     assert_eq!(up.headers_filled.load(std::sync::atomic::Ordering::Relaxed), theirs.len() as u64);
+    let fill_record = gateway::storage::schema::header_fill_cursor("legacy");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while store(&p.front).get(fill_record.clone()).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the header fill record outlived the fill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let metrics = p.front.send(anonymous(Method::GET, "/metrics", b"")).await.text();
     assert!(metrics.contains(&format!("holt_upstream_headers_filled_total {}", theirs.len())), "{metrics}");
     let head = p.front.a(Method::HEAD, "/legacy/d3/o00003", b"").await;
@@ -492,6 +498,86 @@ async fn an_existing_bucket_is_imported_and_an_interrupted_import_resumes() {
     // The token of a page the upstream answered resumes in the index after the import.
     across.extend(keys_from(&front, "legacy", Some(token)).await);
     assert!(across == theirs, "{} keys across the import's end, {} upstream", across.len(), theirs.len());
+}
+
+/// A restart resumes an interrupted header fill from the key its record names, reads nothing
+/// of a bucket whose fill is done, and gives a database from before the records one pass per
+/// bucket. Each case on a fresh front whose index holds the bucket's records as an import
+/// left them (headers pending).
+#[tokio::test]
+async fn a_restart_resumes_the_header_fill_where_it_was_and_only_where_one_was() {
+    use gateway::storage::meta::{BodyRef, ObjectMeta};
+    use gateway::storage::schema;
+    let p = pair().await;
+    p.upstream.create_bucket("fills").await;
+    for i in 0..300 {
+        p.upstream.put("fills", &format!("d{}/o{i:04}", i % 3), b"x").await;
+    }
+    let theirs = keys(&p.upstream, "fills").await;
+    // The records an import makes: content headers pending.
+    p.front.create_bucket("fills").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while store(&p.front).get(schema::import_cursor("fills")).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "import did not finish");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut imported = holt_core::Batch::new();
+    imported.put(
+        schema::bucket("fills"),
+        store(&p.front).get(schema::bucket("fills")).await.unwrap().unwrap().value,
+    );
+    for key in &theirs {
+        let record = schema::object("fills", key);
+        let mut meta =
+            ObjectMeta::decode(&store(&p.front).get(record.clone()).await.unwrap().unwrap().value).unwrap();
+        if let BodyRef::Upstream(ub) = &mut meta.body {
+            ub.headers_pending = true;
+        }
+        imported.put(record, meta.encode());
+    }
+    let filled = |gw: &Gw| {
+        store(gw).upstream.clone().unwrap().headers_filled.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let fill_done = |gw: &Gw| {
+        let s = store(gw).clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            while s.get(schema::header_fill_cursor("fills")).await.unwrap().is_some() {
+                assert!(tokio::time::Instant::now() < deadline, "the header fill did not finish");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    // Done before the restart: no record, nothing read or fetched.
+    let done = front_of(p.addr);
+    let mut batch = imported.clone();
+    batch.put(schema::HEADER_FILL_CURSORS_KEPT.to_vec(), Vec::new());
+    store(&done).write_batch(batch).await.unwrap();
+    through::resume_header_fills(store(&done)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(filled(&done), 0);
+    assert_eq!(headers_pending(store(&done), "fills").await, theirs.len());
+
+    // Interrupted after the first 120 keys: the rest is fetched, those are not read again.
+    let halfway = front_of(p.addr);
+    let mut batch = imported.clone();
+    batch.put(schema::HEADER_FILL_CURSORS_KEPT.to_vec(), Vec::new());
+    batch.put(schema::header_fill_cursor("fills"), theirs[119].as_bytes().to_vec());
+    store(&halfway).write_batch(batch).await.unwrap();
+    through::resume_header_fills(store(&halfway)).await.unwrap();
+    fill_done(&halfway).await;
+    assert_eq!(filled(&halfway), theirs.len() as u64 - 120);
+    assert_eq!(headers_pending(store(&halfway), "fills").await, 120);
+
+    // A database from before the records: every bucket gets one, filled from its start.
+    let before = front_of(p.addr);
+    store(&before).write_batch(imported).await.unwrap();
+    through::resume_header_fills(store(&before)).await.unwrap();
+    assert!(store(&before).get(schema::HEADER_FILL_CURSORS_KEPT.to_vec()).await.unwrap().is_some());
+    fill_done(&before).await;
+    assert_eq!(filled(&before), theirs.len() as u64);
+    assert_eq!(headers_pending(store(&before), "fills").await, 0);
 }
 
 /// The value of the import series `name` of `bucket` in the front's `/metrics`.

@@ -353,16 +353,26 @@ const HEADER_FILL_PARALLEL: usize = 8;
 /// Fetches the content headers of every record of `bucket` an import made from a listing
 /// (`headers_pending`), [`HEADER_FILL_PARALLEL`] HEADs at a time, so that HeadObject answers
 /// from the index without going upstream first. Each is `repair_key`, a write conditional on
-/// the record's version: a write through the gateway meanwhile wins. Resumable by nature (a
-/// filled record stays filled): a restart runs it again over what is left.
+/// the record's version: a write through the gateway meanwhile wins. Runs while the bucket's
+/// header fill record (`schema::header_fill_cursor`) stands, from the key it names, which
+/// moves on after each page and goes at the bucket's end: a restart resumes the fill where
+/// it was and reads nothing of a bucket whose fill is done.
 async fn fill_headers_of(store: &Store, up: &Upstream, bucket: &str) -> S3Result<u64> {
     use futures_util::StreamExt as _;
     let prefix = schema::objects_prefix(bucket);
-    let mut after = Vec::new();
+    let record = schema::header_fill_cursor(bucket);
+    let Some(cursor) = store.get(record.clone()).await? else { return Ok(0) };
+    let mut after = match cursor.value.is_empty() {
+        true => Vec::new(),
+        false => [&prefix[..], &cursor.value].concat(),
+    };
     let mut filled = 0;
     loop {
         let page = store.scan(prefix.clone(), after.clone(), IMPORT_BATCH).await?;
-        let Some((last, _)) = page.last() else { return Ok(filled) };
+        let Some((last, _)) = page.last() else {
+            store.delete(record, Condition::None).await?;
+            return Ok(filled);
+        };
         after = last.clone();
         let pending: Vec<String> = page
             .iter()
@@ -382,6 +392,7 @@ async fn fill_headers_of(store: &Store, up: &Upstream, bucket: &str) -> S3Result
             filled += 1;
             up.headers_filled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        store.put(record.clone(), after[prefix.len()..].to_vec(), Condition::None).await?;
     }
 }
 
@@ -400,13 +411,29 @@ async fn fill_headers_logged(store: &Store, up: &Upstream, bucket: &str) {
     }
 }
 
-/// Starts the header fill (`fill_headers_of`) of every bucket not being imported (an import
-/// runs its own when it ends): records an interrupted fill left.
+/// Starts the header fills (`fill_headers_of`) a restart interrupted: those of the buckets
+/// with a header fill record not being imported (an import runs its fill when it ends). A
+/// database from before the records gets one for every bucket first, once.
 pub async fn resume_header_fills(store: &Store) -> S3Result<()> {
     let Some(up) = store.upstream.clone() else { return Ok(()) };
-    let buckets = store.scan(schema::BUCKETS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
-    for (k, _) in buckets {
-        let Some(bucket) = schema::bucket_name_from_key(&k).map(str::to_owned) else { continue };
+    if store.get(schema::HEADER_FILL_CURSORS_KEPT.to_vec()).await?.is_none() {
+        let buckets = store.scan(schema::BUCKETS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
+        let mut batch = holt_core::Batch::new();
+        for (k, _) in buckets {
+            if let Some(bucket) = schema::bucket_name_from_key(&k) {
+                batch.put(schema::header_fill_cursor(bucket), Vec::new());
+            }
+        }
+        batch.put(schema::HEADER_FILL_CURSORS_KEPT.to_vec(), Vec::new());
+        store.write_batch(batch).await?;
+    }
+    let fills = store.scan(schema::HEADER_FILLS_PREFIX.to_vec(), Vec::new(), 100_000).await?;
+    for (k, _) in fills {
+        let Some(bucket) =
+            std::str::from_utf8(&k[schema::HEADER_FILLS_PREFIX.len()..]).ok().map(str::to_owned)
+        else {
+            continue;
+        };
         if store.get(schema::import_cursor(&bucket)).await?.is_some() {
             continue;
         }
@@ -668,7 +695,10 @@ async fn import(store: &Store, bucket: &str) -> S3Result<u64> {
     let outcomes = futures_util::future::join_all((0..IMPORT_WORKERS).map(|_| worker())).await;
     outcomes.into_iter().collect::<S3Result<Vec<()>>>()?;
     if store.get(record.clone()).await?.is_some() {
-        store.delete(record, Condition::None).await?;
+        // The header fill takes over in the same batch: a crash cannot lose it.
+        let mut batch = holt_core::Batch::new();
+        batch.delete(record).put(schema::header_fill_cursor(bucket), Vec::new());
+        store.write_batch(batch).await?;
         up.imports.lock().entry(bucket.to_owned()).or_default().done = true;
     }
     Ok(progress.imported.load(std::sync::atomic::Ordering::Relaxed))

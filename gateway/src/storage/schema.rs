@@ -3,6 +3,7 @@
 //! | key                                         | value                       |
 //! |---------------------------------------------|-----------------------------|
 //! | `S` `token-secret`                          | 32 random bytes (token MAC) |
+//! | `S` `header-fill-cursors`                   | empty: `H` records are kept |
 //! | `B` bucket                                  | `BucketMeta`                |
 //! | `A` owner `\0` bucket                       | empty (buckets by owner)    |
 //! | `O` bucket `\0` key                         | `ObjectMeta`                |
@@ -10,6 +11,7 @@
 //! | `P` upload-id `\0` part-number (u32, BE)    | `PartMeta`                  |
 //! | `I` bucket `\0` key                         | empty: an upstream write in progress |
 //! | `X` bucket                                  | import cursor: the last key imported |
+//! | `H` bucket                                  | header fill cursor: the last key filled |
 //!
 //! Invariants: bucket names never contain `\0` (they are `[a-z0-9.-]`), access keys never
 //! contain `\0` (refused when configured), and upload ids are exactly `UPLOAD_ID_LEN` hex
@@ -60,6 +62,22 @@ pub fn import_prefix_cursors(bucket: &str) -> Vec<u8> {
 
 /// Prefix of every import record and prefix cursor.
 pub const IMPORTS_PREFIX: &[u8] = b"X";
+
+/// Upstream mode: the header fill record of a bucket whose import finished (written in the
+/// batch that removes the import record) while records it made from the listing may still
+/// wait for their content headers. Its value is the last object key the fill went past
+/// (empty before its first page); removed when the fill reaches the bucket's end, so a
+/// restart resumes only the fills left, each from where it was.
+pub fn header_fill_cursor(bucket: &str) -> Vec<u8> {
+    join(b'H', &[bucket.as_bytes()])
+}
+
+/// Prefix of every [`header_fill_cursor`].
+pub const HEADER_FILLS_PREFIX: &[u8] = b"H";
+
+/// Present once the header fills are tracked by [`header_fill_cursor`] records: a database
+/// from before them gets a record for every bucket at its first start (one pass each).
+pub const HEADER_FILL_CURSORS_KEPT: &[u8] = b"Sheader-fill-cursors";
 
 /// Key of the record holding the continuation-token secret, created on first start.
 pub const TOKEN_SECRET: &[u8] = b"Stoken-secret";
