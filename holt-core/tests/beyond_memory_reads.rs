@@ -112,6 +112,50 @@ fn every_key_of_a_database_ten_times_its_budget_reads_back_in_a_few_pages() {
     db.close().unwrap();
 }
 
+/// A budget with room for the pinned root frame and the estimate a read makes of a frame
+/// not loaded yet (1 MiB), but not for the frames here (short keys and values decode to
+/// more): the first read of each frame loads it and the clock evicts it at once to stay
+/// within the budget; from then on its known size says it does not fit, and reads walk its
+/// pages. When the estimate alone decided, every read found the room again and decoded a
+/// whole frame (seen as a crash-soak verification taking minutes: two loads a get).
+#[test]
+fn a_frame_that_does_not_fit_is_loaded_once_then_walked() {
+    let _others = beside_others();
+    let dir = scratch_dir();
+    let count = 240_000u32;
+    let short_key = |i: u32| format!("t{}/d{}/k{i:08}", i % 4, i % 8).into_bytes();
+    let short_value = |i: u32| format!("v{i}").into_bytes();
+    page_cache::load(dir.path(), 0..count, |i| (short_key(i), short_value(i)));
+    // What the root frame (always resident) takes.
+    let root = {
+        let db = Db::open(dir.path(), options(1)).unwrap();
+        let stats = db.stats();
+        assert_eq!(stats.frames_cached, 1, "more than the root frame resident at open");
+        stats.cache_bytes as usize
+    };
+    let budget = root + (1 << 20) + (16 << 10);
+    let db = Db::open(dir.path(), options(budget)).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let gets = 3_000;
+    for _ in 0..gets {
+        let i = rng.gen_range(0..count);
+        assert_eq!(db.get(&short_key(i)).unwrap().map(|e| e.value), Some(short_value(i)), "key {i}");
+    }
+    let stats = db.stats();
+    println!(
+        "{} frames, root {root} B, budget {budget} B, cache {} B; {gets} gets: {} frames loaded, {} image reads",
+        stats.frames, stats.cache_bytes, stats.frame_loads, stats.frame_image_reads
+    );
+    assert!(stats.frames >= 8, "only {} frames", stats.frames);
+    assert!(
+        stats.frame_loads <= stats.frames,
+        "{} frames loaded by {gets} gets over {} frames",
+        stats.frame_loads,
+        stats.frames
+    );
+    db.close().unwrap();
+}
+
 /// A lookup that may not wait (`Db::get_resident`, which the gateway runs on its async
 /// workers) reads an evicted frame only once a walk has opened its image and the page cache
 /// holds the image's pages. With the cache filled by loading gets of one bucket, keys of

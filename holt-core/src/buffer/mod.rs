@@ -1052,7 +1052,7 @@ fn aged_pages(packed: u64, epoch: u32) -> u32 {
 
 /// Pages counted towards admission (over all frames) per admission epoch, for a cache of
 /// `budget_bytes`: half of `ADMIT_AFTER_IMAGE_PAGES` for each frame the cache holds (the
-/// budget over `2 × FRAME_SIZE`, as `is_full` reckons a frame; at least
+/// budget over `2 × FRAME_SIZE`, as `is_full_for` reckons a frame not loaded yet; at least
 /// `ADMISSION_FRAMES_MIN`). A
 /// frame's count, halved every epoch, settles near twice what it draws in one, so it
 /// reaches the threshold only while the frame draws at least the share of image pages
@@ -1324,10 +1324,14 @@ impl<N> BufferPool<N> {
         walk: impl FnOnce(&mut dyn ImageBody, &[DeltaRef<'_>]) -> Result<R>,
     ) -> Result<Option<R>> {
         let Some(source) = self.source.as_ref() else { return Ok(None) };
-        // A walk that does not count towards admitting the frame is a write's.
+        // A walk that does not count towards admitting the frame is a write's. The frame is
+        // reckoned to need what it decoded to when last loaded, if more than a full frame's
+        // estimate: the room that estimate finds may not hold it, and the clock would evict
+        // it again at once, to be loaded again by the next read.
+        let needed = (2 * FRAME_SIZE).max(cell.size().memory);
         let full = || match admit {
-            true => self.is_full(),
-            false => self.is_full_for_writes(),
+            true => self.is_full_for(needed, self.budget_bytes),
+            false => self.is_full_for(needed, self.write_load_limit()),
         };
         if !full() {
             return Ok(None); // no lock needed to decide to load instead
@@ -1513,27 +1517,29 @@ impl<N> BufferPool<N> {
         }
     }
 
-    /// Whether admitting one more frame would push the cache over its budget (the eviction
-    /// after each load keeps the cache just under it, so "over budget" is rarely seen by a
-    /// reader): a decoded frame is taken to need `2 × FRAME_SIZE` bytes, about what a full
-    /// frame decodes to.
-    pub(crate) fn is_full(&self) -> bool {
+    /// Whether admitting a frame of `needed` bytes would push the cache past `limit` (the
+    /// budget, or `write_load_limit`; the eviction after each load keeps the cache just under
+    /// the budget, so "over budget" is rarely seen by a reader).
+    fn is_full_for(&self, needed: usize, limit: usize) -> bool {
         self.source.is_some()
-            && self.cached_bytes.load(Ordering::Relaxed).saturating_add(2 * FRAME_SIZE as i64)
-                > self.budget_bytes as i64
+            && self.cached_bytes.load(Ordering::Relaxed).saturating_add(needed as i64) > limit as i64
     }
 
-    /// `is_full` for a write: whether a write to an evicted frame records its change in the
-    /// frame's change log (`Tree::write_unloaded`) rather than loading the frame. Writes load
-    /// frames only into the room below `WRITE_LOAD_FRACTION` of the budget: once the frames a
-    /// workload writes to outgrow the budget, a frame loaded to take a write displaces
-    /// another (evicted dirty, `FrameCell::detach_changes`) before it takes many more, and
-    /// each checkpoint frees the logs it wrote out, a room such loads refilled. The rest is
-    /// for the frames reads admit and for the logs.
+    /// Writes load evicted frames only into the room below this (`is_full_for_writes`).
+    fn write_load_limit(&self) -> usize {
+        self.budget_bytes / WRITE_LOAD_FRACTION.1 * WRITE_LOAD_FRACTION.0
+    }
+
+    /// Whether a write to an evicted frame records its change in the frame's change log
+    /// (`Tree::write_unloaded`) rather than loading the frame, a decoded frame taken to need
+    /// `2 × FRAME_SIZE` bytes (about what a full frame decodes to). Writes load frames only
+    /// into the room below `WRITE_LOAD_FRACTION` of the budget: once the frames a workload
+    /// writes to outgrow the budget, a frame loaded to take a write displaces another
+    /// (evicted dirty, `FrameCell::detach_changes`) before it takes many more, and each
+    /// checkpoint frees the logs it wrote out, a room such loads refilled. The rest is for
+    /// the frames reads admit and for the logs.
     pub(crate) fn is_full_for_writes(&self) -> bool {
-        self.source.is_some()
-            && self.cached_bytes.load(Ordering::Relaxed).saturating_add(2 * FRAME_SIZE as i64)
-                > (self.budget_bytes / WRITE_LOAD_FRACTION.1 * WRITE_LOAD_FRACTION.0) as i64
+        self.is_full_for(2 * FRAME_SIZE, self.write_load_limit())
     }
 
     /// Whether the cached bytes exceed the budget (always false without a source: nothing can
