@@ -111,6 +111,137 @@ pub(crate) struct Delta {
     entries: Vec<u32>,
     /// Its keys, for a point read to skip it without a search when its key is absent.
     filter: KeyFilter,
+    /// In the newest delta of a chain of several that a walk keeps or verifies
+    /// (`BufferPool::walk_deltas`), each key's newest entry over the chain, in key order
+    /// (`merge_chain`): a listing reads this one list instead of merging the deltas' own on
+    /// every walk. Empty otherwise.
+    chain_index: Vec<ChainEntry>,
+}
+
+/// An entry of a chain's merged index (`Delta::chain_index`): the delta (its place in the
+/// chain) holding a key's newest entry, and that entry's body offset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChainEntry {
+    delta: u32,
+    at: u32,
+}
+
+/// Each key's newest entry over the chain `deltas` (oldest first), in key order.
+fn merge_chain(deltas: &[DeltaRef<'_>]) -> Result<Vec<ChainEntry>> {
+    // The key of each delta's entry `next[d]`, if it has one.
+    fn head<'a>(delta: &DeltaRef<'a>, next: usize) -> Result<Option<&'a [u8]>> {
+        match delta.delta.entries.get(next) {
+            Some(&at) => key_at(delta.body, at).map(Some).map_err(|e| delta.corruption(e)),
+            None => Ok(None),
+        }
+    }
+    let mut next = vec![0usize; deltas.len()];
+    let mut merged = Vec::with_capacity(deltas.iter().map(|d| d.delta.entries.len()).sum());
+    // Bound: every step moves at least one delta on.
+    loop {
+        // The smallest key any delta is at; of the deltas at it, the newest (the last) wins.
+        let mut newest: Option<(usize, &[u8])> = None;
+        for (d, delta) in deltas.iter().enumerate() {
+            let Some(key) = head(delta, next[d])? else { continue };
+            if newest.is_none_or(|(_, smallest)| key <= smallest) {
+                newest = Some((d, key));
+            }
+        }
+        let Some((d, key)) = newest else { break };
+        merged.push(ChainEntry { delta: d as u32, at: deltas[d].delta.entries[next[d]] });
+        for (e, delta) in deltas.iter().enumerate() {
+            if head(delta, next[e])? == Some(key) {
+                next[e] += 1;
+            }
+        }
+    }
+    merged.shrink_to_fit();
+    Ok(merged)
+}
+
+/// A chain's entries as a listing reads them: each key's newest entry, in key order (the
+/// newest delta's `chain_index`, or a lone delta's own entries), found by binary search and
+/// read as the listing reaches them.
+pub(crate) struct ChainView<'r, 'a> {
+    deltas: &'r [DeltaRef<'a>],
+    index: ChainIndex<'r>,
+}
+
+enum ChainIndex<'r> {
+    Lone(&'r [u32]),
+    Merged(std::borrow::Cow<'r, [ChainEntry]>),
+}
+
+impl<'r, 'a> ChainView<'r, 'a> {
+    /// The view of the chain `deltas` (oldest first; none gives an empty view).
+    pub(crate) fn new(deltas: &'r [DeltaRef<'a>]) -> Result<Self> {
+        let index = match deltas {
+            [] => ChainIndex::Lone(&[]),
+            [lone] => ChainIndex::Lone(&lone.delta.entries),
+            [.., newest] if !newest.delta.chain_index.is_empty() => {
+                ChainIndex::Merged(std::borrow::Cow::Borrowed(&newest.delta.chain_index))
+            }
+            // A chain no walk kept (every walk's goes through `walk_deltas`, which indexes it).
+            _ => ChainIndex::Merged(std::borrow::Cow::Owned(merge_chain(deltas)?)),
+        };
+        Ok(ChainView { deltas, index })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match &self.index {
+            ChainIndex::Lone(entries) => entries.len(),
+            ChainIndex::Merged(merged) => merged.len(),
+        }
+    }
+
+    /// The delta and body offset of entry `i`.
+    fn locate(&self, i: usize) -> (DeltaRef<'a>, u32) {
+        match &self.index {
+            ChainIndex::Lone(entries) => (self.deltas[0], entries[i]),
+            ChainIndex::Merged(merged) => (self.deltas[merged[i].delta as usize], merged[i].at),
+        }
+    }
+
+    /// The key of entry `i` (relative to the frame), or `None` past the last.
+    pub(crate) fn key(&self, i: usize) -> Result<Option<&'a [u8]>> {
+        if i >= self.len() {
+            return Ok(None);
+        }
+        let (delta, at) = self.locate(i);
+        key_at(delta.body, at).map(Some).map_err(|e| delta.corruption(e))
+    }
+
+    /// Entry `i` (below `len`).
+    pub(crate) fn entry(&self, i: usize) -> Result<DeltaEntry<'a>> {
+        let (delta, at) = self.locate(i);
+        entry_at(delta.body, at).map_err(|e| delta.corruption(e))
+    }
+
+    /// The first entry from `from` whose key is not below `key`.
+    pub(crate) fn seek(&self, from: usize, key: &[u8]) -> Result<usize> {
+        self.partition(from, |k| k < key)
+    }
+
+    /// The first entry from `from` whose key does not begin with `prefix` (the entries from
+    /// `from` on whose keys begin with it come first).
+    pub(crate) fn past_prefix(&self, from: usize, prefix: &[u8]) -> Result<usize> {
+        self.partition(from, |k| k.starts_with(prefix))
+    }
+
+    /// The first entry from `from` whose key fails `holds`, by binary search: `holds` is true
+    /// of the keys from `from` up to some entry and false of the rest.
+    fn partition(&self, from: usize, holds: impl Fn(&[u8]) -> bool) -> Result<usize> {
+        let (mut low, mut high) = (from, self.len());
+        // Bound: the range shrinks every step.
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match self.key(mid)?.is_some_and(&holds) {
+                true => low = mid + 1,
+                false => high = mid,
+            }
+        }
+        Ok(low)
+    }
 }
 
 impl Delta {
@@ -141,12 +272,15 @@ impl Delta {
         let stored = frame::claimed_used(bytes).next_multiple_of(STORE_ALIGN_BYTES).min(bytes.len());
         let sum = frame::image_sum(bytes);
         let bytes = keep.then(|| bytes[..stored].to_vec());
-        Ok(Delta { id, bytes, sum, location, entries, filter })
+        Ok(Delta { id, bytes, sum, location, entries, filter, chain_index: Vec::new() })
     }
 
     /// Heap bytes it holds.
     fn memory(&self) -> usize {
-        self.bytes.as_ref().map_or(0, Vec::len) + self.entries.len() * size_of::<u32>() + self.filter.memory()
+        self.bytes.as_ref().map_or(0, Vec::len)
+            + self.entries.len() * size_of::<u32>()
+            + self.filter.memory()
+            + self.chain_index.len() * size_of::<ChainEntry>()
     }
 
     /// Whether `bytes` (lent in its place) are this delta's.
@@ -173,23 +307,6 @@ impl<'a> DeltaRef<'a> {
     pub(crate) fn entries(&self) -> Result<Vec<DeltaEntry<'a>>> {
         let body = self.body;
         self.delta.entries.iter().map(|&at| entry_at(body, at).map_err(|e| self.corruption(e))).collect()
-    }
-
-    /// The entries whose keys (relative to the frame) begin with `prefix`, in key order,
-    /// found by binary search: the rest are not read.
-    pub(crate) fn entries_under(&self, prefix: &[u8]) -> Result<Vec<DeltaEntry<'a>>> {
-        let (body, offsets) = (self.body, &self.delta.entries);
-        let from =
-            crate::format::delta::first_indexed(body, offsets, prefix).map_err(|e| self.corruption(e))?;
-        let mut out = Vec::new();
-        for &at in &offsets[from..] {
-            let entry = entry_at(body, at).map_err(|e| self.corruption(e))?;
-            if !entry.key().starts_with(prefix) {
-                break;
-            }
-            out.push(entry);
-        }
-        Ok(out)
     }
 
     /// The entry for `key` (relative to the frame), if the delta has one. `hash` is the
@@ -1452,7 +1569,7 @@ impl<N> BufferPool<N> {
                 return Ok(kept);
             }
         }
-        let deltas = Arc::new(match lent {
+        let mut deltas = match lent {
             Some(lent) => lent
                 .iter()
                 .enumerate()
@@ -1462,7 +1579,20 @@ impl<N> BufferPool<N> {
                 })
                 .collect::<Result<Vec<_>>>()?,
             None => self.read_deltas(source, cell.id)?,
-        });
+        };
+        if deltas.len() > 1 {
+            let lent_delta = |i: usize| lent.and_then(|l| l.get(i)).map(|&(_, bytes)| bytes);
+            let refs: Option<Vec<DeltaRef<'_>>> =
+                deltas.iter().enumerate().map(|(i, delta)| delta.read(lent_delta(i))).collect();
+            let refs = refs.ok_or_else(|| {
+                Error::InvalidArgument(format!("frame {}: a delta was neither kept nor lent", cell.id))
+            })?;
+            let merged = merge_chain(&refs)?;
+            if let Some(newest) = deltas.last_mut() {
+                newest.chain_index = merged;
+            }
+        }
+        let deltas = Arc::new(deltas);
         let mut slot = cell.kept_deltas.lock();
         if let Some(old) = slot.take() {
             self.released(0, delta_bytes(&old));
@@ -1844,6 +1974,96 @@ impl FrameSource for MemFrameSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chain's merged index (`merge_chain`, read through `ChainView`) holds each key's
+    /// newest entry in key order, and its searches agree with a scan, over random chains of
+    /// one to four deltas sharing keys, with puts and deletes; the view of a chain indexed
+    /// by `walk_deltas` (the newest delta's `chain_index`) equals one merged on the spot.
+    #[test]
+    fn a_chains_merged_index_holds_each_keys_newest_entry() {
+        use crate::format::delta::DeltaWriter;
+        use rand::{Rng, SeedableRng};
+        /// A key's state: its value and version, or deleted.
+        type State = Option<(Vec<u8>, u64)>;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let id = FrameId(9);
+        for round in 0..200 {
+            let chain = rng.gen_range(1..=4);
+            let mut model: std::collections::BTreeMap<Vec<u8>, State> = Default::default();
+            let mut deltas = Vec::new();
+            for i in 0..chain {
+                let mut keys: std::collections::BTreeMap<Vec<u8>, State> = Default::default();
+                for _ in 0..rng.gen_range(0..40) {
+                    let key = format!("d{}/k{:02}", rng.gen_range(0..3), rng.gen_range(0..30)).into_bytes();
+                    let state = rng.gen_bool(0.8).then(|| (format!("v{round}.{i}").into_bytes(), i as u64));
+                    keys.insert(key, state);
+                }
+                let mut writer = DeltaWriter::new(4096);
+                for (key, state) in &keys {
+                    writer.push(&match state {
+                        Some((value, version)) => DeltaEntry::Put { key, value, version: *version },
+                        None => DeltaEntry::Delete { key },
+                    });
+                }
+                let bytes = writer.finish(id, i as u32 + 1).unwrap();
+                deltas.push(Delta::verify(id, i, &bytes, (PathBuf::from("t"), 0), true).unwrap());
+                model.extend(keys);
+            }
+            let refs: Vec<DeltaRef<'_>> = deltas.iter().map(|d| d.read(None).unwrap()).collect();
+            let view = ChainView::new(&refs).unwrap();
+            let got: Vec<(Vec<u8>, State)> = (0..view.len())
+                .map(|i| match view.entry(i).unwrap() {
+                    DeltaEntry::Put { key, value, version } => {
+                        (key.to_vec(), Some((value.to_vec(), version)))
+                    }
+                    DeltaEntry::Delete { key } => (key.to_vec(), None),
+                })
+                .collect();
+            let want: Vec<_> = model.clone().into_iter().collect();
+            assert_eq!(got, want, "round {round}, {chain} deltas");
+            let keys: Vec<&Vec<u8>> = model.keys().collect();
+            for probe in ["", "d0", "d1/", "d1/k1", "d1/k15", "d2/k29", "d2/k3", "e"] {
+                let probe = probe.as_bytes();
+                let from = rng.gen_range(0..=keys.len());
+                let seek = keys
+                    .iter()
+                    .enumerate()
+                    .skip(from)
+                    .find(|(_, k)| k.as_slice() >= probe)
+                    .map_or(keys.len(), |(i, _)| i);
+                assert_eq!(
+                    view.seek(from, probe).unwrap(),
+                    seek,
+                    "seek {:?} from {from}",
+                    String::from_utf8_lossy(probe)
+                );
+                let start = view.seek(0, probe).unwrap();
+                let past = keys
+                    .iter()
+                    .enumerate()
+                    .skip(start)
+                    .find(|(_, k)| !k.starts_with(probe))
+                    .map_or(keys.len(), |(i, _)| i);
+                assert_eq!(view.past_prefix(start, probe).unwrap(), past);
+            }
+            assert_eq!(view.key(view.len()).unwrap(), None);
+            if chain > 1 {
+                let merged = merge_chain(&refs).unwrap();
+                let indexed: Vec<(u32, u32)> = merged.iter().map(|e| (e.delta, e.at)).collect();
+                deltas.last_mut().unwrap().chain_index = merged;
+                let refs: Vec<DeltaRef<'_>> = deltas.iter().map(|d| d.read(None).unwrap()).collect();
+                let view = ChainView::new(&refs).unwrap();
+                assert!(matches!(view.index, ChainIndex::Merged(std::borrow::Cow::Borrowed(_))));
+                let kept: Vec<(u32, u32)> = (0..view.len())
+                    .map(|i| view.locate(i))
+                    .map(|(d, at)| {
+                        (refs.iter().position(|r| std::ptr::eq(r.delta, d.delta)).unwrap() as u32, at)
+                    })
+                    .collect();
+                assert_eq!(kept, indexed);
+            }
+        }
+    }
 
     #[test]
     fn admission_counts_halve_every_epoch_and_vanish_after_thirty_two() {

@@ -530,10 +530,11 @@ type PutState<'d> = Option<(Cow<'d, [u8]>, u64)>;
 /// keys the page could list and, of the keys under one common prefix, one still there (one
 /// is enough to make the walk emit it: a stub or a key already there rolls up the same way);
 /// and the keys deleted. A frame written many times holds thousands of changes, most of them
-/// beside the page: each source is sorted by key, so one merge of them, from where the
-/// prefix begins, finds every key's last change in key order, with the keys under one common
-/// prefix side by side, skipped once one of them is a put; and it stops once the puts found
-/// fill the page.
+/// beside the page: the chain's merged index (`ChainView`, each key's newest delta entry)
+/// and the logs are each sorted by key, so one merge of the two, from where the prefix begins
+/// (found by binary search), finds every key's last change in key order, with the keys under
+/// one common prefix side by side, skipped once one of them is a put; and it stops once the
+/// puts found fill the page. Delta entries are read only as the merge reaches them.
 fn changed_keys<'d>(
     walk: &Walk<'_>,
     path: &[u8],
@@ -542,18 +543,10 @@ fn changed_keys<'d>(
 ) -> Result<Changes<'d>> {
     // Keys the page can reach begin with what the prefix asks of the frame.
     let under = walk.prefix.get(path.len()..).unwrap_or_default();
-    // Oldest first, each in key order with a key at most once and only keys under the prefix:
-    // the deltas, then the logs.
-    let mut sources: Vec<Vec<KeyChange<'d>>> = Vec::with_capacity(deltas.len() + 1);
-    for delta in deltas {
-        let entries = delta.entries_under(under)?.into_iter().map(|entry| match entry {
-            DeltaEntry::Put { key, value, version } => {
-                (Cow::Borrowed(key), Some((Cow::Borrowed(value), version)))
-            }
-            DeltaEntry::Delete { key } => (Cow::Borrowed(key), None),
-        });
-        sources.push(entries.collect());
-    }
+    // Two sources, each in key order with a key at most once and only keys under the
+    // prefix: the deltas' (each key's newest entry over the chain), then the logs' (newer).
+    let chain = crate::buffer::ChainView::new(deltas)?;
+    let mut at_chain = chain.seek(0, under)?;
     let mut logged: std::collections::BTreeMap<Vec<u8>, PutState<'d>> = Default::default();
     cell.each_change(|key, state| {
         if key.starts_with(under) {
@@ -565,8 +558,16 @@ fn changed_keys<'d>(
         }
         Ok(())
     })?;
-    sources.push(logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect());
-    let mut at = vec![0; sources.len()];
+    let logged: Vec<KeyChange<'d>> = logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect();
+    let mut at_log = 0;
+    let chain_change = |i: usize| -> Result<KeyChange<'d>> {
+        Ok(match chain.entry(i)? {
+            DeltaEntry::Put { key, value, version } => {
+                (Cow::Borrowed(key), Some((Cow::Borrowed(value), version)))
+            }
+            DeltaEntry::Delete { key } => (Cow::Borrowed(key), None),
+        })
+    };
 
     let mut changes = Changes { puts: Vec::new(), deleted: BTreeSet::new(), rolled_deleted: BTreeSet::new() };
     // The common prefix being read (its length in the key that opened it), the first put
@@ -587,22 +588,26 @@ fn changed_keys<'d>(
     let mut shown = 0;
     // Bound: every step moves at least one source on.
     while shown < walk.remaining() {
-        // The smallest key any source is at; of the sources at it, the newest wins.
-        let mut newest: Option<usize> = None;
-        for (s, source) in sources.iter().enumerate() {
-            let Some((key, _)) = source.get(at[s]) else { continue };
-            newest = match newest {
-                Some(b) if sources[b][at[b]].0[..] < key[..] => Some(b),
-                _ => Some(s),
-            };
-        }
-        let Some(b) = newest else { break };
-        let (key, put) = sources[b][at[b]].clone();
-        for (s, source) in sources.iter().enumerate() {
-            if source.get(at[s]).is_some_and(|(k, _)| *k == key) {
-                at[s] += 1;
+        // The smallest key either source is at; at the same key, the log's (newer) wins.
+        let chain_key = chain.key(at_chain)?.filter(|key| key.starts_with(under));
+        let log_key = logged.get(at_log).map(|(key, _)| &key[..]);
+        let from_log = match (chain_key, log_key) {
+            (None, None) => break,
+            (Some(c), Some(l)) => l <= c,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+        };
+        let (key, put) = match from_log {
+            true => {
+                at_chain += usize::from(chain_key == log_key);
+                at_log += 1;
+                logged[at_log - 1].clone()
             }
-        }
+            false => {
+                at_chain += 1;
+                chain_change(at_chain - 1)?
+            }
+        };
         full.truncate(path.len());
         full.extend_from_slice(&key);
         if !walk.reaches(&full) {
@@ -629,9 +634,8 @@ fn changed_keys<'d>(
                 match put {
                     Some((value, version)) => {
                         // The prefix shows: the other keys under it are beside the point.
-                        for (s, source) in sources.iter().enumerate() {
-                            at[s] += source[at[s]..].partition_point(|(k, _)| k.starts_with(&key[..n]));
-                        }
+                        at_chain = chain.past_prefix(at_chain, &key[..n])?;
+                        at_log += logged[at_log..].partition_point(|(k, _)| k.starts_with(&key[..n]));
                         name_put = Some((key, value, version));
                         // A key past the start bound rolls up into a prefix that may not be.
                         shown += usize::from(walk.reaches(&full[..path.len() + n]));
