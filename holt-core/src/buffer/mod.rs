@@ -111,10 +111,10 @@ pub(crate) struct Delta {
     entries: Vec<u32>,
     /// Its keys, for a point read to skip it without a search when its key is absent.
     filter: KeyFilter,
-    /// In the newest delta of a chain of several that a walk keeps or verifies
-    /// (`BufferPool::walk_deltas`), each key's newest entry over the chain, in key order
-    /// (`merge_chain`): a listing reads this one list instead of merging the deltas' own on
-    /// every walk. Empty otherwise.
+    /// In the newest delta of a chain of several that a walk keeps (`BufferPool::walk_deltas`),
+    /// each key's newest entry over the chain, in key order (`merge_chain`): a listing reads
+    /// this one list instead of merging the deltas' own on every walk. Empty otherwise (a
+    /// listing then merges the chain on the spot).
     chain_index: Vec<ChainEntry>,
 }
 
@@ -124,6 +124,22 @@ pub(crate) struct Delta {
 pub(crate) struct ChainEntry {
     delta: u32,
     at: u32,
+}
+
+/// The chain `deltas` of frame `id` as walks read it: each delta from its kept bytes or from
+/// what the source lent in its place (`lent`: each delta's offset and bytes).
+fn delta_refs<'a>(
+    id: FrameId,
+    deltas: &'a [Delta],
+    lent: Option<&[(u64, &'a [u8])]>,
+) -> Result<Vec<DeltaRef<'a>>> {
+    let lent_delta = |i: usize| lent.and_then(|l| l.get(i)).map(|&(_, bytes)| bytes);
+    deltas
+        .iter()
+        .enumerate()
+        .map(|(i, delta)| delta.read(lent_delta(i)))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Error::InvalidArgument(format!("frame {id}: a delta was neither kept nor lent")))
 }
 
 /// Each key's newest entry over the chain `deltas` (oldest first), in key order.
@@ -181,7 +197,7 @@ impl<'r, 'a> ChainView<'r, 'a> {
             [.., newest] if !newest.delta.chain_index.is_empty() => {
                 ChainIndex::Merged(std::borrow::Cow::Borrowed(&newest.delta.chain_index))
             }
-            // A chain no walk kept (every walk's goes through `walk_deltas`, which indexes it).
+            // A chain not kept (`walk_deltas` indexes only those it keeps): merged here.
             _ => ChainIndex::Merged(std::borrow::Cow::Owned(merge_chain(deltas)?)),
         };
         Ok(ChainView { deltas, index })
@@ -1491,15 +1507,7 @@ impl<N> BufferPool<N> {
             // The frame's deltas (changes to keys since its image): the walk looks the key up
             // in them, newest first, before trusting the image.
             let deltas = self.walk_deltas(cell, &**source, &location.0, lent.as_ref().map(|l| l.deltas))?;
-            let lent_delta = |i: usize| lent.as_ref().and_then(|l| l.deltas.get(i)).map(|&(_, bytes)| bytes);
-            let deltas: Vec<DeltaRef<'_>> = deltas
-                .iter()
-                .enumerate()
-                .map(|(i, delta)| delta.read(lent_delta(i)))
-                .collect::<Option<_>>()
-                .ok_or_else(|| {
-                    Error::InvalidArgument(format!("frame {}: a delta was neither kept nor lent", cell.id))
-                })?;
+            let deltas = delta_refs(cell.id, &deltas, lent.as_ref().map(|l| l.deltas))?;
             let kept = kept.take();
             let kept_at = kept.as_ref().map(Arc::as_ptr);
             let mut image =
@@ -1580,28 +1588,30 @@ impl<N> BufferPool<N> {
                 .collect::<Result<Vec<_>>>()?,
             None => self.read_deltas(source, cell.id)?,
         };
-        if deltas.len() > 1 {
-            let lent_delta = |i: usize| lent.and_then(|l| l.get(i)).map(|&(_, bytes)| bytes);
-            let refs: Option<Vec<DeltaRef<'_>>> =
-                deltas.iter().enumerate().map(|(i, delta)| delta.read(lent_delta(i))).collect();
-            let refs = refs.ok_or_else(|| {
-                Error::InvalidArgument(format!("frame {}: a delta was neither kept nor lent", cell.id))
-            })?;
-            let merged = merge_chain(&refs)?;
+        let mut slot = cell.kept_deltas.lock();
+        if let Some(old) = slot.take() {
+            self.released(0, delta_bytes(&old));
+        }
+        let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
+        let fits =
+            |bytes: usize| bytes > 0 && self.kept_delta_bytes.load(Ordering::Relaxed) + bytes as i64 <= share;
+        // The chain's merged index, for listings, only for a chain kept: one verified again
+        // by every walk would pay the merge on every point read too. Its bound: a key an entry.
+        let index_bound = match deltas.len() {
+            0 | 1 => 0,
+            _ => deltas.iter().map(|d| d.entries.len()).sum::<usize>() * size_of::<ChainEntry>(),
+        };
+        if index_bound > 0 && fits(delta_bytes(&deltas) + index_bound) {
+            let merged = merge_chain(&delta_refs(cell.id, &deltas, lent)?)?;
             if let Some(newest) = deltas.last_mut() {
                 newest.chain_index = merged;
             }
         }
         let deltas = Arc::new(deltas);
-        let mut slot = cell.kept_deltas.lock();
-        if let Some(old) = slot.take() {
-            self.released(0, delta_bytes(&old));
-        }
-        let bytes = delta_bytes(&deltas) as i64;
-        let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
-        if bytes > 0 && self.kept_delta_bytes.load(Ordering::Relaxed) + bytes <= share {
-            self.kept_delta_bytes.fetch_add(bytes, Ordering::Relaxed);
-            self.cached_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let bytes = delta_bytes(&deltas);
+        if fits(bytes) {
+            self.kept_delta_bytes.fetch_add(bytes as i64, Ordering::Relaxed);
+            self.cached_bytes.fetch_add(bytes as i64, Ordering::Relaxed);
             *slot = Some(Arc::clone(&deltas));
         }
         Ok(deltas)
