@@ -12,7 +12,7 @@
 //!   5–300 ms, verify. Ends with what the children's last counters add up to (writes
 //!   recorded in evicted frames, frames checkpointed whole) and `N passed, N failed`.
 //!
-//! The memory budget (`BUDGET_BYTES`) is a few frames, so once the rounds have written more
+//! The memory budget (`BUDGET_BYTES`) holds a frame or two, so once the rounds have written more
 //! than that the touched keys land in evicted frames: their writes are recorded in change
 //! logs, and checkpoints write those frames as deltas or, their chains full, whole from their
 //! images on disk, without decoding them.
@@ -34,7 +34,8 @@ use holt_core::{Batch, Db, ListItem, ListRequest, Options, WriteOptions};
 
 const THREADS: u64 = 4;
 
-/// The frame cache's memory budget: about four decoded frames, a few rounds' writes.
+/// The frame cache's memory budget: one or two decoded frames (1.3–2.4 MiB each here), a few
+/// rounds' writes.
 const BUDGET_BYTES: usize = 2 << 20;
 
 fn options() -> Options {
