@@ -558,7 +558,8 @@ fn changed_keys<'d>(
         }
         Ok(())
     })?;
-    let logged: Vec<KeyChange<'d>> = logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect();
+    let mut logged: Vec<KeyChange<'d>> =
+        logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect();
     let mut at_log = 0;
     let chain_change = |i: usize| -> Result<KeyChange<'d>> {
         Ok(match chain.entry(i)? {
@@ -601,7 +602,8 @@ fn changed_keys<'d>(
             true => {
                 at_chain += usize::from(chain_key == log_key);
                 at_log += 1;
-                logged[at_log - 1].clone()
+                // Taken, not copied: the merge never looks back.
+                std::mem::replace(&mut logged[at_log - 1], (Cow::Borrowed(&[]), None))
             }
             false => {
                 at_chain += 1;
