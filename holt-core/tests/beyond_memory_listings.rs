@@ -623,3 +623,47 @@ fn rollups_over_evicted_frames_keep_a_directory_beside_a_key_of_its_name() {
     }
     db.close().unwrap();
 }
+
+/// Short listings without a delimiter (the first keys of a directory, or the keys after a
+/// start in the middle of one) of evicted frames whose directories hold 1,500 keys of 100-byte
+/// values each: a listing reads a few pages of the frame, not every record of the subtree
+/// after its start (a directory's first 1,000 keys, about 28 pages, decoded whole for a page
+/// of five), and matches the model.
+#[test]
+fn short_scans_of_evicted_frames_read_a_few_pages_not_the_subtrees_they_start_in() {
+    let dir = scratch_dir();
+    let dirs = 150u32;
+    let per_dir = 1_500u32;
+    let wide_key = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes();
+    let model = page_cache::load(dir.path(), 0..dirs * per_dir, |i| {
+        let mut value = format!("{i}").into_bytes();
+        value.resize(100, b'.');
+        (wide_key(i / per_dir, i % per_dir), value)
+    });
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let frames = db.stats().frames;
+    let before = db.stats();
+    let mut listings = 0u64;
+    for d in 0..dirs {
+        let prefix = format!("wide/dir-{d:04}/").into_bytes();
+        let starts = [Vec::new(), wide_key(d, 999), wide_key(d, 99)];
+        for start in &starts {
+            let got = db_list(&db, &prefix, b"", start, 5).unwrap();
+            assert!(got == model_list(&model, &prefix, b"", start, 5), "{:?} after {start:?}", prefix);
+            listings += 1;
+        }
+    }
+    let after = db.stats();
+    let walks = after.frame_image_reads - before.frame_image_reads;
+    let loads = after.frame_loads - before.frame_loads;
+    let pages = after.frame_page_reads - before.frame_page_reads;
+    println!(
+        "{frames} frames; {listings} listings of 5 keys: {walks} partial reads, {pages} pages, {loads} loads"
+    );
+    assert!(walks >= listings / 2, "only {walks} of {listings} listings read part of an evicted frame");
+    // A listing's path crosses a frame's header page and a page or two on each level;
+    // decoding the subtree after the start fetched every page of it.
+    assert!(pages <= 4 * walks, "{pages} pages for {walks} partial reads");
+    db.close().unwrap();
+}

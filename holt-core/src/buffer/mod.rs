@@ -1756,6 +1756,8 @@ pub(crate) trait ImageBody {
     fn root_offset(&self) -> usize;
     /// The body's length in bytes.
     fn body_len(&self) -> usize;
+    /// How many records the body holds (the header's count).
+    fn record_count(&self) -> usize;
     /// The body's bytes from offset `pos` on: at least `len` of them (fewer only at the
     /// body's end), fetched and verified. `pos` is inside the body.
     fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]>;
@@ -1865,6 +1867,9 @@ impl ImageBody for PagedImage<'_> {
     }
     fn body_len(&self) -> usize {
         self.head.used - FRAME_HEADER_LEN
+    }
+    fn record_count(&self) -> usize {
+        self.head.records
     }
     fn bytes_at(&mut self, pos: usize, len: usize) -> Result<&[u8]> {
         let start = FRAME_HEADER_LEN + pos;

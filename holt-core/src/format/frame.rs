@@ -362,6 +362,8 @@ pub(crate) struct FrameHead {
     pub used: usize,
     /// The root record's offset in the body.
     pub root_offset: usize,
+    /// Records in the body (`node_count`): with `used`, what a record takes on average.
+    pub records: usize,
     pub pages: PageTable,
     /// Pages of this image verified in place (a bit each), which later walks of the
     /// mapped image trust (`buffer::PagedImage`).
@@ -378,7 +380,8 @@ pub(crate) fn open_frame_head(page0: &[u8], len: usize, expected: FrameId) -> Re
     pages.check(0, page0)?;
     let root_offset = root_in(head.word, head.used - FRAME_HEADER_LEN)?;
     let sum = le_u32(page0, OFF_CHECKSUM);
-    Ok(FrameHead { sum, used: head.used, root_offset, pages, trusted: Default::default() })
+    let records = head.count as usize;
+    Ok(FrameHead { sum, used: head.used, root_offset, records, pages, trusted: Default::default() })
 }
 
 #[cfg(test)]

@@ -386,17 +386,11 @@ pub(super) fn decode_records(
     Ok(Decoded { root, records, leaves, first_start })
 }
 
-/// Decodes the subtree whose top record is at body offset `top` in a frame's image, fetching
-/// only its records: a subtree's records are contiguous and end with its top record (the
-/// encoding is post-order), and the first of them is found by following each inner record's
-/// first back distance down to a leaf or a link. Links resolve through `resolve`. Returns the
-/// subtree's root and how many keys it holds (links not counted).
-pub(super) fn decode_subtree(
-    image: &mut dyn ImageBody,
-    top: usize,
-    weigh: Weigh,
-    resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
-) -> Result<(Node, usize)> {
+/// The body range `[first, end)` the subtree whose top record is at body offset `top` in a
+/// frame's image occupies: a subtree's records are contiguous and end with its top record
+/// (the encoding is post-order), and the first of them is found by following each inner
+/// record's first back distance down to a leaf or a link.
+pub(super) fn subtree_window(image: &mut dyn ImageBody, top: usize) -> Result<(usize, usize)> {
     let end = with_record(image, top, |_, reader| top + reader.position())?;
     let mut first = top;
     // Bound: `first` strictly decreases at every step (the reader rejects back distances
@@ -411,6 +405,19 @@ pub(super) fn decode_subtree(
             None => break,
         }
     }
+    Ok((first, end))
+}
+
+/// Decodes the subtree whose top record is at body offset `top` in a frame's image, whose
+/// records are `window` (`subtree_window`), fetching only those. Links resolve through
+/// `resolve`. Returns the subtree's root and how many keys it holds (links not counted).
+pub(super) fn decode_subtree(
+    image: &mut dyn ImageBody,
+    top: usize,
+    (first, end): (usize, usize),
+    weigh: Weigh,
+    resolve: impl FnMut(FrameId) -> Option<Arc<Cell>>,
+) -> Result<(Node, usize)> {
     let (location, id) = (image.location().clone(), image.id());
     let fail = |offset: usize, reason: String| corruption(&location, id, offset, reason);
     let bytes = image.bytes_at(first, end - first)?;
@@ -824,6 +831,7 @@ fn walk_pages(image: &mut dyn ImageBody, key: &[u8], mut depth: usize) -> Result
 pub(super) struct WholeImage<'a> {
     body: &'a [u8],
     root_offset: usize,
+    records: usize,
     id: FrameId,
     location: &'a (PathBuf, u64),
 }
@@ -833,7 +841,8 @@ impl<'a> WholeImage<'a> {
     /// Verifies the image of frame `id` (header, page table, every page).
     pub(super) fn open(bytes: &'a [u8], id: FrameId, location: &'a (PathBuf, u64)) -> Result<WholeImage<'a>> {
         let view = frame::open(bytes, id).map_err(|e| corruption(location, id, e.offset, e.reason))?;
-        Ok(WholeImage { body: view.body, root_offset: view.root_offset, id, location })
+        let records = view.node_count as usize;
+        Ok(WholeImage { body: view.body, root_offset: view.root_offset, records, id, location })
     }
 }
 
@@ -844,6 +853,9 @@ impl ImageBody for WholeImage<'_> {
     }
     fn body_len(&self) -> usize {
         self.body.len()
+    }
+    fn record_count(&self) -> usize {
+        self.records
     }
     fn bytes_at(&mut self, pos: usize, _len: usize) -> Result<&[u8]> {
         match self.body.get(pos..) {
