@@ -667,3 +667,71 @@ fn short_scans_of_evicted_frames_read_a_few_pages_not_the_subtrees_they_start_in
     assert!(pages <= 4 * walks, "{pages} pages for {walks} partial reads");
     db.close().unwrap();
 }
+
+/// A scan through an evicted frame that links to another evicted frame, both with writes
+/// recorded since their images: the parent's new keys that sort before the linked frame's
+/// keys (`dir-0005.new` before `dir-0005/…`) are listed before them, and its later ones after
+/// them, as the model lists them.
+#[test]
+fn scans_list_a_frames_changes_around_the_frames_it_links_to() {
+    let dir = scratch_dir();
+    let dirs = 60u32;
+    let per_dir = 1_500u32;
+    let wide_key = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes();
+    let meta_key = |d: u32, name: &str| format!("wide/dir-{d:04}.{name}").into_bytes();
+    let value = |i: u32| {
+        let mut value = format!("{i}").into_bytes();
+        value.resize(100, b'.');
+        value
+    };
+    // Each directory's files, and beside each a key of the directory's name (`.meta`), which
+    // the frame above the directories' frames holds.
+    let mut model = page_cache::load(dir.path(), 0..dirs * (per_dir + 1), |i| {
+        let (d, f) = (i / (per_dir + 1), i % (per_dir + 1));
+        match f {
+            0 => (meta_key(d, "meta"), value(i)),
+            f => (wide_key(d, f - 1), value(i)),
+        }
+    });
+    drop_page_cache(dir.path());
+    let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
+    let before = db.stats();
+    // Writes recorded in the evicted frames' change logs: a new key beside each directory's
+    // `.meta` (after it, before the directory's keys: '.' sorts before '/'), a new key after
+    // the directory (`dir-NNNN0`), and an overwrite of a file in it.
+    for d in 0..dirs {
+        for (key, v) in [
+            (meta_key(d, "new"), b"new".to_vec()),
+            (format!("wide/dir-{d:04}0").into_bytes(), b"after".to_vec()),
+            (wide_key(d, 3), b"overwritten".to_vec()),
+        ] {
+            db.put(&key, &v).unwrap();
+            model.insert(key, v);
+        }
+    }
+    let after = db.stats();
+    assert!(
+        after.frame_unloaded_writes - before.frame_unloaded_writes >= u64::from(dirs),
+        "only {} writes recorded without loading their frames",
+        after.frame_unloaded_writes - before.frame_unloaded_writes
+    );
+    for d in 0..dirs {
+        let prefix = format!("wide/dir-{d:04}").into_bytes();
+        for start in [Vec::new(), meta_key(d, "meta"), meta_key(d, "new")] {
+            for limit in [2, 5, 1_000] {
+                let got = db_list(&db, &prefix, b"", &start, limit).unwrap();
+                let want = model_list(&model, &prefix, b"", &start, limit);
+                assert!(got == want, "prefix {prefix:?} after {start:?} limit {limit}");
+            }
+        }
+    }
+    page_through(&db, &model, b"wide/", b"", 700);
+    let stats = db.stats();
+    println!(
+        "{} frames; partial reads {}, loads {}",
+        stats.frames,
+        stats.frame_image_reads - after.frame_image_reads,
+        stats.frame_loads - after.frame_loads
+    );
+    db.close().unwrap();
+}

@@ -77,7 +77,23 @@ struct Walk<'r> {
     visited: u64,
     /// The error that stopped the walk (reading an evicted frame back).
     error: Option<Error>,
+    /// For a walk without a delimiter, the changes of each evicted frame it is inside that
+    /// were read from its image in part (`Tree::pruned_from_image`), innermost last: merged
+    /// into the keys as they are emitted instead of applied to the part read.
+    pending: Vec<PendingChanges>,
 }
+
+/// An evicted frame's changes since its image that a scan merges as it emits keys: each a
+/// key relative to the frame (whose keys begin with `path`), its value and version or `None`
+/// for a deletion, in key order; `at` is the next not yet merged.
+struct PendingChanges {
+    path: Vec<u8>,
+    changes: Vec<ScanChange>,
+    at: usize,
+}
+
+/// A change `PendingChanges` holds.
+type ScanChange = (Vec<u8>, Option<(Vec<u8>, u64)>);
 
 impl Walk<'_> {
     /// Bounds of `path` given its parent's, or `None` if no key below it can be listed.
@@ -174,14 +190,66 @@ impl Walk<'_> {
 
     #[inline]
     fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
+        if !self.pending.is_empty() {
+            match self.merge_pending(Some(key)) {
+                Merge::Emit => {}
+                Merge::Skip => return Flow::Continue,
+                Merge::Stop => return Flow::Stop,
+            }
+        }
         let value = if self.with_values { leaf.value() } else { &[] };
         self.emit(ListEntry::Key { key, value, version: Version(leaf.version()) })
+    }
+
+    /// Emits the innermost pending changes' puts ordered before `key` (`None`: all that are
+    /// left), and tells what becomes of `key` itself: a put of it was emitted in its place or
+    /// it was deleted (`Skip`), or it stands (`Emit`). Keys of a linked frame lie between two
+    /// of its parent's changes, so only the innermost frame's are compared.
+    fn merge_pending(&mut self, key: Option<&[u8]>) -> Merge {
+        let Some(mut pending) = self.pending.pop() else { return Merge::Emit };
+        let base = pending.path.len();
+        let mut merge = Merge::Emit;
+        // Bound: every step moves `at` on.
+        while let Some((rel, state)) = pending.changes.get(pending.at) {
+            let order = match key {
+                Some(key) => rel[..].cmp(key.get(base..).unwrap_or_default()),
+                None => std::cmp::Ordering::Less,
+            };
+            if order == std::cmp::Ordering::Greater {
+                break;
+            }
+            pending.at += 1;
+            if let Some((value, version)) = state {
+                pending.path.extend_from_slice(rel);
+                let value = if self.with_values { &value[..] } else { &[] };
+                let flow =
+                    self.emit(ListEntry::Key { key: &pending.path, value, version: Version(*version) });
+                pending.path.truncate(base);
+                if let Flow::Stop = flow {
+                    merge = Merge::Stop;
+                    break;
+                }
+            }
+            if order == std::cmp::Ordering::Equal {
+                merge = Merge::Skip;
+                break;
+            }
+        }
+        self.pending.push(pending);
+        merge
     }
 
     /// Entries the page can still take, plus the one that decides `truncated`.
     fn remaining(&self) -> usize {
         self.limit.saturating_add(1).saturating_sub(self.emitted)
     }
+}
+
+/// What `Walk::merge_pending` leaves of the key the walk was about to emit.
+enum Merge {
+    Emit,
+    Skip,
+    Stop,
 }
 
 impl Tree {
@@ -227,6 +295,7 @@ impl Tree {
             visit,
             visited: 0,
             error: None,
+            pending: Vec::new(),
         };
         // Bound: a restart happens only when the walk meets a frame merged after it started.
         let mut restarts = 0;
@@ -237,6 +306,7 @@ impl Tree {
                 Flow::Continue | Flow::Stop => break,
                 Flow::Restart => {
                     restarts += 1;
+                    walk.pending.clear();
                     // Resume at the link only if it lies past the start: a link met on the way
                     // back down to the start (an ancestor of it) lies before it, and resuming
                     // there would list again what lies between the two.
@@ -272,12 +342,22 @@ impl Tree {
         // An evicted frame, while the cache is full: read only what the walk can reach.
         match self.pruned_from_image(walk, cell, path, checked, bounds) {
             Ok(None) => {}
-            Ok(Some(part)) => {
+            Ok(Some(Pruned { part, changes })) => {
                 if cell.is_retired() {
                     walk.restart_at.clone_from(path);
                     return Flow::Restart;
                 }
-                return self.list_node(walk, &part, path, checked, bounds);
+                if changes.is_empty() {
+                    return self.list_node(walk, &part, path, checked, bounds);
+                }
+                walk.pending.push(PendingChanges { path: path.clone(), changes, at: 0 });
+                let mut flow = self.list_node(walk, &part, path, checked, bounds);
+                // The frame's puts after its last key in the part read.
+                if matches!(flow, Flow::Continue) && matches!(walk.merge_pending(None), Merge::Stop) {
+                    flow = Flow::Stop;
+                }
+                walk.pending.pop();
+                return flow;
             }
             Err(e) => {
                 walk.error = Some(e);
@@ -313,7 +393,16 @@ impl Tree {
         walk.visited += 1;
         let base = path.len();
         let flow = match node {
-            Node::Link(cell) => return self.list_frame(walk, cell, path, checked, bounds),
+            Node::Link(cell) => {
+                // The puts of the frame around this link that come before the linked frame's
+                // keys (its keys begin with `path`; none of the frame's own does).
+                if !walk.pending.is_empty() {
+                    if let Merge::Stop = walk.merge_pending(Some(path)) {
+                        return Flow::Stop;
+                    }
+                }
+                return self.list_frame(walk, cell, path, checked, bounds);
+            }
             Node::Leaf(leaf) => {
                 path.extend_from_slice(leaf.suffix());
                 match walk.bounds(path, bounds) {
@@ -460,7 +549,7 @@ impl Tree {
         path: &[u8],
         checked: usize,
         bounds: Bounds,
-    ) -> Result<Option<Node>> {
+    ) -> Result<Option<Pruned>> {
         let kept = self.pool.read_image(cell, |image, deltas| {
             let Changes { puts, deleted, rolled_deleted } = changed_keys(walk, path, cell, deltas)?;
             let mut spelled = path.to_vec();
@@ -482,6 +571,18 @@ impl Tree {
             let delta_bytes: usize = deltas.iter().map(|delta| delta.len()).sum();
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
             let kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
+            if walk.delimiter.is_empty() {
+                // A scan merges them as it emits the keys (`Walk::merge_pending`), in key
+                // order (a key is a put or deleted, not both): applied to the part read,
+                // they were a sixth of a 100-key scan's time.
+                let mut changes: Vec<ScanChange> = puts
+                    .into_iter()
+                    .map(|(key, value, version)| (key.into_owned(), Some((value.into_owned(), version))))
+                    .chain(deleted.into_iter().map(|key| (key, None)))
+                    .collect();
+                changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                return Ok(Some(Pruned { part: kept, changes }));
+            }
             // One batch, in key order (a key is a put or deleted, not both).
             let mut batch: Vec<super::write::Entry<'_>> = puts
                 .iter()
@@ -489,7 +590,7 @@ impl Tree {
                 .chain(deleted.iter().map(|key| (&key[..], None)))
                 .collect();
             batch.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            Ok(Some(super::write::apply_sorted(&kept, &batch)?))
+            Ok(Some(Pruned { part: super::write::apply_sorted(&kept, &batch)?, changes: Vec::new() }))
         })?;
         Ok(kept.flatten())
     }
@@ -503,6 +604,14 @@ impl Tree {
             None => self.lead_from_image(cell).ok().flatten().flatten(),
         }
     }
+}
+
+/// What a walk reads of an evicted frame in part (`Tree::pruned_from_image`): the part of its
+/// image the walk can reach, with the frame's changes since the image applied, or for a
+/// walk without a delimiter, left to merge as it emits keys (`changes`).
+struct Pruned {
+    part: Node,
+    changes: Vec<ScanChange>,
 }
 
 /// A put a frame took since its image: key (relative to the frame), value and version;
