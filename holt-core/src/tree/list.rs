@@ -671,14 +671,20 @@ fn changed_keys<'d>(
     let mut logged: Vec<KeyChange<'d>> =
         logged.into_iter().map(|(key, put)| (Cow::Owned(key), put)).collect();
     let mut at_log = 0;
-    let chain_change = |i: usize| -> Result<KeyChange<'d>> {
-        Ok(match chain.entry(i)? {
+    // The chain's entry `i`, read once, if the prefix's keys reach it.
+    let chain_change = |i: usize| -> Result<Option<KeyChange<'d>>> {
+        if i >= chain.len() {
+            return Ok(None);
+        }
+        let change = match chain.entry(i)? {
             DeltaEntry::Put { key, value, version } => {
                 (Cow::Borrowed(key), Some((Cow::Borrowed(value), version)))
             }
             DeltaEntry::Delete { key } => (Cow::Borrowed(key), None),
-        })
+        };
+        Ok(begins_with(&change.0, under).then_some(change))
     };
+    let mut chain_head = chain_change(at_chain)?;
 
     let mut changes = Changes { puts: Vec::new(), deleted: BTreeSet::new(), rolled_deleted: BTreeSet::new() };
     // The common prefix being read (its length in the key that opened it), the first put
@@ -700,26 +706,31 @@ fn changed_keys<'d>(
     // Bound: every step moves at least one source on.
     while shown < walk.remaining() {
         // The smallest key either source is at; at the same key, the log's (newer) wins.
-        let chain_key = chain.key(at_chain)?.filter(|key| begins_with(key, under));
+        let chain_key = chain_head.as_ref().map(|(key, _)| &key[..]);
         let log_key = logged.get(at_log).map(|(key, _)| &key[..]);
-        let from_log = match (chain_key, log_key) {
+        let (from_log, same) = match (chain_key, log_key) {
             (None, None) => break,
-            (Some(c), Some(l)) => l <= c,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
+            (Some(c), Some(l)) => (l <= c, l == c),
+            (None, Some(_)) => (true, false),
+            (Some(_), None) => (false, false),
         };
-        let (key, put) = match from_log {
+        let taken = match from_log {
             true => {
-                at_chain += usize::from(chain_key == log_key);
+                if same {
+                    at_chain += 1;
+                    chain_head = chain_change(at_chain)?;
+                }
                 at_log += 1;
                 // Taken, not copied: the merge never looks back.
-                std::mem::replace(&mut logged[at_log - 1], (Cow::Borrowed(&[]), None))
+                Some(std::mem::replace(&mut logged[at_log - 1], (Cow::Borrowed(&[]), None)))
             }
             false => {
                 at_chain += 1;
-                chain_change(at_chain - 1)?
+                std::mem::replace(&mut chain_head, chain_change(at_chain)?)
             }
         };
+        // Bound: `from_log` is false only while the chain has a head.
+        let Some((key, put)) = taken else { break };
         full.truncate(path.len());
         full.extend_from_slice(&key);
         if !walk.reaches(&full) {
@@ -746,7 +757,11 @@ fn changed_keys<'d>(
                 match put {
                     Some((value, version)) => {
                         // The prefix shows: the other keys under it are beside the point.
-                        at_chain = chain.past_prefix(at_chain, &key[..n])?;
+                        let past = chain.past_prefix(at_chain, &key[..n])?;
+                        if past != at_chain {
+                            at_chain = past;
+                            chain_head = chain_change(at_chain)?;
+                        }
                         at_log += logged[at_log..].partition_point(|(k, _)| k.starts_with(&key[..n]));
                         name_put = Some((key, value, version));
                         // A key past the start bound rolls up into a prefix that may not be.
