@@ -81,6 +81,9 @@ struct Walk<'r> {
     /// were read from its image in part (`Tree::pruned_from_image`), innermost last: merged
     /// into the keys as they are emitted instead of applied to the part read.
     pending: Vec<PendingChanges>,
+    /// `emit_key` takes its slow path once `emitted` reaches this: the page's `limit`, or 0
+    /// while changes are pending, so the walk of a resident frame checks one bound per key.
+    key_gate: usize,
 }
 
 /// An evicted frame's changes since its image that a scan merges as it emits keys: each a
@@ -190,6 +193,18 @@ impl Walk<'_> {
 
     #[inline]
     fn emit_key(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
+        if self.emitted >= self.key_gate {
+            return self.emit_key_gated(key, leaf);
+        }
+        let value = if self.with_values { leaf.value() } else { &[] };
+        (self.visit)(ListEntry::Key { key, value, version: Version(leaf.version()) });
+        self.emitted += 1;
+        Flow::Continue
+    }
+
+    /// `emit_key` past its gate: the page is full, or changes are pending.
+    #[inline(never)]
+    fn emit_key_gated(&mut self, key: &[u8], leaf: &Leaf) -> Flow {
         if !self.pending.is_empty() {
             match self.merge_pending(Some(key)) {
                 Merge::Emit => {}
@@ -199,6 +214,23 @@ impl Walk<'_> {
         }
         let value = if self.with_values { leaf.value() } else { &[] };
         self.emit(ListEntry::Key { key, value, version: Version(leaf.version()) })
+    }
+
+    /// Enters an evicted frame whose changes a scan merges (`merge_pending`).
+    fn push_pending(&mut self, pending: PendingChanges) {
+        self.pending.push(pending);
+        self.key_gate = 0;
+    }
+
+    /// Leaves the frame `push_pending` entered last (or all, after a restart).
+    fn pop_pending(&mut self, all: bool) {
+        match all {
+            true => self.pending.clear(),
+            false => drop(self.pending.pop()),
+        }
+        if self.pending.is_empty() {
+            self.key_gate = self.limit;
+        }
     }
 
     /// Emits the innermost pending changes' puts ordered before `key` (`None`: all that are
@@ -296,6 +328,7 @@ impl Tree {
             visited: 0,
             error: None,
             pending: Vec::new(),
+            key_gate: request.limit,
         };
         // Bound: a restart happens only when the walk meets a frame merged after it started.
         let mut restarts = 0;
@@ -306,7 +339,7 @@ impl Tree {
                 Flow::Continue | Flow::Stop => break,
                 Flow::Restart => {
                     restarts += 1;
-                    walk.pending.clear();
+                    walk.pop_pending(true);
                     // Resume at the link only if it lies past the start: a link met on the way
                     // back down to the start (an ancestor of it) lies before it, and resuming
                     // there would list again what lies between the two.
@@ -350,13 +383,13 @@ impl Tree {
                 if changes.is_empty() {
                     return self.list_node(walk, &part, path, checked, bounds);
                 }
-                walk.pending.push(PendingChanges { path: path.clone(), changes, at: 0 });
+                walk.push_pending(PendingChanges { path: path.clone(), changes, at: 0 });
                 let mut flow = self.list_node(walk, &part, path, checked, bounds);
                 // The frame's puts after its last key in the part read.
                 if matches!(flow, Flow::Continue) && matches!(walk.merge_pending(None), Merge::Stop) {
                     flow = Flow::Stop;
                 }
-                walk.pending.pop();
+                walk.pop_pending(false);
                 return flow;
             }
             Err(e) => {
