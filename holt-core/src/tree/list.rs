@@ -974,7 +974,8 @@ impl Pruning<'_, '_> {
     fn window_bound(&self) -> usize {
         let need = self.walk.remaining().saturating_sub(*self.promised);
         let per_record = self.image.body_len() / self.image.record_count().max(1);
-        (2 * need * per_record).max(DECODE_WHOLE_MIN_BYTES)
+        // `need` is unbounded for a listing without a limit.
+        need.saturating_mul(per_record).saturating_mul(2).max(DECODE_WHOLE_MIN_BYTES)
     }
 
     /// The subtree whose top record is at body offset `top` (its records `window`), reached
