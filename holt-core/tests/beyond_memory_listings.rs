@@ -624,6 +624,18 @@ fn rollups_over_evicted_frames_keep_a_directory_beside_a_key_of_its_name() {
     db.close().unwrap();
 }
 
+/// File `f` of directory `d` in the scan tests' data set (1,500 files a directory).
+fn scan_file(d: u32, f: u32) -> Vec<u8> {
+    format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes()
+}
+
+/// The scan tests' value of record `i`: 100 bytes.
+fn scan_value(i: u32) -> Vec<u8> {
+    let mut value = format!("{i}").into_bytes();
+    value.resize(100, b'.');
+    value
+}
+
 /// Short listings without a delimiter (the first keys of a directory, or the keys after a
 /// start in the middle of one) of evicted frames whose directories hold 1,500 keys of 100-byte
 /// values each: a listing reads a few pages of the frame, not every record of the subtree
@@ -634,11 +646,9 @@ fn short_scans_of_evicted_frames_read_a_few_pages_not_the_subtrees_they_start_in
     let dir = scratch_dir();
     let dirs = 150u32;
     let per_dir = 1_500u32;
-    let wide_key = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes();
+    let wide_key = scan_file;
     let model = page_cache::load(dir.path(), 0..dirs * per_dir, |i| {
-        let mut value = format!("{i}").into_bytes();
-        value.resize(100, b'.');
-        (wide_key(i / per_dir, i % per_dir), value)
+        (wide_key(i / per_dir, i % per_dir), scan_value(i))
     });
     drop_page_cache(dir.path());
     let db = Db::open(dir.path(), options(BUDGET_BYTES)).unwrap();
@@ -677,13 +687,8 @@ fn scans_list_a_frames_changes_around_the_frames_it_links_to() {
     let dir = scratch_dir();
     let dirs = 60u32;
     let per_dir = 1_500u32;
-    let wide_key = |d: u32, f: u32| format!("wide/dir-{d:04}/file-{f:06}.bin").into_bytes();
+    let (wide_key, value) = (scan_file, scan_value);
     let meta_key = |d: u32, name: &str| format!("wide/dir-{d:04}.{name}").into_bytes();
-    let value = |i: u32| {
-        let mut value = format!("{i}").into_bytes();
-        value.resize(100, b'.');
-        value
-    };
     // Each directory's files, and beside each a key of the directory's name (`.meta`), which
     // the frame above the directories' frames holds.
     let mut model = page_cache::load(dir.path(), 0..dirs * (per_dir + 1), |i| {
