@@ -30,7 +30,7 @@ use rusty_s3::actions::{
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::error::{S3Error, S3ErrorCode, S3Result};
-use crate::storage::meta::{ObjectHeaders, UpstreamBody};
+use crate::storage::meta::{ObjectHeaders, Tags, UpstreamBody};
 
 /// How long each presigned request stays valid: it is sent at once, so this only bounds how
 /// long a slow body upload may take to start.
@@ -79,6 +79,9 @@ pub struct HeadInfo {
     pub headers: ObjectHeaders,
     /// `x-amz-version-id`, when versioned.
     pub version_id: Option<String>,
+    /// `x-amz-tagging-count`, when the upstream reports it on HEAD (MinIO and Ceph do, with
+    /// a count above zero; AWS S3 reports it on GET only): `None` when absent.
+    pub tag_count: Option<u32>,
 }
 
 /// The client of the upstream object store.
@@ -221,6 +224,14 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// `x-amz-version-id`, unless absent or `null` (an unversioned bucket).
 fn version_id(h: &HeaderMap) -> Option<String> {
     header(h, "x-amz-version-id").filter(|v| !v.is_empty() && *v != "null").map(str::to_owned)
+}
+
+/// `x-amz-tagging` for a write that gives its object `tags` (URL-encoded `k1=v1&k2=v2`);
+/// `None` for no tags.
+pub fn tagging_header(tags: &Tags) -> Option<(String, String)> {
+    let encode = |text: &str| crate::auth::canonical::uri_encode(text.as_bytes(), false);
+    let pairs: Vec<String> = tags.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+    (!tags.is_empty()).then(|| ("x-amz-tagging".to_owned(), pairs.join("&")))
 }
 
 /// The content headers and user metadata of an object, as request headers to send upstream.
@@ -587,7 +598,51 @@ impl Upstream {
             last_modified_ms,
             headers: object_headers_from(h),
             version_id: version_id(h),
+            tag_count: header(h, "x-amz-tagging-count").and_then(|v| v.parse().ok()),
         }))
+    }
+
+    /// The tags of `key` upstream (GetObjectTagging); `None` if the upstream has no such
+    /// object.
+    pub async fn get_object_tagging(&self, local: &str, key: &str) -> S3Result<Option<Tags>> {
+        if !addressable(key) {
+            return Ok(None);
+        }
+        let bucket = self.bucket(local)?;
+        let mut action = GetObject::new(&bucket, Some(&self.credentials), key);
+        action.query_mut().insert("tagging", "");
+        let url = action.sign(SIGNED_FOR);
+        let resp = self.send(Method::GET, url, &[], empty_body(), &[StatusCode::NOT_FOUND]).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let doc = Self::document(resp).await?;
+        crate::handlers::tagging::parse_tagging(doc.as_bytes())
+            .map(Some)
+            .map_err(|_| unavailable("answered GetObjectTagging with a document that is not a Tagging"))
+    }
+
+    /// Replaces the tags of `key` upstream (PutObjectTagging; DeleteObjectTagging when
+    /// `tags` is empty). A missing key is NoSuchKey.
+    pub async fn put_object_tagging(&self, local: &str, key: &str, tags: &Tags) -> S3Result<()> {
+        use base64::Engine as _;
+        use md5::Digest as _;
+        require_addressable(key)?;
+        let bucket = self.bucket(local)?;
+        if tags.is_empty() {
+            let mut action = DeleteObject::new(&bucket, Some(&self.credentials), key);
+            action.query_mut().insert("tagging", "");
+            let url = action.sign(SIGNED_FOR);
+            return self.send(Method::DELETE, url, &[], empty_body(), &[]).await.map(drop);
+        }
+        let document = crate::handlers::tagging::document(tags);
+        let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(&document));
+        let headers =
+            vec![("content-md5".to_owned(), md5), ("content-length".to_owned(), document.len().to_string())];
+        let mut action = PutObject::new(&bucket, Some(&self.credentials), key);
+        action.query_mut().insert("tagging", "");
+        let url = action.sign(SIGNED_FOR);
+        self.send(Method::PUT, url, &headers, full_body(document), &[]).await.map(drop)
     }
 
     /// Deletes `key` upstream (a missing key is not an error, as in S3).
@@ -879,6 +934,7 @@ fn error_from_code(status: StatusCode, code: &str) -> S3Error {
         "BadDigest" => Some(C::BadDigest),
         "BucketAlreadyOwnedByYou" => Some(C::BucketAlreadyOwnedByYou),
         "BucketNotEmpty" => Some(C::BucketNotEmpty),
+        "InvalidTag" => Some(C::InvalidTag),
         _ => None,
     };
     if let Some(c) = passed {
@@ -920,6 +976,14 @@ mod tests {
         );
         assert_eq!(err(400, "<Error><Code>InvalidPart</Code></Error>"), S3ErrorCode::InvalidPart);
         assert_eq!(err(400, "<Error><Code>Weird</Code></Error>"), S3ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn tagging_headers_encode_what_would_split_them() {
+        let tags: Tags = vec![("team".into(), "a b+c".into()), ("path".into(), "x/y=z".into())];
+        let (name, value) = tagging_header(&tags).unwrap();
+        assert_eq!((name.as_str(), value.as_str()), ("x-amz-tagging", "team=a%20b%2Bc&path=x%2Fy%3Dz"));
+        assert_eq!(tagging_header(&Vec::new()), None);
     }
 
     #[test]

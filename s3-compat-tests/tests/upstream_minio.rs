@@ -132,12 +132,11 @@ fn write_around(gw: &Gateway, minio: &Minio, bucket: &str) -> (&'static str, Str
     ("direct/k00", body)
 }
 
-#[test]
-fn direct_writes_arrive_through_minio_notifications() {
-    let label = "upstream-notify";
-    let bucket = "notified";
+/// MinIO with its notification webhook pointed at a gateway in front of it (reconciliation
+/// off: only a notification can bring MinIO's changes to the index), and `bucket`, created
+/// through the gateway, notifying it of every object created or removed.
+fn notifying_minio(label: &str, bucket: &str) -> (Minio, Gateway) {
     let mut minio = Minio::new(label, Layout::Single);
-    // Reconciliation off: only a notification can bring MinIO's changes to the index.
     let gw = gateway_in_front(
         label,
         &minio,
@@ -159,7 +158,13 @@ fn direct_writes_arrive_through_minio_notifications() {
         )
         .run("point MinIO's notifications at the gateway")
         .ok();
+    (minio, gw)
+}
 
+#[test]
+fn direct_writes_arrive_through_minio_notifications() {
+    let bucket = "notified";
+    let (minio, gw) = notifying_minio("upstream-notify", bucket);
     let (key, body) = write_around(&gw, &minio, bucket);
     let took = converge(&gw, &minio, bucket, NOTIFICATION_BOUND, "notifications");
     println!("notifications: the gateway matched MinIO {:.2}s after the direct writes", took.as_secs_f64());
@@ -170,6 +175,125 @@ fn direct_writes_arrive_through_minio_notifications() {
         Some(format!("\"{}\"", md5_hex(body.as_bytes()))),
         "ETag after the overwrite",
     );
+}
+
+/// The tags `client` reads of `bucket/key`, sorted, as `k=v`.
+fn tags_of(client: &Boto3, bucket: &str, key: &str, what: &str) -> Vec<String> {
+    let out = client.call("get_object_tagging", json!({ "Bucket": bucket, "Key": key })).run(what).ok();
+    let mut tags: Vec<String> = out.json()["TagSet"]
+        .as_array()
+        .map(|set| {
+            set.iter()
+                .map(|t| format!("{}={}", t["Key"].as_str().unwrap_or(""), t["Value"].as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    tags.sort();
+    tags
+}
+
+fn tag_set(pairs: &[(&str, &str)]) -> Value {
+    json!({ "TagSet": pairs.iter().map(|(k, v)| json!({ "Key": k, "Value": v })).collect::<Vec<_>>() })
+}
+
+/// Tags written through the gateway (PutObject's header, PutObjectTagging,
+/// DeleteObjectTagging, CopyObject with either directive, CreateMultipartUpload's header)
+/// are MinIO's: read back directly from MinIO they are what the gateway answers. Tags
+/// changed directly in MinIO reach the gateway through its notifications (MinIO notifies
+/// `s3:ObjectCreated:PutTagging` and `DeleteTagging`) within the bound.
+#[test]
+fn tags_live_upstream() {
+    let bucket = "tagged";
+    let (minio, gw) = notifying_minio("upstream-tags", bucket);
+    let (through, behind) = (Boto3::new(&gw), direct(&minio));
+    let agree = |key: &str, want: &[&str], step: &str| {
+        let want: Vec<String> = want.iter().map(|t| (*t).to_owned()).collect();
+        let minio_has = tags_of(&behind, bucket, key, &format!("{step}: MinIO's tags"));
+        let gateway_has = tags_of(&through, bucket, key, &format!("{step}: the gateway's tags"));
+        assert_eq!(minio_has, want, "{step}: MinIO's tags of {key}");
+        assert_eq!(gateway_has, want, "{step}: the gateway's tags of {key}");
+    };
+
+    // A value with a space, `+`, `/` and `=`: the header's encoding reaches MinIO intact.
+    let put =
+        json!({ "Bucket": bucket, "Key": "put", "Body": "p", "Tagging": "team=a%20b%2Bc&path=x%2Fy%3Dz" });
+    through.call("put_object", put).run("put with tags").ok();
+    agree("put", &["path=x/y=z", "team=a b+c"], "PutObject with x-amz-tagging");
+
+    let set = tag_set(&[("stage", "two"), ("owner", "ops")]);
+    through
+        .call("put_object_tagging", json!({ "Bucket": bucket, "Key": "put", "Tagging": set }))
+        .run("put tagging")
+        .ok();
+    agree("put", &["owner=ops", "stage=two"], "PutObjectTagging");
+
+    let copy = json!({ "Bucket": bucket, "Key": "copied", "CopySource": { "Bucket": bucket, "Key": "put" } });
+    through.call("copy_object", copy).run("copy, tags copied").ok();
+    agree("copied", &["owner=ops", "stage=two"], "CopyObject, directive COPY");
+    let copy = json!({
+        "Bucket": bucket, "Key": "replaced", "CopySource": { "Bucket": bucket, "Key": "put" },
+        "TaggingDirective": "REPLACE", "Tagging": "kind=copy",
+    });
+    through.call("copy_object", copy).run("copy, tags replaced").ok();
+    agree("replaced", &["kind=copy"], "CopyObject, directive REPLACE");
+
+    through
+        .call("delete_object_tagging", json!({ "Bucket": bucket, "Key": "put" }))
+        .run("delete tagging")
+        .ok();
+    agree("put", &[], "DeleteObjectTagging");
+
+    let created = through
+        .call("create_multipart_upload", json!({ "Bucket": bucket, "Key": "multi", "Tagging": "parts=1" }))
+        .run("create multipart upload with tags")
+        .ok();
+    let upload_id = created.json()["UploadId"].as_str().unwrap_or_default().to_owned();
+    let part = through
+        .call(
+            "upload_part",
+            json!({ "Bucket": bucket, "Key": "multi", "UploadId": upload_id, "PartNumber": 1, "Body": "m" }),
+        )
+        .run("upload part")
+        .ok();
+    let etag = part.json()["ETag"].clone();
+    through
+        .call(
+            "complete_multipart_upload",
+            json!({
+                "Bucket": bucket, "Key": "multi", "UploadId": upload_id,
+                "MultipartUpload": { "Parts": [{ "PartNumber": 1, "ETag": etag }] },
+            }),
+        )
+        .run("complete multipart upload")
+        .ok();
+    agree("multi", &["parts=1"], "CreateMultipartUpload with x-amz-tagging");
+
+    // Around the gateway: MinIO's notifications bring the change.
+    let set = tag_set(&[("set", "directly")]);
+    behind
+        .call("put_object_tagging", json!({ "Bucket": bucket, "Key": "copied", "Tagging": set }))
+        .run("put tagging directly in MinIO")
+        .ok();
+    behind
+        .call("delete_object_tagging", json!({ "Bucket": bucket, "Key": "replaced" }))
+        .run("delete tagging directly in MinIO")
+        .ok();
+    let started = Instant::now();
+    loop {
+        let copied = tags_of(&through, bucket, "copied", "the gateway's tags of copied");
+        let replaced = tags_of(&through, bucket, "replaced", "the gateway's tags of replaced");
+        if copied == ["set=directly"] && replaced.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < NOTIFICATION_BOUND,
+            "tags changed in MinIO did not reach the gateway within {NOTIFICATION_BOUND:?}: \
+             copied {copied:?}, replaced {replaced:?}\n--- gateway log ---\n{}",
+            gw.log_tail(3000)
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    println!("tags changed in MinIO reached the gateway after {:.2}s", started.elapsed().as_secs_f64());
 }
 
 #[test]

@@ -212,6 +212,9 @@ async fn copy_object_upstream(
 ) -> S3Result<Response> {
     let up = through::upstream(ctx).ok_or_else(through::no_upstream)?;
     let mut sent = crate::upstream::object_header_pairs(&headers);
+    // The copy's tags, as the index decided them (none: REPLACE with no header).
+    sent.push(("x-amz-tagging-directive".to_owned(), "REPLACE".to_owned()));
+    sent.extend(crate::upstream::tagging_header(&tags));
     for name in ["if-match", "if-none-match"] {
         if let Some(v) = ctx.header(name) {
             sent.push((name.to_owned(), v.to_owned()));

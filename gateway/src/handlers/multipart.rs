@@ -153,7 +153,9 @@ pub async fn handle_create_multipart_upload(ctx: &ReqCtx) -> S3Result<Response> 
     let upstream = through::upstream(ctx);
     let upstream_id = match &upstream {
         Some(up) => {
-            Some(up.create_multipart(bucket, key, crate::upstream::object_header_pairs(&headers)).await?)
+            let mut sent = crate::upstream::object_header_pairs(&headers);
+            sent.extend(crate::upstream::tagging_header(&tags));
+            Some(up.create_multipart(bucket, key, sent).await?)
         }
         None => None,
     };

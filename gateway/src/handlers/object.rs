@@ -224,6 +224,7 @@ pub async fn handle_put_object(ctx: &ReqCtx, body: Body) -> S3Result<Response> {
     // waits for it (`Sink::Upstream::before_end`).
     let mut intent = through::IntentWrite::start(ctx, bucket, key);
     let mut sent = crate::upstream::object_header_pairs(&headers);
+    sent.extend(crate::upstream::tagging_header(&tags));
     for name in ["if-match", "if-none-match", "content-md5"] {
         if let Some(v) = ctx.header(name) {
             sent.push((name.to_owned(), v.to_owned()));

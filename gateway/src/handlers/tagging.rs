@@ -1,7 +1,8 @@
 //! Object tagging: GetObjectTagging, PutObjectTagging, DeleteObjectTagging, and the
 //! `x-amz-tagging` header of PutObject, CopyObject (with `x-amz-tagging-directive`) and
 //! CreateMultipartUpload. Tags live in the object's record (`ObjectMeta::tags`); GET and HEAD
-//! report their number in `x-amz-tagging-count`.
+//! report their number in `x-amz-tagging-count`. In upstream mode the upstream's object gets
+//! them first (`set_tags`, and the writes' own requests).
 //!
 //! S3's limits: at most 10 tags (400 BadRequest past it), keys of 1 to 128 characters, values
 //! of at most 256, letters, digits, spaces and `+ - = . _ : / @` only, no key starting with
@@ -111,10 +112,15 @@ pub fn from_header(ctx: &ReqCtx) -> S3Result<Tags> {
 pub async fn handle_get_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
     let (meta, _) = super::load_object(ctx).await?;
+    Ok(xml_response(document(&meta.tags)))
+}
+
+/// The Tagging document of `tags` (GetObjectTagging's answer, PutObjectTagging's body).
+pub fn document(tags: &Tags) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.open_root("Tagging");
     w.open("TagSet");
-    for (key, value) in &meta.tags {
+    for (key, value) in tags {
         w.open("Tag");
         w.elem("Key", key);
         w.elem("Value", value);
@@ -122,7 +128,7 @@ pub async fn handle_get_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
     }
     w.close("TagSet");
     w.close("Tagging");
-    Ok(xml_response(w.finish()))
+    w.finish()
 }
 
 /// PutObjectTagging: replaces the object's tags with the document's.
@@ -131,15 +137,36 @@ pub async fn handle_put_object_tagging(ctx: &ReqCtx, body: Body) -> S3Result<Res
     let document = read_small(ctx, body, TAGGING_BODY_BYTES_MAX).await?;
     let tags = parse_tagging(&document)?;
     validate(&tags)?;
-    super::update_object(ctx, |meta| ObjectMeta { tags: tags.clone(), ..meta }).await?;
+    set_tags(ctx, tags).await?;
     Ok(empty_response(StatusCode::OK))
 }
 
 /// DeleteObjectTagging: the object keeps everything but its tags.
 pub async fn handle_delete_object_tagging(ctx: &ReqCtx) -> S3Result<Response> {
     ctx.owned_bucket().await?;
-    super::update_object(ctx, |meta| ObjectMeta { tags: Vec::new(), ..meta }).await?;
+    set_tags(ctx, Vec::new()).await?;
     Ok(empty_response(StatusCode::NO_CONTENT))
+}
+
+/// Gives the request's object `tags`. In upstream mode the upstream's object gets them
+/// first, as for every write (`through`): under the key's lock, with an intent that makes
+/// the next start repair the record (tags read back from the upstream) if the process
+/// stops between the two steps.
+async fn set_tags(ctx: &ReqCtx, tags: Tags) -> S3Result<()> {
+    let Some(up) = super::through::upstream(ctx) else {
+        return super::update_object(ctx, |meta| ObjectMeta { tags: tags.clone(), ..meta }).await;
+    };
+    let (bucket, key) = (ctx.bucket()?, ctx.key()?);
+    let _order = up.locks.lock(crate::storage::schema::object(bucket, key)).await;
+    // NoSuchKey before anything is sent: the index answers for the keys it holds.
+    super::load_object(ctx).await?;
+    super::through::write_intent(ctx, bucket, key).await?;
+    let result = async {
+        up.put_object_tagging(bucket, key, &tags).await?;
+        super::update_object(ctx, |meta| ObjectMeta { tags: tags.clone(), ..meta }).await
+    }
+    .await;
+    super::through::settle(ctx, bucket, key, result).await
 }
 
 /// `<Tagging><TagSet><Tag><Key/><Value/></Tag>…</TagSet></Tagging>`.

@@ -47,24 +47,17 @@ pub fn no_upstream() -> S3Error {
 }
 
 /// The MD5 and part count an ETag stands for: `hex` or `hex-N` as S3 and MinIO write them.
-/// An ETag of another shape (some encrypted objects) is kept as the MD5 of its text, so the
-/// index still tells versions apart.
+/// An ETag of another shape (some encrypted or composite objects) is kept as the MD5 of its
+/// text, so the index still tells versions apart; clients are shown the upstream's text
+/// (`ObjectMeta::etag`).
 pub fn md5_and_parts(etag: &str) -> ([u8; 16], u32) {
-    let (hex_part, parts) = match etag.split_once('-') {
-        Some((h, n)) => (h, n.parse::<u32>().ok()),
-        None => (etag, Some(0)),
-    };
-    let mut md5 = [0u8; 16];
-    match (hex::decode_to_slice(hex_part, &mut md5), parts) {
-        (Ok(()), Some(parts)) => (md5, parts),
-        _ => (Md5::digest(etag.as_bytes()).into(), 0),
-    }
+    crate::storage::meta::md5_etag(etag).unwrap_or_else(|| (Md5::digest(etag.as_bytes()).into(), 0))
 }
 
 /// Whether a repair from the upstream (`meta_from_head`) gives back what `meta`, the record
 /// of a PutObject sent through, says: its content headers and user metadata went upstream,
-/// and it holds nothing only the index keeps (checksums, tags, a canned ACL, a storage
-/// class). The repair takes the upstream's last-modified time, and its content type where
+/// and it holds nothing only the index keeps (checksums, a canned ACL, a storage class) or
+/// a repair may not read back (tags: not every upstream reports them on HEAD). The repair takes the upstream's last-modified time, and its content type where
 /// the client sent none.
 pub fn restorable(meta: &ObjectMeta) -> bool {
     meta.checksums.is_empty()
@@ -197,9 +190,10 @@ pub async fn repair_key(store: &Store, up: &Upstream, bucket: &str, key: &str) -
     let condition = current.as_ref().map_or(Condition::Absent, |e| Condition::Version(e.version));
     let outcome = match up.head_object(bucket, key).await? {
         Some(info) => {
+            let tag_count = info.tag_count;
             let mut meta = meta_from_head(info);
-            // Tags and the ACL live only in the index: keep them across a repair of the same
-            // body.
+            // The ACL and checksums live only in the index: keep them across a repair of the
+            // same body, and its tags until the upstream's are read.
             if let Some(old) = current.as_ref().and_then(|e| ObjectMeta::decode(&e.value)) {
                 if old.md5 == meta.md5 && old.parts == meta.parts {
                     meta.tags = old.tags;
@@ -207,6 +201,18 @@ pub async fn repair_key(store: &Store, up: &Upstream, bucket: &str, key: &str) -
                     meta.checksums = old.checksums;
                     meta.checksum_type = old.checksum_type;
                     meta.part_sizes = old.part_sizes;
+                }
+            }
+            // Tags are the upstream's: read when it reports some, or when the record has
+            // some the upstream may have dropped (AWS S3 reports no count on HEAD). An
+            // upstream that cannot answer leaves the record's (a later repair reads them).
+            if tag_count.is_some_and(|n| n > 0) || !meta.tags.is_empty() {
+                match up.get_object_tagging(bucket, key).await {
+                    Ok(Some(tags)) => meta.tags = tags,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = ?e.code, bucket, key, "upstream tags unread; kept the record's")
+                    }
                 }
             }
             let unchanged = current.as_ref().is_some_and(|e| e.value == meta.encode());

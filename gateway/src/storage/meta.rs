@@ -176,18 +176,27 @@ pub struct ListedObject {
     pub storage_class: Option<String>,
     /// The algorithm of the first stored checksum (`ChecksumAlgorithm` in listings).
     pub checksum_algo: Option<ChecksumAlgo>,
+    /// The upstream's ETag when it is not of S3's MD5 shapes (`md5_etag`): shown instead.
+    pub opaque_etag: Option<String>,
 }
 
 impl ListedObject {
     /// The quoted ETag.
     pub fn etag(&self) -> String {
-        etag_text(&self.md5, self.parts)
+        match &self.opaque_etag {
+            Some(etag) => format!("\"{etag}\""),
+            None => etag_text(&self.md5, self.parts),
+        }
     }
 
     /// Appends the quoted ETag escaped as XML text (`&quot;…&quot;`), as `etag` would read
     /// once escaped, without allocating.
     pub fn etag_xml_into(&self, out: &mut Vec<u8>) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
+        if let Some(etag) = &self.opaque_etag {
+            crate::xml::escape_into(out, &format!("\"{etag}\""));
+            return;
+        }
         let mut text = [0u8; 6 + 32];
         text[..6].copy_from_slice(b"&quot;");
         for (i, b) in self.md5.iter().enumerate() {
@@ -201,6 +210,18 @@ impl ListedObject {
         }
         out.extend_from_slice(b"&quot;");
     }
+}
+
+/// The MD5 and part count an ETag of S3's shapes stands for: 32 hex digits, then `-N` for a
+/// multipart object. `None` for other ETags (some upstreams' encrypted or composite objects).
+pub fn md5_etag(etag: &str) -> Option<([u8; 16], u32)> {
+    let (hex_part, parts) = match etag.split_once('-') {
+        Some((h, n)) => (h, n.parse::<u32>().ok()?),
+        None => (etag, 0),
+    };
+    let mut md5 = [0u8; 16];
+    hex::decode_to_slice(hex_part, &mut md5).ok()?;
+    Some((md5, parts))
 }
 
 fn etag_text(md5: &[u8; 16], parts: u32) -> String {
@@ -218,9 +239,13 @@ impl ObjectMeta {
         self.checksums.iter().map(move |(a, v)| (*a, crate::checksum::display_value(v, composite)))
     }
 
-    /// The quoted ETag.
+    /// The quoted ETag: the upstream's own when it is not of S3's MD5 shapes, else the one
+    /// `md5` and `parts` spell.
     pub fn etag(&self) -> String {
-        etag_text(&self.md5, self.parts)
+        match &self.body {
+            BodyRef::Upstream(ub) if md5_etag(&ub.etag).is_none() => format!("\"{}\"", ub.etag),
+            _ => etag_text(&self.md5, self.parts),
+        }
     }
 }
 
@@ -564,6 +589,17 @@ impl<'a> Dec<'a> {
             _ => None,
         }
     }
+    /// From the body on: the upstream's ETag when it is not of S3's MD5 shapes (read without
+    /// a copy otherwise).
+    fn opaque_etag(&mut self) -> Option<Option<String>> {
+        match self.byte()? {
+            2 => {
+                let etag = std::str::from_utf8(self.bytes()?).ok()?;
+                Some(md5_etag(etag).is_none().then(|| etag.to_owned()))
+            }
+            _ => Some(None),
+        }
+    }
     fn md5(&mut self) -> Option<[u8; 16]> {
         self.take(16)?.try_into().ok()
     }
@@ -612,7 +648,8 @@ impl ObjectMeta {
         let (size, md5, parts, last_modified_ms) = d.object_head()?;
         let storage_class = d.storage_class()?;
         let checksum_algo = d.first_checksum_algo()?;
-        Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo })
+        let opaque_etag = d.opaque_etag()?;
+        Some(ListedObject { size, md5, parts, last_modified_ms, storage_class, checksum_algo, opaque_etag })
     }
 
     /// Decodes a V1 to V4 record; `None` if the bytes are malformed or have bytes left over.
@@ -1055,11 +1092,15 @@ mod tests {
                 last_modified_ms: 0,
                 storage_class: None,
                 checksum_algo: None,
+                opaque_etag: None,
             };
-            let (mut fast, mut escaped) = (Vec::new(), Vec::new());
-            listed.etag_xml_into(&mut fast);
-            crate::xml::escape_into(&mut escaped, &listed.etag());
-            assert_eq!(fast, escaped);
+            for opaque in [None, Some("CKih16GjycICEAE=&<x>".to_owned())] {
+                let listed = ListedObject { opaque_etag: opaque, ..listed.clone() };
+                let (mut fast, mut escaped) = (Vec::new(), Vec::new());
+                listed.etag_xml_into(&mut fast);
+                crate::xml::escape_into(&mut escaped, &listed.etag());
+                assert_eq!(fast, escaped);
+            }
         }
     }
 
@@ -1072,7 +1113,18 @@ mod tests {
         m.headers.cache_control = Some("no-cache".into());
         m.headers.storage_class = Some("REDUCED_REDUNDANCY".into());
         m.headers.user_meta = vec![("a".into(), "1".into()), ("b".into(), "2".into())];
-        for record in [m.encode(), sample().encode()] {
+        let upstream = |etag: &str| ObjectMeta {
+            body: BodyRef::Upstream(UpstreamBody {
+                etag: etag.into(),
+                version_id: None,
+                headers_pending: false,
+            }),
+            ..m.clone()
+        };
+        let (opaque, shaped) = (upstream("CKih16GjycICEAE="), upstream(&format!("{}-3", "07".repeat(16))));
+        assert_eq!(opaque.etag(), "\"CKih16GjycICEAE=\"", "an upstream ETag of another shape is shown");
+        assert_eq!(shaped.etag(), format!("\"{}-3\"", "07".repeat(16)));
+        for record in [m.encode(), sample().encode(), opaque.encode(), shaped.encode()] {
             let full = ObjectMeta::decode(&record).unwrap();
             let listed = ObjectMeta::decode_listed(&record).unwrap();
             assert_eq!(listed.storage_class, full.headers.storage_class);
