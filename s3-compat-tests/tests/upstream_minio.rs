@@ -15,6 +15,9 @@
 //!   2 of 4), while a PUT that cannot reach MinIO's write quorum gets 503 and is neither
 //!   listed by the gateway nor present in MinIO.
 //!
+//! - Tags written through the gateway (PutObject's and CreateMultipartUpload's header,
+//!   PutObjectTagging, DeleteObjectTagging, CopyObject with either directive) are MinIO's, and
+//!   tags changed directly in MinIO reach the gateway through its notifications.
 //! - An upstream without DeleteObjects (Google Cloud Storage's XML API has none; played by
 //!   a proxy in front of MinIO that answers it 501) gets a DeleteObject per key: the
 //!   client's DeleteObjects succeeds, the gateway and MinIO agree on what is left, and the
