@@ -689,10 +689,22 @@ fn changed_keys<'d>(
     // Two sources, each in key order with a key at most once and only keys under the
     // prefix: the deltas' (each key's newest entry over the chain), then the logs' (newer).
     let chain = crate::buffer::ChainView::new(deltas)?;
-    let mut at_chain = if under.is_empty() { 0 } else { chain.seek(0, under)? };
+    // Nor keys before the start bound (a key before it rolls up only into a prefix before
+    // it): a page deep into a directory does not read the chain's entries before it.
+    let start = match walk.start_after.is_empty() {
+        true => &[][..],
+        false => walk.start_after.strip_prefix(path).unwrap_or_default(),
+    };
+    // Empty bounds told apart: see `begins_with`.
+    let lowest = match (under.is_empty(), start.is_empty()) {
+        (_, true) => under,
+        (true, false) => start,
+        (false, false) => under.max(start),
+    };
+    let mut at_chain = if lowest.is_empty() { 0 } else { chain.seek(0, lowest)? };
     let mut logged: std::collections::BTreeMap<Vec<u8>, PutState<'d>> = Default::default();
     cell.each_change(|key, state| {
-        if begins_with(key, under) {
+        if begins_with(key, under) && (start.is_empty() || (!key.is_empty() && key >= start)) {
             let put = match state {
                 Some(Node::Leaf(leaf)) => Some((Cow::Owned(leaf.value().to_vec()), leaf.version())),
                 _ => None,
