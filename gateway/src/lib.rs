@@ -694,6 +694,7 @@ async fn serve_routed(
         request_id: request_id.to_owned(),
         user: authenticated.access_key,
         anonymous: anonymous.is_some(),
+        object_acl_grant: anonymous.as_ref().is_some_and(|g| g.by_object_acl),
         payload: authenticated.payload,
         route,
         query,

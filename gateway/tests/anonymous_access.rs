@@ -226,3 +226,57 @@ async fn policies_the_gateway_cannot_honour_are_refused_and_owners_alone_set_the
     assert_eq!(gw.req(USER_B, Method::PUT, "/pics/k", &[], b"b's").await.status, 200);
     anon(&gw, Method::GET, "/pics/k", b"").await.assert_error(403, "AccessDenied");
 }
+
+/// A read let in by the object's own `public-read` ACL serves only a record that still has
+/// it. The grant is checked on the record before the handler reads it again: while the owner
+/// overwrites the object, alternately public (`public`) and private (`secret`), anonymous
+/// GETs must never be given the private body (before the handler checked the record it
+/// serves, some were).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_object_overwritten_privately_is_not_served_under_its_old_acl() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let gw = Arc::new(Gw::new());
+    gw.create_bucket("race").await;
+    let public = |gw: Arc<Gw>| async move {
+        let r = gw.req(USER_A, Method::PUT, "/race/doc", &[("x-amz-acl", "public-read")], b"public").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    public(Arc::clone(&gw)).await;
+    let done = Arc::new(AtomicBool::new(false));
+    let (served, denied, leaked) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (gw, done) = (Arc::clone(&gw), Arc::clone(&done));
+            let (served, denied, leaked) = (Arc::clone(&served), Arc::clone(&denied), Arc::clone(&leaked));
+            tokio::spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    let r = anon(&gw, Method::GET, "/race/doc", b"").await;
+                    match (r.status.as_u16(), r.body.as_slice()) {
+                        (200, b"public") => served.fetch_add(1, Ordering::Relaxed),
+                        (200, _) => leaked.fetch_add(1, Ordering::Relaxed),
+                        (403, _) => denied.fetch_add(1, Ordering::Relaxed),
+                        (status, _) => panic!("anonymous GET: {status} {}", r.text()),
+                    };
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2_000 {
+        let r = gw.put("race", "doc", b"secret").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        public(Arc::clone(&gw)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    for reader in readers {
+        reader.await.expect("reader");
+    }
+    let (served, denied, leaked) =
+        (served.load(Ordering::Relaxed), denied.load(Ordering::Relaxed), leaked.load(Ordering::Relaxed));
+    println!(
+        "anonymous GETs: {served} served the public body, {denied} denied, {leaked} given the private one"
+    );
+    assert!(served > 0 && denied > 0, "the reads overlapped both states");
+    assert_eq!(leaked, 0, "anonymous GETs given the body of a private overwrite");
+}

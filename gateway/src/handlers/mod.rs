@@ -47,6 +47,9 @@ pub struct ReqCtx {
     /// Whether the request carried no signature and was let through by the bucket's policy
     /// or ACLs (`policy::anonymous_grant`): responses then never show the owner's access key.
     pub anonymous: bool,
+    /// Whether that grant was only the object's own `public-read` ACL
+    /// (`AnonymousGrant::by_object_acl`): a read then checks the record it serves.
+    pub object_acl_grant: bool,
     /// How the body must be verified (signed SHA-256, unsigned, or aws-chunked).
     pub payload: Payload,
     /// The operation, bucket and key the request was routed to.

@@ -351,6 +351,11 @@ pub async fn handle_get_object(ctx: &ReqCtx, head: bool) -> S3Result<Response> {
         if matches!(&meta.body, BodyRef::Upstream(ub) if ub.headers_pending) {
             meta = through::fill_headers(ctx, bucket, key, meta).await?;
         }
+        // Let in by the object's ACL: the record read now must still be public (an
+        // overwrite since the grant was checked may have made it private).
+        if ctx.object_acl_grant && !meta.public_read {
+            return Err(S3Error::new(S3ErrorCode::AccessDenied).resource(format!("/{bucket}/{key}")));
+        }
         match conditional::check_get(&ctx.headers, &meta) {
             Ok(()) => {}
             Err(e) if e.code == S3ErrorCode::NotModified => return Ok(not_modified(ctx, &meta)),

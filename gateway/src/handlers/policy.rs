@@ -223,6 +223,10 @@ pub struct AnonymousGrant {
     /// rather than 404 NoSuchKey, as in S3: a grant to read objects does not reveal which
     /// keys exist.
     pub may_list: bool,
+    /// Whether only the object's own `public-read` ACL grants the read: the handler then
+    /// serves the record it reads only if that record still has it (the object may have been
+    /// overwritten privately since the grant was checked).
+    pub by_object_acl: bool,
 }
 
 /// Whether `route`, sent without any signature, is allowed by its bucket's policy or ACLs;
@@ -254,20 +258,19 @@ pub async fn anonymous_grant(
     let policy = meta.policy.as_deref().and_then(|text| Policy::parse(text, bucket).ok());
     let may_list = meta.public_read
         || policy.as_ref().is_some_and(|p| p.allows("s3:ListBucket", &format!("arn:aws:s3:::{bucket}")));
-    let grant = |owner: String| Some(AnonymousGrant { owner, may_list });
+    let grant = |owner: String, by_object_acl| Some(AnonymousGrant { owner, may_list, by_object_acl });
     if policy.as_ref().is_some_and(|p| p.allows(action, &resource)) {
-        return Ok(grant(meta.owner));
+        return Ok(grant(meta.owner, false));
     }
-    let public = match (action, key) {
-        ("s3:ListBucket", _) => meta.public_read,
-        ("s3:GetObject", Some(key)) => store
-            .get(schema::object(bucket, key))
-            .await?
-            .and_then(|e| ObjectMeta::decode(&e.value))
-            .is_some_and(|m| m.public_read),
-        _ => false,
+    let (public, by_object_acl) = match (action, key) {
+        ("s3:ListBucket", _) => (meta.public_read, false),
+        ("s3:GetObject", Some(key)) => {
+            let record = store.get(schema::object(bucket, key)).await?;
+            (record.and_then(|e| ObjectMeta::decode(&e.value)).is_some_and(|m| m.public_read), true)
+        }
+        _ => (false, false),
     };
-    Ok(if public { grant(meta.owner) } else { None })
+    Ok(if public { grant(meta.owner, by_object_acl) } else { None })
 }
 
 #[cfg(test)]
