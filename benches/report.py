@@ -46,7 +46,7 @@ def fmt(x):
 def gateway_tables(rows):
     """Markdown: per operation and connection count, each server's req/s, p50, p99, RSS, and
     holt-gateway's ratio to MinIO and to the bare axum ceiling."""
-    runs = [r for r in rows if r.get("op") not in ("prepare", "import")]
+    runs = [r for r in rows if r.get("op") not in ("prepare", "import", "import_and_header_fill")]
     if not runs:
         return "Not measured in this run (see notes).\n"
     by = defaultdict(list)
@@ -115,6 +115,9 @@ def upstream_section(results_dir):
             parts.append(f"Import (CreateBucket of the loaded bucket through the gateway until "
                          f"`holt_upstream_import_done`): {n:,} objects in {r['seconds']:.1f} s "
                          f"({n / max(r['seconds'], 1e-9):,.0f} objects/s).\n")
+        if r.get("op") == "import_and_header_fill":
+            parts.append(f"With the background fill of the imported records' headers (a HEAD "
+                         f"upstream per object; the load points run after it): {r['seconds']:.1f} s.\n")
     if notes:
         parts.append("Failures recorded by this run:\n\n" + notes + "\n")
     return "\n".join(parts)
