@@ -57,8 +57,9 @@ pub fn md5_and_parts(etag: &str) -> ([u8; 16], u32) {
 /// Whether a repair from the upstream (`meta_from_head`) gives back what `meta`, the record
 /// of a PutObject sent through, says: its content headers and user metadata went upstream,
 /// and it holds nothing only the index keeps (checksums, a canned ACL, a storage class) or
-/// a repair may not read back (tags: not every upstream reports them on HEAD). The repair takes the upstream's last-modified time, and its content type where
-/// the client sent none.
+/// a repair may not read back (tags: not every upstream reports them on HEAD). The repair
+/// takes the upstream's last-modified time, and its content type where the client sent
+/// none.
 pub fn restorable(meta: &ObjectMeta) -> bool {
     meta.checksums.is_empty()
         && meta.tags.is_empty()
