@@ -109,6 +109,9 @@ pub(crate) struct Delta {
     location: (PathBuf, u64),
     /// Body offsets of its entries, in key order.
     entries: Vec<u32>,
+    /// Each entry's `key_fence`, beside `entries`: a listing's binary search reads the keys
+    /// themselves (a cache miss each, in the delta's bytes) only where fences tie.
+    fences: Vec<u64>,
     /// Its keys, for a point read to skip it without a search when its key is absent.
     filter: KeyFilter,
     /// In the newest delta of a chain of several that a walk keeps (`BufferPool::walk_deltas`),
@@ -124,6 +127,20 @@ pub(crate) struct Delta {
 pub(crate) struct ChainEntry {
     delta: u32,
     at: u32,
+    /// The entry's `key_fence`.
+    fence: u64,
+}
+
+/// The first eight bytes of `key`, zero-padded, as a big-endian number. Where two keys'
+/// fences differ they order the keys: the first byte that differs is a byte of both, or
+/// the shorter key ends before it and is the other's prefix; a byte of zero against the
+/// padding ties them, and only a tie needs the keys themselves.
+#[expect(clippy::big_endian_bytes, reason = "a number that orders as the bytes do; never stored")]
+pub(crate) fn key_fence(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 /// The chain `deltas` of frame `id` as walks read it: each delta from its kept bytes or from
@@ -164,7 +181,11 @@ fn merge_chain(deltas: &[DeltaRef<'_>]) -> Result<Vec<ChainEntry>> {
             }
         }
         let Some((d, key)) = newest else { break };
-        merged.push(ChainEntry { delta: d as u32, at: deltas[d].delta.entries[next[d]] });
+        merged.push(ChainEntry {
+            delta: d as u32,
+            at: deltas[d].delta.entries[next[d]],
+            fence: key_fence(key),
+        });
         for (e, delta) in deltas.iter().enumerate() {
             if head(delta, next[e])? == Some(key) {
                 next[e] += 1;
@@ -233,9 +254,34 @@ impl<'r, 'a> ChainView<'r, 'a> {
         entry_at(delta.body, at).map_err(|e| delta.corruption(e))
     }
 
-    /// The first entry from `from` whose key is not below `key`.
+    /// The fence (`key_fence`) of entry `i` (below `len`).
+    fn fence(&self, i: usize) -> u64 {
+        match &self.index {
+            ChainIndex::Lone(_) => self.deltas[0].delta.fences[i],
+            ChainIndex::Merged(merged) => merged[i].fence,
+        }
+    }
+
+    /// The first entry from `from` whose key is not below `key`, by binary search on the
+    /// entries' fences, reading a key only where its fence ties `key`'s (a probe of the keys
+    /// themselves was a tenth of a 100-key scan of evicted frames).
     pub(crate) fn seek(&self, from: usize, key: &[u8]) -> Result<usize> {
-        self.partition(from, |k| k < key)
+        let target = key_fence(key);
+        let (mut low, mut high) = (from, self.len());
+        // Bound: the range shrinks every step.
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let below = match self.fence(mid).cmp(&target) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => self.key(mid)?.is_some_and(|k| k < key),
+            };
+            match below {
+                true => low = mid + 1,
+                false => high = mid,
+            }
+        }
+        Ok(low)
     }
 
     /// The first entry from `from` whose key does not begin with `prefix` (the entries from
@@ -280,21 +326,25 @@ impl Delta {
         }
         let entries = view.entry_offsets().map_err(|e| fail(e.offset, e.reason))?;
         let body = crate::format::delta::verified_body(bytes);
-        let hashes = entries
-            .iter()
-            .map(|&at| key_at(body, at).map(key_hash).map_err(|e| fail(e.offset, e.reason)))
-            .collect::<Result<Vec<u32>>>()?;
+        let mut hashes = Vec::with_capacity(entries.len());
+        let mut fences = Vec::with_capacity(entries.len());
+        for &at in &entries {
+            let key = key_at(body, at).map_err(|e| fail(e.offset, e.reason))?;
+            hashes.push(key_hash(key));
+            fences.push(key_fence(key));
+        }
         let filter = KeyFilter::new(hashes.into_iter());
         let stored = frame::claimed_used(bytes).next_multiple_of(STORE_ALIGN_BYTES).min(bytes.len());
         let sum = frame::image_sum(bytes);
         let bytes = keep.then(|| bytes[..stored].to_vec());
-        Ok(Delta { id, bytes, sum, location, entries, filter, chain_index: Vec::new() })
+        Ok(Delta { id, bytes, sum, location, entries, fences, filter, chain_index: Vec::new() })
     }
 
     /// Heap bytes it holds.
     fn memory(&self) -> usize {
         self.bytes.as_ref().map_or(0, Vec::len)
             + self.entries.len() * size_of::<u32>()
+            + self.fences.len() * size_of::<u64>()
             + self.filter.memory()
             + self.chain_index.len() * size_of::<ChainEntry>()
     }
@@ -2009,7 +2059,14 @@ mod tests {
             for i in 0..chain {
                 let mut keys: std::collections::BTreeMap<Vec<u8>, State> = Default::default();
                 for _ in 0..rng.gen_range(0..40) {
-                    let key = format!("d{}/k{:02}", rng.gen_range(0..3), rng.gen_range(0..30)).into_bytes();
+                    // Keys sharing their first eight bytes (`key_fence` ties) and keys ending
+                    // in a zero byte (which ties the fence's padding) beside short ones.
+                    let (d, k) = (rng.gen_range(0..3), rng.gen_range(0..30));
+                    let key = match rng.gen_range(0..3) {
+                        0 => format!("d{d}/k{k:02}").into_bytes(),
+                        1 => format!("d{d}/k{k:02}/file-{:03}", rng.gen_range(0..5)).into_bytes(),
+                        _ => [format!("d{d}/k{}", k % 10).as_bytes(), b"\0"].concat(),
+                    };
                     let state = rng.gen_bool(0.8).then(|| (format!("v{round}.{i}").into_bytes(), i as u64));
                     keys.insert(key, state);
                 }
@@ -2037,7 +2094,20 @@ mod tests {
             let want: Vec<_> = model.clone().into_iter().collect();
             assert_eq!(got, want, "round {round}, {chain} deltas");
             let keys: Vec<&Vec<u8>> = model.keys().collect();
-            for probe in ["", "d0", "d1/", "d1/k1", "d1/k15", "d2/k29", "d2/k3", "e"] {
+            for probe in [
+                "",
+                "d0",
+                "d1/",
+                "d1/k1",
+                "d1/k1\0",
+                "d1/k15",
+                "d1/k15/",
+                "d1/k15/file-002",
+                "d2/k29",
+                "d2/k3",
+                "d2/k3\0\0",
+                "e",
+            ] {
                 let probe = probe.as_bytes();
                 let from = rng.gen_range(0..=keys.len());
                 let seek = keys
