@@ -372,6 +372,14 @@ impl Tree {
             });
             return Flow::Stop;
         }
+        // A resident frame is walked in place, without asking the image path below (for
+        // evicted frames) how full the cache is: a rolled-up listing passes a link per prefix.
+        let guard = cell.root.load();
+        if let Some(root) = guard.get() {
+            cell.touch();
+            return self.list_root(walk, cell, root, path, checked, bounds);
+        }
+        drop(guard);
         // An evicted frame, while the cache is full: read only what the walk can reach.
         match self.pruned_from_image(walk, cell, path, checked, bounds) {
             Ok(None) => {}
@@ -397,20 +405,33 @@ impl Tree {
                 return Flow::Stop;
             }
         }
-        let root = match self.walk_root(cell) {
-            Ok(root) => root,
+        match self.walk_root(cell) {
+            Ok(root) => self.list_root(walk, cell, &root, path, checked, bounds),
             Err(e) => {
                 walk.error = Some(e);
-                return Flow::Stop;
+                Flow::Stop
             }
-        };
+        }
+    }
+
+    /// Lists the frame `cell` from its root `root`, unless the frame was retired meanwhile
+    /// (then the walk restarts at `path`).
+    fn list_root(
+        &self,
+        walk: &mut Walk<'_>,
+        cell: &Arc<Cell>,
+        root: &Node,
+        path: &mut Vec<u8>,
+        checked: usize,
+        bounds: Bounds,
+    ) -> Flow {
         // A test merges a linked frame away here (after the walk loaded its root) to force a restart.
         fail::fail_point!("list-frame-loaded", !path.is_empty(), |_| Flow::Stop);
         if cell.is_retired() {
             walk.restart_at.clone_from(path);
             return Flow::Restart;
         }
-        self.list_node(walk, &root, path, checked, bounds)
+        self.list_node(walk, root, path, checked, bounds)
     }
 
     /// Lists the subtree at `node`, whose prefix starts after `path`. `checked`: the delimiter
