@@ -93,7 +93,7 @@ impl Metrics {
                 );
             }
         }
-        let engine: [(&str, &str, u64); 22] = [
+        let engine: [(&str, &str, u64); 25] = [
             ("keys", "gauge", stats.keys),
             ("frames", "gauge", stats.frames),
             ("frames_cached", "gauge", stats.frames_cached),
@@ -106,6 +106,8 @@ impl Metrics {
             ("frame_image_reads_total", "counter", stats.frame_image_reads),
             ("frame_page_reads_total", "counter", stats.frame_page_reads),
             ("frame_unloaded_writes_total", "counter", stats.frame_unloaded_writes),
+            ("frame_delta_verifies_total", "counter", stats.frame_delta_verifies),
+            ("frame_delta_evictions_total", "counter", stats.frame_delta_evictions),
             ("wal_bytes_written_total", "counter", stats.wal_bytes_written),
             ("wal_syncs_total", "counter", stats.wal_syncs),
             ("checkpoints_total", "counter", stats.checkpoints),
@@ -114,6 +116,7 @@ impl Metrics {
             ("checkpoint_frames_whole_total", "counter", stats.checkpoint_frames_whole),
             ("checkpoint_frames_delta_total", "counter", stats.checkpoint_frames_delta),
             ("checkpoint_chains_merged_total", "counter", stats.checkpoint_chains_merged),
+            ("checkpoint_frames_rewritten_total", "counter", stats.checkpoint_frames_rewritten),
             ("last_lsn", "gauge", stats.last_lsn),
             ("durable_lsn", "gauge", stats.durable_lsn),
         ];

@@ -38,7 +38,8 @@ pub struct Options {
     /// the log in its current segment (instead of moving to a fresh one) only while less
     /// than this much, and less than half the segment, is used.
     pub checkpoint_wal_bytes: u64,
-    /// Start a background checkpoint at least this often while there are dirty frames.
+    /// Start a background checkpoint at least this often while there are dirty frames, or
+    /// frames whose deltas reads keep verifying (a checkpoint writes those whole).
     pub checkpoint_interval: Duration,
     /// Use io_uring for frame I/O where the kernel offers it (feature `io-uring`).
     pub use_io_uring: bool,
@@ -375,6 +376,13 @@ pub struct Stats {
     pub frame_page_reads: u64,
     /// Puts and deletes recorded in an evicted frame's change log without loading the frame.
     pub frame_unloaded_writes: u64,
+    /// Deltas of evicted frames read and verified whole for point reads, listings and writes.
+    /// A frame's deltas, once verified, are kept (their index, a few bytes an entry) within
+    /// an eighth of the budget, so a walk that finds them kept verifies none.
+    pub frame_delta_verifies: u64,
+    /// Kept deltas dropped to make room for another frame's (the frame had not been walked
+    /// since the delta clock's hand last passed it).
+    pub frame_delta_evictions: u64,
     /// Bytes written to the write-ahead log since open (0 in memory).
     pub wal_bytes_written: u64,
     /// fdatasync calls on the log since open; one covers every record drained before it.
@@ -395,6 +403,9 @@ pub struct Stats {
     /// Of those deltas, the ones that replaced a full chain (its entries merged with the new
     /// changes) instead of the frame being written whole.
     pub checkpoint_chains_merged: u64,
+    /// Of `checkpoint_frames_whole`, frames written whole because reads kept verifying their
+    /// deltas (the frame's deltas did not fit their share of the cache): their chains went.
+    pub checkpoint_frames_rewritten: u64,
     /// The log position (in bytes) past the last record reserved, which the next write's
     /// version will be; in memory, the last write's version.
     pub last_lsn: u64,

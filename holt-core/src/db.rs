@@ -399,6 +399,8 @@ impl Db {
                 frame_image_reads: pool.image_reads,
                 frame_page_reads: pool.page_reads,
                 frame_unloaded_writes: pool.unloaded_writes,
+                frame_delta_verifies: pool.delta_verifies,
+                frame_delta_evictions: pool.delta_evictions,
                 wal_bytes_written: d.wal.bytes_written(),
                 wal_syncs: d.wal.syncs(),
                 checkpoints: d.checkpoints(),
@@ -407,6 +409,7 @@ impl Db {
                 checkpoint_frames_whole: d.frames_written().0,
                 checkpoint_frames_delta: d.frames_written().1,
                 checkpoint_chains_merged: d.frames_written().2,
+                checkpoint_frames_rewritten: d.frames_written().3,
                 last_lsn: d.wal.head(),
                 durable_lsn: d.wal.durable(),
             };
@@ -424,6 +427,8 @@ impl Db {
             frame_image_reads: pool.image_reads,
             frame_page_reads: pool.page_reads,
             frame_unloaded_writes: pool.unloaded_writes,
+            frame_delta_verifies: pool.delta_verifies,
+            frame_delta_evictions: pool.delta_evictions,
             last_lsn: last,
             durable_lsn: last,
             ..Stats::default()

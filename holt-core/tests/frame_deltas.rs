@@ -7,8 +7,12 @@
 //! delta while that is small, else (and past the chain's size budget) the frame is written
 //! whole again.
 //!
-//! And whichever I/O operation of a checkpoint that writes deltas, or merges a chain, fails
-//! (the n-th, once or forever), after a crash the oracle holds (crash model: `SimFs::crash`).
+//! A frame whose deltas reads keep verifying again (their share of the cache holds other
+//! frames') is written whole by the next checkpoint, though clean, and reads the same.
+//!
+//! And whichever I/O operation of a checkpoint that writes deltas, merges a chain, or
+//! rewrites frames for their reads fails (the n-th, once or forever), after a crash the
+//! oracle holds (crash model: `SimFs::crash`).
 
 mod oracle;
 
@@ -194,6 +198,134 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     check(&db, &model, "reopened");
 }
 
+#[test]
+fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
+    let seed = oracle::seed("frames_whose_deltas_reads_keep_verifying_are_written_whole");
+    let keys = 30_000u64;
+    let (dir, db, mut model, _) = loaded(keys);
+    let mut rng = seed;
+    // A tenth of the keys overwritten: a delta on every frame.
+    overwrite_random(&db, &mut model, &mut rng, keys, keys / 10, "delta");
+    db.checkpoint().expect("checkpoint of the overwrites");
+    let written = db.stats();
+    assert!(
+        written.frames > 4 && written.checkpoint_frames_delta >= written.frames - 1,
+        "too few frames or deltas to test with: {written:?}"
+    );
+    db.close().expect("close");
+
+    // A tiny cache: the deltas' share of it (an eighth) holds no frame's, so every read of
+    // an evicted frame verifies its chain again.
+    let db = Db::open(dir.path(), options(64 << 10)).expect("reopen with a tiny cache");
+    random_reads(&db, &model, &mut rng, 2 * keys);
+    let read = db.stats();
+    assert!(read.frame_delta_verifies > 1000, "the reads verified few deltas: {read:?}");
+    assert_eq!(read.checkpoint_frames_rewritten, 0, "rewritten before a checkpoint: {read:?}");
+
+    // The next checkpoint writes the frames whole, though none changed.
+    db.checkpoint().expect("checkpoint of the frames the reads want rewritten");
+    let rewritten = db.stats();
+    // Every frame but the root, which stays resident (its reads walk no deltas).
+    assert_eq!(
+        rewritten.checkpoint_frames_rewritten,
+        rewritten.frames - 1,
+        "the checkpoint did not rewrite every evicted frame: {rewritten:?}"
+    );
+    assert_eq!(
+        rewritten.checkpoint_frames_whole - read.checkpoint_frames_whole,
+        rewritten.checkpoint_frames_rewritten,
+        "frames written whole for another reason, or rewrites counted without a write"
+    );
+    assert_eq!(rewritten.checkpoint_frames_delta, read.checkpoint_frames_delta, "a delta was written");
+    check(&db, &model, "after the rewrite");
+    random_reads(&db, &model, &mut rng, 2 * keys);
+    let again = db.stats();
+    assert_eq!(
+        again.frame_delta_verifies, rewritten.frame_delta_verifies,
+        "reads after the rewrite still verified deltas"
+    );
+    // The chains are gone: nothing asks for another rewrite.
+    db.checkpoint().expect("checkpoint after the rewrite");
+    assert_eq!(db.stats().checkpoint_frames_rewritten, rewritten.checkpoint_frames_rewritten);
+
+    // Writes after the rewrite make deltas of the new images.
+    overwrite_random(&db, &mut model, &mut rng, keys, 500, "after the rewrite");
+    db.checkpoint().expect("checkpoint of writes after the rewrite");
+    check(&db, &model, "writes after the rewrite");
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
+    check(&db, &model, "reopened after the rewrite");
+}
+
+/// `count` point reads of keys of `model` in random order (a read in key order passes each
+/// frame once), each checked against it.
+fn random_reads(db: &Db, model: &Model, rng: &mut u64, count: u64) {
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    for _ in 0..count {
+        let k = keys[(oracle::next(rng) % keys.len() as u64) as usize];
+        let got = db.get(k).expect("get").map(|e| (e.value, e.version.0));
+        assert_eq!(got.as_ref(), model.get(k), "{}", String::from_utf8_lossy(k));
+    }
+}
+
+/// One count-up case for a checkpoint that writes whole the clean, evicted frames whose
+/// deltas reads kept verifying (`checkpoint_frames_rewritten`), its n-th I/O operation
+/// failing (once or forever); then more writes, a checkpoint, a crash, and the oracle.
+fn rewrite_countup_case(seed: u64, n: u64, forever: bool) {
+    let fs = SimFs::new(seed);
+    let vfs: Arc<dyn Vfs> = fs.clone();
+    let mut rng = seed;
+    let opts = Options { checkpoint_wal_bytes: u64::MAX, memory_budget_bytes: 64 << 10, ..oracle::opts() };
+    let db = Db::open_with_vfs(vfs.clone(), opts.clone()).expect("open fresh");
+    let mut history = oracle::History::default();
+    let name = |i: u64| format!("t{}/d{:02}/f{:05}", i % 3, (i / 3) % 20, i).into_bytes();
+    let write = |history: &mut oracle::History, keys: &[u64], value: &[u8]| {
+        let mut batch = Batch::new();
+        let mut ops = Vec::new();
+        for &i in keys {
+            batch.put(name(i), value.to_vec());
+            ops.push((name(i), Some(value.to_vec())));
+        }
+        let result = db.write_batch(&batch, WriteOptions::default()).map(|v| v.0);
+        assert!(result.is_ok(), "write: {result:?}");
+        history.record(ops, &result);
+    };
+    // Batches small enough for the 4 KiB log ring of `oracle::opts`.
+    let keys = 8_000u64;
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(20) {
+        write(&mut history, chunk, b"preloaded value, long enough to fill several frames");
+    }
+    db.checkpoint().expect("checkpoint of the preload");
+    assert!(db.stats().frames >= 2, "the preload needs a frame besides the root: {:?}", db.stats());
+    for chunk in (0..keys).step_by(7).collect::<Vec<_>>().chunks(20) {
+        write(&mut history, chunk, b"overwritten");
+    }
+    db.checkpoint().expect("checkpoint of the deltas");
+    for _ in 0..2 * keys {
+        db.get(&name(oracle::next(&mut rng) % keys)).expect("read");
+    }
+    let before = db.stats();
+    assert!(before.frame_delta_verifies > 100, "the reads verified few deltas (seed {seed}): {before:?}");
+    fs.inject(Fault { op: None, path_contains: None, nth: n, error: FaultError::Eio, forever });
+    let failed = db.checkpoint().is_err();
+    let after = db.stats();
+    assert!(
+        failed || after.checkpoint_frames_rewritten > before.checkpoint_frames_rewritten,
+        "the checkpoint under test rewrote nothing (n={n}, seed {seed}): {after:?}"
+    );
+    let context = format!("rewrite count-up n={n} forever={forever} seed {seed}");
+    more_writes_then_crash(db, &fs, &opts, history, &mut rng, &context);
+}
+
+#[test]
+fn fail_each_io_operation_of_a_checkpoint_that_rewrites_frames_for_their_reads() {
+    let base = oracle::seed("fail_each_io_operation_of_a_checkpoint_that_rewrites_frames_for_their_reads");
+    for n in 1..=24 {
+        rewrite_countup_case(base.wrapping_add(n), n, false);
+        rewrite_countup_case(base.wrapping_add(n + 100_000), n, true);
+    }
+}
+
 /// One count-up case: a frame large enough for deltas, a checkpoint that writes them with the
 /// n-th I/O operation failing, more writes, another checkpoint, a crash, then the oracle.
 /// With `merge`, four checkpoints of a few writes each fill the frame's chain first, so the
@@ -255,18 +387,32 @@ fn countup_case(seed: u64, n: u64, forever: bool, merge: bool) -> bool {
         failed || wrote,
         "the checkpoint under test wrote nothing (merge {merge}, n={n}, seed {seed}): {after:?}"
     );
-    let more = oracle::workload(&db, &fs, &mut rng, 15, usize::MAX, None);
+    let context = format!("delta count-up n={n} forever={forever} merge={merge} seed {seed}");
+    more_writes_then_crash(db, &fs, &opts, history, &mut rng, &context);
+    merged
+}
+
+/// The end of a count-up case, after the checkpoint under test: more writes, a checkpoint, a
+/// crash, then the oracle over `history` and its stability across reopens.
+fn more_writes_then_crash(
+    db: Db,
+    fs: &Arc<SimFs>,
+    opts: &Options,
+    mut history: oracle::History,
+    rng: &mut u64,
+    context: &str,
+) {
+    let more = oracle::workload(&db, fs, rng, 15, usize::MAX, None);
     history.writes.extend(more.writes);
     let _ = db.checkpoint();
     fs.crash();
     drop(db);
-    let context = format!("delta count-up n={n} forever={forever} merge={merge} seed {seed}");
+    let vfs: Arc<dyn Vfs> = fs.clone();
     let db =
         Db::open_with_vfs(vfs.clone(), opts.clone()).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
-    let state = oracle::check(&db, &history, &context);
+    let state = oracle::check(&db, &history, context);
     drop(db);
-    oracle::check_stable(|| Db::open_with_vfs(vfs.clone(), opts.clone()).expect("reopen"), &state, &context);
-    merged
+    oracle::check_stable(|| Db::open_with_vfs(vfs.clone(), opts.clone()).expect("reopen"), &state, context);
 }
 
 #[test]

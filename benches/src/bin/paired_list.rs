@@ -19,7 +19,9 @@
 //! engine that ran second in a pair started on caches the other engine had just filled, and
 //! per-pair get ratios alternated by about 13% with the order. The rows also give the median
 //! ratio of the pairs each engine began, so a remaining order effect shows.
-//! Prints one JSON object per listing, and one for the gets, on stdout.
+//! Prints one JSON object per listing, and one for the gets, on stdout. With `HOLT_BENCH_STATS`
+//! set, the engines' own counters (`Engine::stats_line`) are printed to stderr around the
+//! last gets.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -190,7 +192,16 @@ fn run(args: &Args) -> BenchResult<()> {
         let shape = shapes[0].unwrap_or_default();
         println!("{}", row(name, args, &set, &wide, shape, (medians, ratios)));
     }
+    let show_stats = |when: &str| {
+        for (name, engine) in args.engines.iter().zip(engines) {
+            if let Some(line) = std::env::var_os("HOLT_BENCH_STATS").and_then(|_| engine.stats_line()) {
+                eprintln!("{name} {when} the gets after the wide set: {line}");
+            }
+        }
+    };
+    show_stats("before");
     let gets = paired_gets(args, &set, engines)?;
+    show_stats("after");
     println!("{}", row("hot_get_wide_added", args, &set, &wide, PageShape::default(), gets));
     Ok(())
 }

@@ -460,8 +460,18 @@ pub(crate) struct FrameCell<N> {
     /// read or write walk of a frame with deltas would otherwise read and check them whole
     /// every time. Where the source lends deltas in place only their indexes are kept (a few
     /// bytes an entry); otherwise their bytes too. Counted in the cache's bytes, within
-    /// `DELTA_CACHE_FRACTION` of the budget.
+    /// `DELTA_CACHE_FRACTION` of the budget; when that share is full, the kept deltas of a
+    /// frame not walked since the hand last passed make room (`BufferPool::make_delta_room`).
     kept_deltas: Mutex<Option<Arc<Vec<Delta>>>>,
+    /// The delta clock's second-chance bit: set by a walk that used the kept deltas.
+    deltas_referenced: AtomicBool,
+    /// Whether the frame is in the delta clock (`BufferPool::delta_ring`); changed only under
+    /// that ring's lock, so a frame is in it at most once.
+    in_delta_ring: AtomicBool,
+    /// Bytes of the frame's deltas that reads verified since its chain last changed (each time
+    /// they were not kept): past `REWRITE_AFTER_REVERIFIED_BYTES` the next checkpoint writes
+    /// the frame whole, and its chain goes (`FrameCell::wants_rewrite`).
+    reverified_bytes: AtomicU64,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
     /// Keys stored in this frame and every frame below it, and the sum of their weights
@@ -670,6 +680,9 @@ impl<N> FrameCell<N> {
             image_pages: AtomicU64::new(0),
             image_head: Mutex::new(None),
             kept_deltas: Mutex::new(None),
+            deltas_referenced: AtomicBool::new(false),
+            in_delta_ring: AtomicBool::new(false),
+            reverified_bytes: AtomicU64::new(0),
             parent: Mutex::new(Weak::new()),
             subtree_keys: AtomicU64::new(0),
             subtree_weight: AtomicU64::new(0),
@@ -712,6 +725,7 @@ impl<N> FrameCell<N> {
     /// describes the old one, so it goes too. Returns the detached bytes released.
     pub(crate) fn mark_clean(&self, generation: u64) -> (usize, usize) {
         *self.image_head.lock() = None;
+        self.reverified_bytes.store(0, Ordering::Relaxed);
         let released = self.changes.lock().captured.take().map_or(0, |l| l.detached);
         let deltas = self.drop_kept_deltas();
         self.clean_generation.fetch_max(generation, Ordering::AcqRel);
@@ -1090,6 +1104,13 @@ impl<N> FrameCell<N> {
         (released, self.drop_kept_deltas())
     }
 
+    /// Whether reads verified the frame's deltas so often since its chain last changed that
+    /// writing it whole (its chain gone) costs less than reading on: a checkpoint then
+    /// captures it even if clean (`Tree::capture`).
+    pub(crate) fn wants_rewrite(&self) -> bool {
+        self.reverified_bytes.load(Ordering::Relaxed) >= REWRITE_AFTER_REVERIFIED_BYTES
+    }
+
     /// Forgets the kept deltas; returns their bytes.
     fn drop_kept_deltas(&self) -> usize {
         self.kept_deltas.lock().take().map_or(0, |d| delta_bytes(&d))
@@ -1112,6 +1133,14 @@ const WRITE_LOAD_FRACTION: (usize, usize) = (3, 4);
 
 /// Deltas kept for evicted frames take at most this fraction of the budget.
 const DELTA_CACHE_FRACTION: usize = 8;
+
+/// A frame whose deltas reads verified this many bytes of since its chain last changed (its
+/// deltas not kept: their share of the budget holds other frames') is written whole by the
+/// next checkpoint, as LevelDB compacts a file that lookups keep passing through: reading
+/// its image, applying the chain and writing it costs about two frames of I/O and a
+/// millisecond of CPU, once, where every read of the frame would verify the chain again
+/// (tens of microseconds for a chain of a few thousand entries).
+const REWRITE_AFTER_REVERIFIED_BYTES: u64 = 2 * FRAME_SIZE as u64;
 
 /// A change log's index key for `key`, and what the deltas' key filters hold of it: its
 /// CRC32C (hardware-computed; both check the key they find, so a collision only costs a
@@ -1180,6 +1209,18 @@ pub(crate) struct BufferPool<N> {
     unloaded_writes: AtomicU64,
     /// Bytes of the deltas kept on evicted frames (`FrameCell::kept_deltas`).
     kept_delta_bytes: AtomicI64,
+    /// Deltas verified whole for walks (read or lent anew), and kept deltas dropped by the
+    /// delta clock's hand.
+    delta_verifies: AtomicU64,
+    delta_evictions: AtomicU64,
+    /// Frames whose reads passed `REWRITE_AFTER_REVERIFIED_BYTES` since the last capture
+    /// (`Tree::capture` sets it to those it left for later): the background checkpointer
+    /// runs when there are any.
+    rewrites_wanted: AtomicU64,
+    /// Frames that kept deltas, in clock order: when the deltas' share of the budget is full,
+    /// the hand drops the kept deltas of a frame not walked since it last passed. Frames whose
+    /// deltas went meanwhile (a checkpoint, a load) leave as the hand passes them.
+    delta_ring: Mutex<VecDeque<Arc<FrameCell<N>>>>,
     /// The root frame: never evicted.
     pinned: FrameId,
     /// Frame read buffers: at most `READ_BUFFERS_MAX` exist, reused from one read to the next,
@@ -1265,6 +1306,8 @@ pub(crate) struct PoolStats {
     pub source_reads: u64,
     pub page_reads: u64,
     pub unloaded_writes: u64,
+    pub delta_verifies: u64,
+    pub delta_evictions: u64,
 }
 
 impl<N> BufferPool<N> {
@@ -1285,6 +1328,10 @@ impl<N> BufferPool<N> {
             admission_window: admission_window(budget_bytes),
             unloaded_writes: AtomicU64::new(0),
             kept_delta_bytes: AtomicI64::new(0),
+            delta_verifies: AtomicU64::new(0),
+            delta_evictions: AtomicU64::new(0),
+            rewrites_wanted: AtomicU64::new(0),
+            delta_ring: Mutex::new(VecDeque::new()),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
             read_buffer_freed: Condvar::new(),
@@ -1352,6 +1399,8 @@ impl<N> BufferPool<N> {
             source_reads: self.source_reads.load(Ordering::Relaxed),
             page_reads: self.page_reads.load(Ordering::Relaxed),
             unloaded_writes: self.unloaded_writes.load(Ordering::Relaxed),
+            delta_verifies: self.delta_verifies.load(Ordering::Relaxed),
+            delta_evictions: self.delta_evictions.load(Ordering::Relaxed),
         }
     }
 
@@ -1556,8 +1605,9 @@ impl<N> BufferPool<N> {
             let location = location.take().unwrap_or_default();
             // The frame's deltas (changes to keys since its image): the walk looks the key up
             // in them, newest first, before trusting the image.
-            let deltas = self.walk_deltas(cell, &**source, &location.0, lent.as_ref().map(|l| l.deltas))?;
-            let deltas = delta_refs(cell.id, &deltas, lent.as_ref().map(|l| l.deltas))?;
+            let lent_deltas = lent.as_ref().map(|l| l.deltas);
+            let deltas = self.walk_deltas(cell, &**source, &location.0, lent_deltas, admit)?;
+            let deltas = delta_refs(cell.id, &deltas, lent_deltas)?;
             let kept = kept.take();
             let kept_at = kept.as_ref().map(Arc::as_ptr);
             let mut image =
@@ -1609,10 +1659,11 @@ impl<N> BufferPool<N> {
     /// file in errors.
     fn walk_deltas(
         &self,
-        cell: &FrameCell<N>,
+        cell: &Arc<FrameCell<N>>,
         source: &dyn FrameSource,
         file: &std::path::Path,
         lent: Option<&[(u64, &[u8])]>,
+        read: bool,
     ) -> Result<Arc<Vec<Delta>>> {
         let kept = cell.kept_deltas.lock().clone();
         if let Some(kept) = kept {
@@ -1624,6 +1675,9 @@ impl<N> BufferPool<N> {
                 None => kept.iter().all(|d| d.bytes.is_some()),
             };
             if usable {
+                if !cell.deltas_referenced.load(Ordering::Relaxed) {
+                    cell.deltas_referenced.store(true, Ordering::Relaxed);
+                }
                 return Ok(kept);
             }
         }
@@ -1638,20 +1692,28 @@ impl<N> BufferPool<N> {
                 .collect::<Result<Vec<_>>>()?,
             None => self.read_deltas(source, cell.id)?,
         };
-        let mut slot = cell.kept_deltas.lock();
-        if let Some(old) = slot.take() {
+        self.delta_verifies.fetch_add(deltas.len() as u64, Ordering::Relaxed);
+        if read {
+            let bytes: u64 = match lent {
+                Some(lent) => lent.iter().map(|&(_, b)| b.len() as u64).sum(),
+                None => deltas.iter().map(|d| d.bytes.as_ref().map_or(0, |b| b.len() as u64)).sum(),
+            };
+            let before = cell.reverified_bytes.fetch_add(bytes, Ordering::Relaxed);
+            if before < REWRITE_AFTER_REVERIFIED_BYTES && before + bytes >= REWRITE_AFTER_REVERIFIED_BYTES {
+                self.rewrites_wanted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let old = cell.kept_deltas.lock().take();
+        if let Some(old) = old {
             self.released(0, delta_bytes(&old));
         }
-        let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
-        let fits =
-            |bytes: usize| bytes > 0 && self.kept_delta_bytes.load(Ordering::Relaxed) + bytes as i64 <= share;
         // The chain's merged index, for listings, only for a chain kept: one verified again
         // by every walk would pay the merge on every point read too. Its bound: a key an entry.
         let index_bound = match deltas.len() {
             0 | 1 => 0,
             _ => deltas.iter().map(|d| d.entries.len()).sum::<usize>() * size_of::<ChainEntry>(),
         };
-        if index_bound > 0 && fits(delta_bytes(&deltas) + index_bound) {
+        if index_bound > 0 && self.make_delta_room(cell, delta_bytes(&deltas) + index_bound) {
             let merged = merge_chain(&delta_refs(cell.id, &deltas, lent)?)?;
             if let Some(newest) = deltas.last_mut() {
                 newest.chain_index = merged;
@@ -1659,12 +1721,64 @@ impl<N> BufferPool<N> {
         }
         let deltas = Arc::new(deltas);
         let bytes = delta_bytes(&deltas);
-        if fits(bytes) {
+        if self.make_delta_room(cell, bytes) {
             self.kept_delta_bytes.fetch_add(bytes as i64, Ordering::Relaxed);
             self.cached_bytes.fetch_add(bytes as i64, Ordering::Relaxed);
-            *slot = Some(Arc::clone(&deltas));
+            *cell.kept_deltas.lock() = Some(Arc::clone(&deltas));
+            let mut ring = self.delta_ring.lock();
+            if !cell.in_delta_ring.swap(true, Ordering::Relaxed) {
+                ring.push_back(Arc::clone(cell));
+            }
         }
         Ok(deltas)
+    }
+
+    /// Whether a frame waits for a checkpoint to write it whole (`FrameCell::wants_rewrite`).
+    pub(crate) fn wants_rewrites(&self) -> bool {
+        self.rewrites_wanted.load(Ordering::Relaxed) > 0
+    }
+
+    /// Frames left wanting a rewrite after a capture took the others.
+    pub(crate) fn set_rewrites_wanted(&self, left: u64) {
+        self.rewrites_wanted.store(left, Ordering::Relaxed);
+    }
+
+    /// Whether `bytes` more of kept deltas fit their share of the budget, once the hand of
+    /// the delta clock has dropped, if it must, the kept deltas of frames not walked since it
+    /// last passed them (each frame gets a second chance). `cell` (the frame about to keep
+    /// its deltas, holding none) stays. Called without any frame's `kept_deltas` lock held:
+    /// the hand takes the ring's lock, then a frame's.
+    fn make_delta_room(&self, cell: &Arc<FrameCell<N>>, bytes: usize) -> bool {
+        let share = (self.budget_bytes / DELTA_CACHE_FRACTION) as i64;
+        let fits = || self.kept_delta_bytes.load(Ordering::Relaxed) + bytes as i64 <= share;
+        if bytes == 0 || bytes as i64 > share {
+            return false;
+        }
+        if fits() {
+            return true;
+        }
+        let mut ring = self.delta_ring.lock();
+        // Bound: each frame is passed at most twice (its second chance, then its drop).
+        let mut steps = 2 * ring.len();
+        while !fits() && steps > 0 {
+            steps -= 1;
+            let Some(frame) = ring.pop_front() else { break };
+            if Arc::ptr_eq(&frame, cell) {
+                ring.push_back(frame);
+                continue;
+            }
+            let holds = frame.kept_deltas.lock().is_some();
+            if holds && frame.deltas_referenced.swap(false, Ordering::Relaxed) {
+                ring.push_back(frame);
+                continue;
+            }
+            frame.in_delta_ring.store(false, Ordering::Relaxed);
+            if holds {
+                self.released(0, frame.drop_kept_deltas());
+                self.delta_evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        fits()
     }
 
     /// Uncounts what a frame released: `detached` bytes of change-log states and `deltas`

@@ -54,6 +54,10 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// The shortest time between two checkpoints started because the frame cache is over budget.
 const PRESSURE_SPACING: Duration = Duration::from_secs(1);
+/// The time between two checkpoints started one after the other for frames that reads want
+/// written whole (`Tree::wants_rewrites`), each taking at most `REWRITES_PER_CHECKPOINT` of
+/// them, once the first waited for `Options::checkpoint_interval`.
+const REWRITE_SPACING: Duration = Duration::from_millis(200);
 
 /// Everything a directory-backed database has beyond its tree.
 pub(crate) struct Durable {
@@ -74,6 +78,8 @@ pub(crate) struct Durable {
     frames_whole: AtomicU64,
     frames_delta: AtomicU64,
     chains_merged: AtomicU64,
+    /// Of the frames written whole, those written for their reads (`CapturedFrame::rewrite`).
+    frames_rewritten: AtomicU64,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -243,6 +249,7 @@ impl Durable {
             frames_whole: AtomicU64::new(0),
             frames_delta: AtomicU64::new(0),
             chains_merged: AtomicU64::new(0),
+            frames_rewritten: AtomicU64::new(0),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             background: Mutex::new(None),
@@ -264,13 +271,14 @@ impl Durable {
         self.stall_max_us.load(Ordering::Relaxed)
     }
 
-    /// Frames written whole and as deltas by checkpoints since open, and of the deltas
-    /// those that replaced a chain.
-    pub(crate) fn frames_written(&self) -> (u64, u64, u64) {
+    /// Frames written whole and as deltas by checkpoints since open, of the deltas those
+    /// that replaced a chain, and of the whole ones those written for their reads.
+    pub(crate) fn frames_written(&self) -> (u64, u64, u64, u64) {
         (
             self.frames_whole.load(Ordering::Relaxed),
             self.frames_delta.load(Ordering::Relaxed),
             self.chains_merged.load(Ordering::Relaxed),
+            self.frames_rewritten.load(Ordering::Relaxed),
         )
     }
 
@@ -348,7 +356,7 @@ impl Durable {
     /// room; a delta replacing a full chain when that is small; else its whole image.
     fn encode_captured(&self, tree: &Tree, frame: &CapturedFrame, old: &SlotTable) -> Result<Encoded> {
         let id = frame.id;
-        let loc = old.get(&id.0);
+        let loc = old.get(&id.0).filter(|_| !frame.rewrite);
         let delta = loc.filter(|loc| loc.deltas.len() < DELTA_CHAIN_MAX).and_then(|loc| {
             let chain: usize =
                 loc.deltas.iter().map(|&(at, _)| self.store.used_bytes(at).unwrap_or(FRAME_SIZE)).sum();
@@ -513,6 +521,8 @@ impl Durable {
         self.frames_whole.fetch_add(whole, Ordering::Relaxed);
         self.frames_delta.fetch_add(deltas, Ordering::Relaxed);
         self.chains_merged.fetch_add(merged, Ordering::Relaxed);
+        let rewritten = capture.dirty.iter().filter(|f| f.rewrite).count() as u64;
+        self.frames_rewritten.fetch_add(rewritten, Ordering::Relaxed);
         Ok(held)
     }
 
@@ -535,14 +545,15 @@ impl Durable {
 
     /// Starts the background checkpointer: checkpoints when the log grew by
     /// `checkpoint_wal_bytes` since the last one, every `checkpoint_interval` while anything
-    /// was written, and (at most every `PRESSURE_SPACING`) when the frame cache is over its
-    /// memory budget: frames due to be written whole, and logs the cache counts, go only
-    /// when a checkpoint writes them.
+    /// was written or frames wait to be written whole for their reads, and (at most every
+    /// `PRESSURE_SPACING`) when the frame cache is over its memory budget: frames due to be
+    /// written whole, and logs the cache counts, go only when a checkpoint writes them.
     pub(crate) fn start_background(self: &Arc<Self>, tree: Arc<Tree>) {
         let durable = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("holt-checkpoint".into()).spawn(move || {
             let mut last = Instant::now();
             let mut retry_at = Instant::now();
+            let mut rewriting = false;
             loop {
                 {
                     let mut stop = durable.stop.lock();
@@ -555,14 +566,24 @@ impl Durable {
                 }
                 let grown =
                     durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
+                let interval = durable.options.checkpoint_interval;
+                // Frames reads want written whole: first after the interval, as for writes,
+                // then, while more wait than one checkpoint takes, every `REWRITE_SPACING`.
+                rewriting &= tree.wants_rewrites();
+                let rewrites_due = tree.wants_rewrites()
+                    && (last.elapsed() >= interval || (rewriting && last.elapsed() >= REWRITE_SPACING));
                 let due = grown >= durable.options.checkpoint_wal_bytes
-                    || (grown > 0 && last.elapsed() >= durable.options.checkpoint_interval)
-                    || (grown > 0 && last.elapsed() >= PRESSURE_SPACING && tree.over_budget_after_eviction());
+                    || (grown > 0 && last.elapsed() >= interval)
+                    || (grown > 0 && last.elapsed() >= PRESSURE_SPACING && tree.over_budget_after_eviction())
+                    || rewrites_due;
                 if !due || Instant::now() < retry_at {
                     continue;
                 }
                 match durable.checkpoint(&tree) {
-                    Ok(()) => last = Instant::now(),
+                    Ok(()) => {
+                        last = Instant::now();
+                        rewriting = rewrites_due;
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "background checkpoint failed; will retry");
                         retry_at = Instant::now() + RETRY_AFTER_FAILURE;

@@ -29,7 +29,15 @@ pub(crate) struct CapturedFrame {
     pub cell: Arc<Cell>,
     /// The frame's encoded size when captured.
     pub encoded_bytes: usize,
+    /// Written whole whatever its changes: reads kept verifying its deltas
+    /// (`FrameCell::wants_rewrite`). A clean frame captured for this has no changes.
+    pub rewrite: bool,
 }
+
+/// Most frames a capture takes to be written whole for their reads (`CapturedFrame::rewrite`):
+/// each costs the checkpoint about a millisecond and two frames of I/O, and the background
+/// checkpointer comes back for the rest (`Tree::wants_rewrites`).
+const REWRITES_PER_CHECKPOINT: usize = 64;
 
 /// The result of `Tree::capture`.
 pub(crate) struct Capture {
@@ -60,13 +68,20 @@ impl Tree {
         let mut live: Vec<FrameId> = Vec::with_capacity(frames.len());
         let mut sizes: Vec<(FrameId, u64)> = Vec::with_capacity(frames.len());
         let mut dirty = Vec::new();
+        let (mut rewrites, mut rewrites_left) = (0, 0);
         for (id, cell) in frames.iter() {
             live.push(*id);
             // A bound past a frame is no use to a reader (a write to the frame loads it).
             if let size @ 1..=crate::format::FRAME_SIZE = cell.size_bytes() {
                 sizes.push((*id, size as u64));
             }
-            if cell.is_dirty() {
+            let mut rewrite = cell.wants_rewrite();
+            if rewrite && rewrites == REWRITES_PER_CHECKPOINT {
+                rewrite = false;
+                rewrites_left += 1;
+            }
+            rewrites += usize::from(rewrite);
+            if cell.is_dirty() || rewrite {
                 let (changes, released) = cell.capture_changes();
                 self.pool.resized(-(released as i64));
                 dirty.push(CapturedFrame {
@@ -76,6 +91,7 @@ impl Tree {
                     changes,
                     encoded_bytes: cell.size_bytes(),
                     cell: Arc::clone(cell),
+                    rewrite,
                 });
             }
         }
@@ -83,6 +99,7 @@ impl Tree {
         sizes.sort_unstable();
         dirty.sort_unstable_by_key(|f| f.id);
         drop(frames);
+        self.pool.set_rewrites_wanted(rewrites_left);
         let usage = self.usage_table();
         Ok(Capture { dirty, live, root_frame: self.root.id, keys: self.key_count(), usage, sizes })
     }

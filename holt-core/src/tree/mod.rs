@@ -632,6 +632,12 @@ impl Tree {
     /// eviction pass of their own, so without this one a cache of clean frames and growing
     /// logs would call for a checkpoint every `PRESSURE_SPACING`, each giving every frame
     /// written to a delta.
+    /// Whether a frame waits for a checkpoint to write it whole for its reads
+    /// (`CapturedFrame::rewrite`).
+    pub(crate) fn wants_rewrites(&self) -> bool {
+        self.pool.wants_rewrites()
+    }
+
     pub(crate) fn over_budget_after_eviction(&self) -> bool {
         self.pool.evict_if_needed();
         self.pool.over_budget()
