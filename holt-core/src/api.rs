@@ -36,7 +36,9 @@ pub struct Options {
     /// Start a background checkpoint once the log has grown this much since the last one.
     /// Also the most log a checkpoint leaves for recovery to read again: a checkpoint keeps
     /// the log in its current segment (instead of moving to a fresh one) only while less
-    /// than this much, and less than half the segment, is used.
+    /// than this much, and less than half the segment, is used. Reads that verified this many
+    /// bytes of evicted frames' deltas again (not kept in the cache) also start one, which
+    /// writes those frames whole.
     pub checkpoint_wal_bytes: u64,
     /// Start a background checkpoint at least this often while there are dirty frames, or
     /// frames whose deltas reads keep verifying (a checkpoint writes those whole).

@@ -257,6 +257,40 @@ fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
     check(&db, &model, "reopened after the rewrite");
 }
 
+#[test]
+fn the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying() {
+    let seed = oracle::seed("the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying");
+    let keys = 30_000u64;
+    let (dir, db, mut model, _) = loaded(keys);
+    let mut rng = seed;
+    overwrite_random(&db, &mut model, &mut rng, keys, keys / 10, "delta");
+    db.checkpoint().expect("checkpoint of the overwrites");
+    db.close().expect("close");
+
+    // The interval is an hour: only the bytes the reads verify again can start a checkpoint.
+    let opts = Options { checkpoint_wal_bytes: 4 << 20, ..options(64 << 10) };
+    let db = Db::open(dir.path(), opts).expect("reopen with a tiny cache");
+    let frames = db.stats().frames;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while db.stats().checkpoint_frames_rewritten < frames - 1 {
+        assert!(std::time::Instant::now() < deadline, "no rewrite after a minute of reads: {:?}", db.stats());
+        random_reads(&db, &model, &mut rng, 1000);
+    }
+    let rewritten = db.stats();
+    assert_eq!(rewritten.checkpoint_frames_rewritten, frames - 1, "{rewritten:?}");
+    assert_eq!(rewritten.checkpoint_frames_delta, 0, "{rewritten:?}");
+    random_reads(&db, &model, &mut rng, keys);
+    assert_eq!(
+        db.stats().frame_delta_verifies,
+        rewritten.frame_delta_verifies,
+        "reads verified deltas after"
+    );
+    check(&db, &model, "after the background rewrite");
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
+    check(&db, &model, "reopened after the background rewrite");
+}
+
 /// `count` point reads of keys of `model` in random order (a read in key order passes each
 /// frame once), each checked against it.
 fn random_reads(db: &Db, model: &Model, rng: &mut u64, count: u64) {

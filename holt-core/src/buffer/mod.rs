@@ -1217,6 +1217,10 @@ pub(crate) struct BufferPool<N> {
     /// (`Tree::capture` sets it to those it left for later): the background checkpointer
     /// runs when there are any.
     rewrites_wanted: AtomicU64,
+    /// Bytes of deltas reads verified again since the last capture, over all frames: the
+    /// background checkpointer starts a checkpoint for the rewrites once this passes
+    /// `Options::checkpoint_wal_bytes`, without waiting for the interval.
+    reverified_bytes: AtomicU64,
     /// Frames that kept deltas, in clock order: when the deltas' share of the budget is full,
     /// the hand drops the kept deltas of a frame not walked since it last passed. Frames whose
     /// deltas went meanwhile (a checkpoint, a load) leave as the hand passes them.
@@ -1331,6 +1335,7 @@ impl<N> BufferPool<N> {
             delta_verifies: AtomicU64::new(0),
             delta_evictions: AtomicU64::new(0),
             rewrites_wanted: AtomicU64::new(0),
+            reverified_bytes: AtomicU64::new(0),
             delta_ring: Mutex::new(VecDeque::new()),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
@@ -1698,6 +1703,7 @@ impl<N> BufferPool<N> {
                 Some(lent) => lent.iter().map(|&(_, b)| b.len() as u64).sum(),
                 None => deltas.iter().map(|d| d.bytes.as_ref().map_or(0, |b| b.len() as u64)).sum(),
             };
+            self.reverified_bytes.fetch_add(bytes, Ordering::Relaxed);
             let before = cell.reverified_bytes.fetch_add(bytes, Ordering::Relaxed);
             if before < REWRITE_AFTER_REVERIFIED_BYTES && before + bytes >= REWRITE_AFTER_REVERIFIED_BYTES {
                 self.rewrites_wanted.fetch_add(1, Ordering::Relaxed);
@@ -1738,9 +1744,16 @@ impl<N> BufferPool<N> {
         self.rewrites_wanted.load(Ordering::Relaxed) > 0
     }
 
-    /// Frames left wanting a rewrite after a capture took the others.
+    /// Bytes of deltas reads verified again since the last capture (`reverified_bytes`).
+    pub(crate) fn reverified_bytes(&self) -> u64 {
+        self.reverified_bytes.load(Ordering::Relaxed)
+    }
+
+    /// After a capture: `left` frames still want a rewrite; the count of bytes verified
+    /// again starts over.
     pub(crate) fn set_rewrites_wanted(&self, left: u64) {
         self.rewrites_wanted.store(left, Ordering::Relaxed);
+        self.reverified_bytes.store(0, Ordering::Relaxed);
     }
 
     /// Whether `bytes` more of kept deltas fit their share of the budget, once the hand of

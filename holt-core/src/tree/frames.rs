@@ -37,7 +37,7 @@ pub(crate) struct CapturedFrame {
 /// Most frames a capture takes to be written whole for their reads (`CapturedFrame::rewrite`):
 /// each costs the checkpoint about a millisecond and two frames of I/O, and the background
 /// checkpointer comes back for the rest (`Tree::wants_rewrites`).
-const REWRITES_PER_CHECKPOINT: usize = 64;
+const REWRITES_PER_CHECKPOINT: usize = 128;
 
 /// The result of `Tree::capture`.
 pub(crate) struct Capture {

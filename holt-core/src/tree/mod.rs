@@ -638,6 +638,11 @@ impl Tree {
         self.pool.wants_rewrites()
     }
 
+    /// Bytes of deltas reads verified again since the last capture.
+    pub(crate) fn reverified_bytes(&self) -> u64 {
+        self.pool.reverified_bytes()
+    }
+
     pub(crate) fn over_budget_after_eviction(&self) -> bool {
         self.pool.evict_if_needed();
         self.pool.over_budget()
