@@ -198,13 +198,12 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
     check(&db, &model, "reopened");
 }
 
-#[test]
-fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
-    let seed = oracle::seed("frames_whose_deltas_reads_keep_verifying_are_written_whole");
+/// A closed database of several frames, each with a delta (a tenth of its keys overwritten
+/// after its first checkpoint): the key count, directory, model and generator to go on with.
+fn with_deltas(seed: u64) -> (u64, tempfile::TempDir, Model, u64) {
     let keys = 30_000u64;
     let (dir, db, mut model, _) = loaded(keys);
     let mut rng = seed;
-    // A tenth of the keys overwritten: a delta on every frame.
     overwrite_random(&db, &mut model, &mut rng, keys, keys / 10, "delta");
     db.checkpoint().expect("checkpoint of the overwrites");
     let written = db.stats();
@@ -213,6 +212,13 @@ fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
         "too few frames or deltas to test with: {written:?}"
     );
     db.close().expect("close");
+    (keys, dir, model, rng)
+}
+
+#[test]
+fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
+    let (keys, dir, mut model, mut rng) =
+        with_deltas(oracle::seed("frames_whose_deltas_reads_keep_verifying_are_written_whole"));
 
     // A tiny cache: the deltas' share of it (an eighth) holds no frame's, so every read of
     // an evicted frame verifies its chain again.
@@ -259,13 +265,9 @@ fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
 
 #[test]
 fn the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying() {
-    let seed = oracle::seed("the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying");
-    let keys = 30_000u64;
-    let (dir, db, mut model, _) = loaded(keys);
-    let mut rng = seed;
-    overwrite_random(&db, &mut model, &mut rng, keys, keys / 10, "delta");
-    db.checkpoint().expect("checkpoint of the overwrites");
-    db.close().expect("close");
+    let (keys, dir, model, mut rng) = with_deltas(oracle::seed(
+        "the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying",
+    ));
 
     // The interval is an hour: only the bytes the reads verify again can start a checkpoint.
     let opts = Options { checkpoint_wal_bytes: 4 << 20, ..options(64 << 10) };
@@ -289,6 +291,59 @@ fn the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying
     db.close().expect("close");
     let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
     check(&db, &model, "reopened after the background rewrite");
+}
+
+#[test]
+fn frames_that_listings_keep_merging_chains_of_are_written_whole() {
+    let (_, dir, model, _) =
+        with_deltas(oracle::seed("frames_that_listings_keep_merging_chains_of_are_written_whole"));
+
+    // Rolled-up listings of each tenant's directories through a cache that holds the root
+    // frame and the chains' indexes (an eighth of it) but no other frame: each listing enters
+    // the evicted frames holding the directories and merges their kept chains on the way.
+    let db = Db::open(dir.path(), options(512 << 10)).expect("reopen with a small cache");
+    let pages = |db: &Db| -> Vec<holt_core::ListPage> {
+        (0..7)
+            .map(|t| {
+                let prefix = format!("tenant-{t:02}/");
+                let request = holt_core::ListRequest {
+                    prefix: prefix.as_bytes(),
+                    delimiter: b"/",
+                    start_after: b"",
+                    limit: 1000,
+                    with_values: false,
+                };
+                db.list(&request).expect("list")
+            })
+            .collect()
+    };
+    let first = pages(&db);
+    for page in &first {
+        assert_eq!(page.items.len(), 40, "every tenant has forty directories");
+    }
+    let before = db.stats();
+    for _ in 0..300 {
+        assert!(pages(&db) == first, "a listing changed while nothing was written");
+    }
+    let listed = db.stats();
+    assert_eq!(listed.checkpoint_frames_rewritten, 0);
+    assert!(listed.frame_image_reads > before.frame_image_reads + 1000, "frames were loaded: {listed:?}");
+    // A few re-verified (a frame loaded drops its kept chain), far from enough to ask for a
+    // rewrite: the listings' merges of the kept chains do.
+    assert!(
+        listed.frame_delta_verifies - before.frame_delta_verifies < 50,
+        "the chains were not kept: {before:?} {listed:?}"
+    );
+    db.checkpoint().expect("checkpoint of the frames the listings want rewritten");
+    let rewritten = db.stats();
+    assert!(rewritten.checkpoint_frames_rewritten > 0, "no frame was rewritten: {rewritten:?}");
+    assert_eq!(rewritten.checkpoint_frames_delta, 0, "{rewritten:?}");
+    assert!(pages(&db) == first, "the listings changed when their frames were rewritten");
+    check(&db, &model, "after the listings' rewrite");
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
+    assert!(pages(&db) == first, "the listings changed across a reopen");
+    check(&db, &model, "reopened after the listings' rewrite");
 }
 
 /// `count` point reads of keys of `model` in random order (a read in key order passes each

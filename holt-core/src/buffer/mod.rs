@@ -468,10 +468,10 @@ pub(crate) struct FrameCell<N> {
     /// Whether the frame is in the delta clock (`BufferPool::delta_ring`); changed only under
     /// that ring's lock, so a frame is in it at most once.
     in_delta_ring: AtomicBool,
-    /// Bytes of the frame's deltas that reads verified since its chain last changed (each time
-    /// they were not kept): past `REWRITE_AFTER_REVERIFIED_BYTES` the next checkpoint writes
-    /// the frame whole, and its chain goes (`FrameCell::wants_rewrite`).
-    reverified_bytes: AtomicU64,
+    /// Bytes of the frame's deltas that reads went through again since its chain last changed
+    /// (`BufferPool::count_reread`): past `REWRITE_AFTER_REREAD_BYTES` the next checkpoint
+    /// writes the frame whole, and its chain goes (`FrameCell::wants_rewrite`).
+    reread_bytes: AtomicU64,
     /// The frame holding the link to this one (empty for the root frame).
     parent: Mutex<Weak<FrameCell<N>>>,
     /// Keys stored in this frame and every frame below it, and the sum of their weights
@@ -682,7 +682,7 @@ impl<N> FrameCell<N> {
             kept_deltas: Mutex::new(None),
             deltas_referenced: AtomicBool::new(false),
             in_delta_ring: AtomicBool::new(false),
-            reverified_bytes: AtomicU64::new(0),
+            reread_bytes: AtomicU64::new(0),
             parent: Mutex::new(Weak::new()),
             subtree_keys: AtomicU64::new(0),
             subtree_weight: AtomicU64::new(0),
@@ -725,7 +725,7 @@ impl<N> FrameCell<N> {
     /// describes the old one, so it goes too. Returns the detached bytes released.
     pub(crate) fn mark_clean(&self, generation: u64) -> (usize, usize) {
         *self.image_head.lock() = None;
-        self.reverified_bytes.store(0, Ordering::Relaxed);
+        self.reread_bytes.store(0, Ordering::Relaxed);
         let released = self.changes.lock().captured.take().map_or(0, |l| l.detached);
         let deltas = self.drop_kept_deltas();
         self.clean_generation.fetch_max(generation, Ordering::AcqRel);
@@ -1104,11 +1104,11 @@ impl<N> FrameCell<N> {
         (released, self.drop_kept_deltas())
     }
 
-    /// Whether reads verified the frame's deltas so often since its chain last changed that
-    /// writing it whole (its chain gone) costs less than reading on: a checkpoint then
+    /// Whether reads went through the frame's deltas so often since its chain last changed
+    /// that writing it whole (its chain gone) costs less than reading on: a checkpoint then
     /// captures it even if clean (`Tree::capture`).
     pub(crate) fn wants_rewrite(&self) -> bool {
-        self.reverified_bytes.load(Ordering::Relaxed) >= REWRITE_AFTER_REVERIFIED_BYTES
+        self.reread_bytes.load(Ordering::Relaxed) >= REWRITE_AFTER_REREAD_BYTES
     }
 
     /// Forgets the kept deltas; returns their bytes.
@@ -1134,13 +1134,13 @@ const WRITE_LOAD_FRACTION: (usize, usize) = (3, 4);
 /// Deltas kept for evicted frames take at most this fraction of the budget.
 const DELTA_CACHE_FRACTION: usize = 8;
 
-/// A frame whose deltas reads verified this many bytes of since its chain last changed (its
-/// deltas not kept: their share of the budget holds other frames') is written whole by the
-/// next checkpoint, as LevelDB compacts a file that lookups keep passing through: reading
-/// its image, applying the chain and writing it costs about two frames of I/O and a
-/// millisecond of CPU, once, where every read of the frame would verify the chain again
-/// (tens of microseconds for a chain of a few thousand entries).
-const REWRITE_AFTER_REVERIFIED_BYTES: u64 = 2 * FRAME_SIZE as u64;
+/// A frame whose deltas reads went through this many bytes of again since its chain last
+/// changed (`BufferPool::count_reread`) is written whole by the next checkpoint, as LevelDB
+/// compacts a file that lookups keep passing through: reading its image, applying the chain
+/// and writing it costs about two frames of I/O and a millisecond of CPU, once, where every
+/// read of the frame would verify the chain again when it is not kept (tens of microseconds
+/// for a chain of a few thousand entries), and every listing merge it.
+const REWRITE_AFTER_REREAD_BYTES: u64 = 2 * FRAME_SIZE as u64;
 
 /// A change log's index key for `key`, and what the deltas' key filters hold of it: its
 /// CRC32C (hardware-computed; both check the key they find, so a collision only costs a
@@ -1213,14 +1213,14 @@ pub(crate) struct BufferPool<N> {
     /// delta clock's hand.
     delta_verifies: AtomicU64,
     delta_evictions: AtomicU64,
-    /// Frames whose reads passed `REWRITE_AFTER_REVERIFIED_BYTES` since the last capture
+    /// Frames whose reads passed `REWRITE_AFTER_REREAD_BYTES` since the last capture
     /// (`Tree::capture` sets it to those it left for later): the background checkpointer
     /// runs when there are any.
     rewrites_wanted: AtomicU64,
-    /// Bytes of deltas reads verified again since the last capture, over all frames: the
-    /// background checkpointer starts a checkpoint for the rewrites once this passes
-    /// `Options::checkpoint_wal_bytes`, without waiting for the interval.
-    reverified_bytes: AtomicU64,
+    /// Bytes of deltas reads went through again since the last capture, over all frames
+    /// (`count_reread`): the background checkpointer starts a checkpoint for the rewrites
+    /// once this passes `Options::checkpoint_wal_bytes`, without waiting for the interval.
+    reread_bytes: AtomicU64,
     /// Frames that kept deltas, in clock order: when the deltas' share of the budget is full,
     /// the hand drops the kept deltas of a frame not walked since it last passed. Frames whose
     /// deltas went meanwhile (a checkpoint, a load) leave as the hand passes them.
@@ -1335,7 +1335,7 @@ impl<N> BufferPool<N> {
             delta_verifies: AtomicU64::new(0),
             delta_evictions: AtomicU64::new(0),
             rewrites_wanted: AtomicU64::new(0),
-            reverified_bytes: AtomicU64::new(0),
+            reread_bytes: AtomicU64::new(0),
             delta_ring: Mutex::new(VecDeque::new()),
             pinned,
             read_buffers: Mutex::new(ReadBuffers::default()),
@@ -1703,11 +1703,7 @@ impl<N> BufferPool<N> {
                 Some(lent) => lent.iter().map(|&(_, b)| b.len() as u64).sum(),
                 None => deltas.iter().map(|d| d.bytes.as_ref().map_or(0, |b| b.len() as u64)).sum(),
             };
-            self.reverified_bytes.fetch_add(bytes, Ordering::Relaxed);
-            let before = cell.reverified_bytes.fetch_add(bytes, Ordering::Relaxed);
-            if before < REWRITE_AFTER_REVERIFIED_BYTES && before + bytes >= REWRITE_AFTER_REVERIFIED_BYTES {
-                self.rewrites_wanted.fetch_add(1, Ordering::Relaxed);
-            }
+            self.count_reread(cell, bytes);
         }
         let old = cell.kept_deltas.lock().take();
         if let Some(old) = old {
@@ -1744,16 +1740,40 @@ impl<N> BufferPool<N> {
         self.rewrites_wanted.load(Ordering::Relaxed) > 0
     }
 
-    /// Bytes of deltas reads verified again since the last capture (`reverified_bytes`).
-    pub(crate) fn reverified_bytes(&self) -> u64 {
-        self.reverified_bytes.load(Ordering::Relaxed)
+    /// Counts `bytes` of the evicted frame `cell`'s deltas that a read went through again:
+    /// verified anew (they were not kept), or, for a listing, the chain's index entries it
+    /// searched and merged (`count_listing_through_chain`). Past
+    /// `REWRITE_AFTER_REREAD_BYTES` the frame wants a rewrite.
+    pub(crate) fn count_reread(&self, cell: &FrameCell<N>, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.reread_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let before = cell.reread_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before < REWRITE_AFTER_REREAD_BYTES && before + bytes >= REWRITE_AFTER_REREAD_BYTES {
+            self.rewrites_wanted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A listing walked the evicted frame `cell` through its chain `deltas` (kept or not):
+    /// it searched and merged the chain's entries under its prefix, counted as the bytes of
+    /// a merged index entry each (`ChainEntry`). A rolled-up listing entering many frames
+    /// spent 40% of its time there (1M keys, 18 MiB budget, wide root).
+    pub(crate) fn count_listing_through_chain(&self, cell: &FrameCell<N>, deltas: &[DeltaRef<'_>]) {
+        let entries: usize = deltas.iter().map(|d| d.delta.entries.len()).sum();
+        self.count_reread(cell, (entries * size_of::<ChainEntry>()) as u64);
+    }
+
+    /// Bytes of deltas reads went through again since the last capture (`reread_bytes`).
+    pub(crate) fn reread_bytes(&self) -> u64 {
+        self.reread_bytes.load(Ordering::Relaxed)
     }
 
     /// After a capture: `left` frames still want a rewrite; the count of bytes verified
     /// again starts over.
     pub(crate) fn set_rewrites_wanted(&self, left: u64) {
         self.rewrites_wanted.store(left, Ordering::Relaxed);
-        self.reverified_bytes.store(0, Ordering::Relaxed);
+        self.reread_bytes.store(0, Ordering::Relaxed);
     }
 
     /// Whether `bytes` more of kept deltas fit their share of the budget, once the hand of

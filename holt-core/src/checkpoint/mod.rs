@@ -574,7 +574,7 @@ impl Durable {
                 rewriting &= tree.wants_rewrites();
                 let rewrites_due = tree.wants_rewrites()
                     && (last.elapsed() >= interval
-                        || tree.reverified_bytes() >= durable.options.checkpoint_wal_bytes
+                        || tree.reread_bytes() >= durable.options.checkpoint_wal_bytes
                         || (rewriting && last.elapsed() >= REWRITE_SPACING));
                 let due = grown >= durable.options.checkpoint_wal_bytes
                     || (grown > 0 && last.elapsed() >= interval)

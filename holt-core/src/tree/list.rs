@@ -621,9 +621,11 @@ impl Tree {
                 frame_at,
             };
             let kept = pruning.record(root, &mut spelled, checked, bounds, true)?;
-            // The deltas scanned count towards admitting the frame as the pages they fill.
+            // The deltas scanned count towards admitting the frame as the pages they fill,
+            // and towards writing it whole.
             let delta_bytes: usize = deltas.iter().map(|delta| delta.len()).sum();
             self.pool.count_image_work(cell, delta_bytes / crate::format::frame::PAGE_BYTES);
+            self.pool.count_listing_through_chain(cell, deltas);
             let kept = kept.unwrap_or_else(|| Node::Inner(Inner::empty()));
             if walk.delimiter.is_empty() {
                 // A scan merges them as it emits the keys (`Walk::merge_pending`), in key

@@ -638,9 +638,9 @@ impl Tree {
         self.pool.wants_rewrites()
     }
 
-    /// Bytes of deltas reads verified again since the last capture.
-    pub(crate) fn reverified_bytes(&self) -> u64 {
-        self.pool.reverified_bytes()
+    /// Bytes of deltas reads went through again since the last capture.
+    pub(crate) fn reread_bytes(&self) -> u64 {
+        self.pool.reread_bytes()
     }
 
     pub(crate) fn over_budget_after_eviction(&self) -> bool {
