@@ -849,7 +849,12 @@ impl<N> FrameCell<N> {
         self.parent.lock().upgrade()
     }
     pub(crate) fn set_parent(&self, parent: &Arc<FrameCell<N>>) {
-        *self.parent.lock() = Arc::downgrade(parent);
+        let mut slot = self.parent.lock();
+        // Most calls name the parent it has (a listing of evicted frames resolves every link
+        // it meets): a new weak count on the parent's shared line is left for the change.
+        if !std::ptr::eq(slot.as_ptr(), Arc::as_ptr(parent)) {
+            *slot = Arc::downgrade(parent);
+        }
     }
     /// Keys in this frame's subtree (this frame and the frames below it) and their weight.
     pub(crate) fn subtree_usage(&self) -> (u64, u64) {

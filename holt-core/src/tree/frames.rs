@@ -5,7 +5,6 @@
 //! writes the captured roots with `encode_frame`, and then calls `mark_clean` for each written
 //! frame so the cache may evict it. Opening calls `from_frames`: nothing is read until a frame is first touched.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::node::{Cell, Node, Weigh};
@@ -219,7 +218,7 @@ impl Tree {
     }
 
     /// All live frames (for tests and stats).
-    pub(crate) fn live_frames(&self) -> HashMap<FrameId, Arc<Cell>> {
+    pub(crate) fn live_frames(&self) -> super::FrameMap {
         self.frames.lock().clone()
     }
 }
