@@ -1735,6 +1735,18 @@ impl<N> BufferPool<N> {
             let mut ring = self.delta_ring.lock();
             if !cell.in_delta_ring.swap(true, Ordering::Relaxed) {
                 ring.push_back(Arc::clone(cell));
+                // Frames whose deltas went (checkpointed, loaded, merged away) leave from the
+                // front as others come in, so the ring stays about as long as the frames
+                // keeping deltas even while the share never fills and the hand never runs.
+                for _ in 0..2 {
+                    match ring.front() {
+                        Some(front) if !Arc::ptr_eq(front, cell) && front.kept_deltas.lock().is_none() => {
+                            front.in_delta_ring.store(false, Ordering::Relaxed);
+                            ring.pop_front();
+                        }
+                        _ => break,
+                    }
+                }
             }
         }
         Ok(deltas)
