@@ -36,9 +36,9 @@ pub struct Options {
     /// Start a background checkpoint once the log has grown this much since the last one.
     /// Also the most log a checkpoint leaves for recovery to read again: a checkpoint keeps
     /// the log in its current segment (instead of moving to a fresh one) only while less
-    /// than this much, and less than half the segment, is used. Reads that verified this many
-    /// bytes of evicted frames' deltas again (not kept in the cache) also start one, which
-    /// writes those frames whole.
+    /// than this much, and less than half the segment, is used. Reads that went through this
+    /// many bytes of evicted frames' deltas again (verified anew, or merged by listings) also
+    /// start one, which writes the frames they went through most whole.
     pub checkpoint_wal_bytes: u64,
     /// Start a background checkpoint at least this often while there are dirty frames, or
     /// frames whose deltas reads keep verifying (a checkpoint writes those whole).
@@ -405,8 +405,8 @@ pub struct Stats {
     /// Of those deltas, the ones that replaced a full chain (its entries merged with the new
     /// changes) instead of the frame being written whole.
     pub checkpoint_chains_merged: u64,
-    /// Of `checkpoint_frames_whole`, frames written whole because reads kept verifying their
-    /// deltas (the frame's deltas did not fit their share of the cache): their chains went.
+    /// Of `checkpoint_frames_whole`, frames written whole because reads kept going through
+    /// their deltas (verifying them anew, or merging them in listings): their chains went.
     pub checkpoint_frames_rewritten: u64,
     /// The log position (in bytes) past the last record reserved, which the next write's
     /// version will be; in memory, the last write's version.

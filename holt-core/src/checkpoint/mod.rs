@@ -546,7 +546,7 @@ impl Durable {
     /// Starts the background checkpointer: checkpoints when the log grew by
     /// `checkpoint_wal_bytes` since the last one, every `checkpoint_interval` while anything
     /// was written or frames wait to be written whole for their reads (sooner once reads
-    /// verified `checkpoint_wal_bytes` of deltas again), and (at most every
+    /// went through `checkpoint_wal_bytes` of deltas again), and (at most every
     /// `PRESSURE_SPACING`) when the frame cache is over its memory budget: frames due to be
     /// written whole, and logs the cache counts, go only when a checkpoint writes them.
     pub(crate) fn start_background(self: &Arc<Self>, tree: Arc<Tree>) {
@@ -569,7 +569,7 @@ impl Durable {
                     durable.wal.head().saturating_sub(durable.last_checkpoint_lsn.load(Ordering::Acquire));
                 let interval = durable.options.checkpoint_interval;
                 // Frames reads want written whole: after the interval, as for writes, or once
-                // reads verified again as many bytes of deltas as the log may grow by; then,
+                // reads went through as many bytes of deltas again as the log may grow by; then,
                 // while more wait than one checkpoint takes, every `REWRITE_SPACING`.
                 rewriting &= tree.wants_rewrites();
                 let rewrites_due = tree.wants_rewrites()

@@ -28,7 +28,7 @@ pub(crate) struct CapturedFrame {
     pub cell: Arc<Cell>,
     /// The frame's encoded size when captured.
     pub encoded_bytes: usize,
-    /// Written whole whatever its changes: reads kept verifying its deltas
+    /// Written whole whatever its changes: reads kept going through its deltas
     /// (`FrameCell::wants_rewrite`). A clean frame captured for this has no changes.
     pub rewrite: bool,
 }
