@@ -68,6 +68,15 @@ fn check(db: &Db, model: &Model, context: &str) {
     assert!(got == want, "{context}: scan differs from the model");
 }
 
+/// Closes `db`, opens the database in `dir` again with a cache that holds it all, and checks
+/// it against `model`; returns the reopened handle.
+fn reopen_and_check(db: Db, dir: &std::path::Path, model: &Model, context: &str) -> Db {
+    db.close().expect("close");
+    let db = Db::open(dir, options(1 << 30)).expect("reopen");
+    check(&db, model, context);
+    db
+}
+
 /// A database of `keys` keys over several frames, checkpointed: its directory, handle, model
 /// and the stats after that first checkpoint.
 fn loaded(keys: u64) -> (tempfile::TempDir, Db, Model, holt_core::Stats) {
@@ -131,9 +140,7 @@ fn deltas_read_back_exactly_through_reopen_and_a_full_cache() {
     let db = Db::open(dir.path(), options(64 << 10)).expect("reopen with a tiny cache");
     check(&db, &model, "reopened with a tiny cache");
     assert!(db.stats().frame_reads > 0);
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
-    check(&db, &model, "reopened");
+    reopen_and_check(db, dir.path(), &model, "reopened");
 }
 
 /// `count` overwrites of random keys below `keys`, each value naming `label`, recorded in
@@ -193,9 +200,7 @@ fn full_chains_of_small_deltas_are_merged_and_read_back_exactly() {
         "no evicted frame's chain was merged: {after:?}"
     );
     check(&db, &model, "after merging evicted frames' chains");
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
-    check(&db, &model, "reopened");
+    reopen_and_check(db, dir.path(), &model, "reopened");
 }
 
 /// A closed database of several frames, each with a delta (a tenth of its keys overwritten
@@ -258,9 +263,7 @@ fn frames_whose_deltas_reads_keep_verifying_are_written_whole() {
     overwrite_random(&db, &mut model, &mut rng, keys, 500, "after the rewrite");
     db.checkpoint().expect("checkpoint of writes after the rewrite");
     check(&db, &model, "writes after the rewrite");
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
-    check(&db, &model, "reopened after the rewrite");
+    reopen_and_check(db, dir.path(), &model, "reopened after the rewrite");
 }
 
 #[test]
@@ -288,9 +291,7 @@ fn the_background_checkpointer_rewrites_frames_whose_deltas_reads_keep_verifying
         "reads verified deltas after"
     );
     check(&db, &model, "after the background rewrite");
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
-    check(&db, &model, "reopened after the background rewrite");
+    reopen_and_check(db, dir.path(), &model, "reopened after the background rewrite");
 }
 
 #[test]
@@ -340,10 +341,8 @@ fn frames_that_listings_keep_merging_chains_of_are_written_whole() {
     assert_eq!(rewritten.checkpoint_frames_delta, 0, "{rewritten:?}");
     assert!(pages(&db) == first, "the listings changed when their frames were rewritten");
     check(&db, &model, "after the listings' rewrite");
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options(1 << 30)).expect("reopen");
+    let db = reopen_and_check(db, dir.path(), &model, "reopened after the listings' rewrite");
     assert!(pages(&db) == first, "the listings changed across a reopen");
-    check(&db, &model, "reopened after the listings' rewrite");
 }
 
 /// `count` point reads of keys of `model` in random order (a read in key order passes each
